@@ -1,0 +1,5 @@
+import sys
+
+from ftrl_ps.cli import main
+
+sys.exit(main())

@@ -1,0 +1,84 @@
+"""The ``ftrl-ps`` command line.
+
+Each sub-command lives in its own module under ``ftrl_ps.cli`` and exposes
+
+* ``NAME: str`` and ``HELP: str``,
+* ``add_arguments(parser: argparse.ArgumentParser) -> None``,
+* ``run(args: argparse.Namespace) -> int`` (the exit code).
+
+Bad arguments exit with code 2 and a one-line message (argparse's convention);
+an :class:`~ftrl_ps.errors.FTRLPSError` raised while running exits with code 1
+and its message, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+from ftrl_ps.errors import ConfigError, FTRLPSError
+
+#: sub-command modules, in the order ``--help`` lists them
+COMMANDS: tuple[str, ...] = ("train", "eval", "predict", "gen", "server", "worker")
+
+
+def _load(name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(f"ftrl_ps.cli.{name}_cmd")
+    except ModuleNotFoundError as exc:  # a command not built yet
+        if exc.name == f"ftrl_ps.cli.{name}_cmd":
+            return None
+        raise
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (also used by tests that check deployment files)."""
+    from ftrl_ps import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="ftrl-ps",
+        description=(
+            "Sparse FTRL-Proximal logistic regression for CTR data (libsvm input), "
+            "in one process or as a parameter-server cluster."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"ftrl-ps {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in COMMANDS:
+        module = _load(name)
+        if module is None:
+            continue
+        p = sub.add_parser(
+            module.NAME,
+            help=module.HELP,
+            description=getattr(module, "DESCRIPTION", module.HELP),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run, _parser=p)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args._run(args)
+    except ConfigError as exc:
+        args._parser.error(str(exc))  # exits 2
+        raise AssertionError("unreachable") from exc
+    except FTRLPSError as exc:
+        print(f"ftrl-ps {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"ftrl-ps {args.command}: interrupted", file=sys.stderr)
+        return 130
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""The one error hierarchy of ftrl-ps.
+
+Every error the library raises on purpose derives from :class:`FTRLPSError`.
+The server maps these classes to HTTP status codes in exactly one place
+(``ftrl_ps.server.errors``); the client maps HTTP answers and transport
+failures back to them.
+
+::
+
+    FTRLPSError
+    ├── ConfigError            bad hyper-parameters, arguments or layout   (400)
+    │   └── LayoutMismatchError    worker and server disagree on the layout (409)
+    ├── DataError              malformed training/test input
+    │   └── ParseError             one bad line: file, line number, token
+    ├── ModelFormatError       corrupt, truncated or foreign model file
+    ├── ProtocolError          a request body that fails validation        (400)
+    │   └── PayloadTooLargeError   body over the size limit                 (413)
+    ├── AuthError              missing or wrong token                      (401)
+    ├── UnknownWorkerError     a worker id the server does not know        (404)
+    ├── WorkerStateError       e.g. a push from a finished/dead worker     (409)
+    ├── ClockTimeoutError      an SSP wait that did not clear in time      (408)
+    ├── ServerError            the server failed while handling a request  (500)
+    └── TransportError         the client could not reach the server
+"""
+
+from __future__ import annotations
+
+
+class FTRLPSError(Exception):
+    """Base class of every error raised on purpose by ftrl-ps."""
+
+
+class ConfigError(FTRLPSError, ValueError):
+    """Invalid hyper-parameters, arguments, or cluster layout."""
+
+
+class LayoutMismatchError(ConfigError):
+    """A worker's view of the key layout differs from the server's."""
+
+
+class DataError(FTRLPSError, ValueError):
+    """Malformed training or test data."""
+
+
+class ParseError(DataError):
+    """A line of a libsvm file could not be parsed.
+
+    Attributes
+    ----------
+    source : str
+        File name (or ``"<stdin>"``).
+    line : int
+        1-based line number.
+    token : str
+        The offending token (possibly shortened).
+    """
+
+    def __init__(self, source: str, line: int, token: str, reason: str) -> None:
+        self.source = source
+        self.line = line
+        self.token = token
+        self.reason = reason
+        super().__init__(f"{source}:{line}: {reason}: {token!r}")
+
+
+class ModelFormatError(FTRLPSError, ValueError):
+    """A model file is corrupt, truncated, or not an ftrl-ps model."""
+
+
+class ProtocolError(FTRLPSError, ValueError):
+    """A request or response body failed validation."""
+
+
+class PayloadTooLargeError(ProtocolError):
+    """A request body exceeded the configured size limit."""
+
+
+class AuthError(FTRLPSError):
+    """A state-changing request lacked the right token."""
+
+
+class UnknownWorkerError(FTRLPSError, LookupError):
+    """The server does not know the worker id in the request."""
+
+
+class WorkerStateError(FTRLPSError):
+    """The request is not allowed in the worker's current state."""
+
+
+class ClockTimeoutError(FTRLPSError, TimeoutError):
+    """An SSP clock wait did not clear before its deadline."""
+
+
+class ServerError(FTRLPSError):
+    """The server failed while handling a request."""
+
+
+class TransportError(FTRLPSError, ConnectionError):
+    """The client could not reach the server or the connection broke."""
