@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numba
 
-JIT_FLAGS: dict[str, bool] = {"nopython": True, "nogil": True, "cache": True, "fastmath": False}
+JIT_FLAGS: dict[str, bool] = {"nogil": True, "cache": True, "fastmath": False}
 
 
 def njit(*args, **kwargs):  # type: ignore[no-untyped-def]

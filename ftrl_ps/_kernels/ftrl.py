@@ -1,0 +1,154 @@
+"""FTRL-Proximal kernels (McMahan et al., KDD 2013, Algorithm 1).
+
+Assumptions (checked by the wrappers in :mod:`ftrl_ps.ftrl`, not here):
+
+* ``state`` is a flat float array ``[n_0, z_0, n_1, z_1, ...]`` (interleaved so
+  one key's ``n`` and ``z`` share a cache line) of ``bias_key + 1`` keys, the
+  bias last; every index in ``indices`` is in ``[0, bias_key)``.
+* ``indptr`` is non-decreasing with ``indptr[0] == 0`` and
+  ``indptr[-1] == len(indices) == len(values)``.
+* Rows are sorted and unique (the reader guarantees it); duplicates would
+  still be deterministic but each occurrence would be updated separately.
+
+All arithmetic is done in float64 whatever the storage dtype.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ftrl_ps._kernels._config import njit
+from ftrl_ps._kernels._intrinsics import prefetch
+
+#: probabilities are clipped to [EPS, 1 - EPS] before taking the log loss
+EPS = 1e-15
+#: the margin is clipped to [-MAX_MARGIN, MAX_MARGIN] before the sigmoid
+MAX_MARGIN = 35.0
+
+
+@njit(inline="always")
+def _weight(z: float, n: float, alpha: float, beta: float, l1: float, l2: float) -> float:
+    """Closed-form per-coordinate weight from the FTRL state (Algorithm 1)."""
+    if abs(z) <= l1:
+        return 0.0
+    sign = 1.0 if z > 0.0 else -1.0
+    return -(z - sign * l1) / ((beta + math.sqrt(n)) / alpha + l2)
+
+
+@njit(inline="always")
+def _weight_s(z: float, sqrt_n: float, alpha: float, beta: float, l1: float, l2: float) -> float:
+    """As :func:`_weight`, given ``sqrt(n)`` (assumes ``|z| > l1`` or returns 0)."""
+    if abs(z) <= l1:
+        return 0.0
+    return -(z - math.copysign(l1, z)) / ((beta + sqrt_n) / alpha + l2)
+
+
+@njit(inline="always")
+def _sigmoid(margin: float) -> float:
+    if margin > MAX_MARGIN:
+        margin = MAX_MARGIN
+    elif margin < -MAX_MARGIN:
+        margin = -MAX_MARGIN
+    return 1.0 / (1.0 + math.exp(-margin))
+
+
+@njit(inline="always")
+def _logloss(p: float, y: float) -> float:
+    if p < EPS:
+        p = EPS
+    elif p > 1.0 - EPS:
+        p = 1.0 - EPS
+    return -math.log(p) if y > 0.5 else -math.log(1.0 - p)
+
+
+@njit(inline="always")
+def _update(state, key, g, w, sqrt_n_old, alpha):  # type: ignore[no-untyped-def]
+    """FTRL-Proximal update of one coordinate (``key`` indexes ``n``; ``z`` follows)."""
+    n_new = np.float64(state[key]) + g * g
+    if w != 0.0:
+        sigma = (math.sqrt(n_new) - sqrt_n_old) / alpha
+        state[key + 1] = np.float64(state[key + 1]) + g - sigma * w
+    else:
+        state[key + 1] = np.float64(state[key + 1]) + g
+    state[key] = n_new
+
+
+#: rows ahead whose state the training loop prefetches
+PREFETCH_ROWS = 2
+
+
+@njit
+def train_rows(state, labels, indptr, indices, values, bias_key, alpha, beta, l1, l2):  # type: ignore[no-untyped-def]
+    """Predict-then-update every row in order; returns the summed progressive log loss.
+
+    ``state`` is the flat interleaved state ``[n_0, z_0, n_1, z_1, ...]`` so that
+    one key's ``n`` and ``z`` share a cache line.
+    """
+    rows = labels.shape[0]
+    wbuf = np.empty(indices.shape[0], dtype=np.float64)  # weight used in the prediction
+    sbuf = np.empty(indices.shape[0], dtype=np.float64)  # sqrt(n) before the update
+    loss = 0.0
+    for r in range(rows):
+        start = indptr[r]
+        end = indptr[r + 1]
+        if r + PREFETCH_ROWS < rows:
+            for j in range(indptr[r + PREFETCH_ROWS], indptr[r + PREFETCH_ROWS + 1]):
+                prefetch(state, 2 * np.int64(indices[j]))
+        # predict with the current weights (bias first, value 1.0)
+        zb = np.float64(state[2 * bias_key + 1])
+        sqb = math.sqrt(np.float64(state[2 * bias_key]))
+        w_bias = _weight_s(zb, sqb, alpha, beta, l1, l2)
+        margin = w_bias
+        for j in range(start, end):
+            key = 2 * np.int64(indices[j])
+            zk = np.float64(state[key + 1])
+            if abs(zk) <= l1:
+                wbuf[j] = 0.0
+            else:
+                sq = math.sqrt(np.float64(state[key]))
+                sbuf[j] = sq
+                w = _weight_s(zk, sq, alpha, beta, l1, l2)
+                wbuf[j] = w
+                margin += w * np.float64(values[j])
+        p = _sigmoid(margin)
+        y = np.float64(labels[r])
+        loss += _logloss(p, y)
+        g = p - y
+        # update: sigma * w vanishes when w == 0, so sqrt is only needed then
+        _update(state, 2 * np.int64(bias_key), g, w_bias, sqb, alpha)
+        for j in range(start, end):
+            _update(state, 2 * np.int64(indices[j]), g * np.float64(values[j]), wbuf[j], sbuf[j], alpha)
+    return loss
+
+
+@njit
+def predict_rows(state, indptr, indices, values, bias_key, alpha, beta, l1, l2, out):  # type: ignore[no-untyped-def]
+    """Write P(y=1 | row) for every row into ``out`` (float64); state is interleaved."""
+    rows = out.shape[0]
+    b = 2 * np.int64(bias_key)
+    w_bias = _weight(np.float64(state[b + 1]), np.float64(state[b]), alpha, beta, l1, l2)
+    for r in range(rows):
+        margin = w_bias
+        for j in range(indptr[r], indptr[r + 1]):
+            key = 2 * np.int64(indices[j])
+            w = _weight(np.float64(state[key + 1]), np.float64(state[key]), alpha, beta, l1, l2)
+            margin += w * np.float64(values[j])
+        out[r] = _sigmoid(margin)
+
+
+@njit
+def logloss_sum(labels, probs):  # type: ignore[no-untyped-def]
+    """Summed clipped log loss of ``probs`` against 0/1 ``labels``."""
+    total = 0.0
+    for r in range(labels.shape[0]):
+        total += _logloss(probs[r], np.float64(labels[r]))
+    return total
+
+
+@njit
+def weights(state, alpha, beta, l1, l2, out):  # type: ignore[no-untyped-def]
+    """Dense weight vector derived from the interleaved state."""
+    for i in range(out.shape[0]):
+        out[i] = _weight(np.float64(state[2 * i + 1]), np.float64(state[2 * i]), alpha, beta, l1, l2)

@@ -1,0 +1,232 @@
+"""FTRL-Proximal logistic regression: hyper-parameters and per-coordinate state.
+
+This module is the math only: it knows nothing about files, HTTP or threads.
+The numba kernels live in :mod:`ftrl_ps._kernels.ftrl`; the methods here check
+their inputs and call them.
+
+The state of coordinate ``i`` is ``n_i`` (sum of squared gradients) and ``z_i``;
+its weight is derived lazily (McMahan et al., KDD 2013, Algorithm 1)::
+
+    w_i = 0                                                   if |z_i| <= l1
+    w_i = -(z_i - sign(z_i) * l1) / ((beta + sqrt(n_i)) / alpha + l2)   otherwise
+
+A feature space of ``bits`` b has ``2**b`` slots plus one bias slot at key
+``2**b`` that is on (value 1.0) in every row.
+
+Examples
+--------
+>>> import numpy as np
+>>> from ftrl_ps.ftrl import FTRL, FTRLParams
+>>> model = FTRL(bits=4, params=FTRLParams(l1=0.0))
+>>> loss = model.fit_rows(np.array([1.0], np.float32), np.array([0, 2]), np.array([3, 5], np.int32),
+...                       np.ones(2, np.float32))
+>>> round(loss, 4)  # log(2): every weight starts at zero
+0.6931
+>>> bool(model.predict_rows(np.array([0, 1]), np.array([3], np.int32), np.ones(1, np.float32))[0] > 0.5)
+True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ftrl_ps._kernels import ftrl as _k
+from ftrl_ps.errors import ConfigError, DataError
+
+MIN_BITS = 1
+MAX_BITS = 30
+DTYPES = ("float32", "float64")
+
+
+@dataclass(frozen=True)
+class FTRLParams:
+    """FTRL-Proximal hyper-parameters (defaults as Vowpal Wabbit's ``--ftrl`` examples)."""
+
+    alpha: float = 0.1
+    beta: float = 1.0
+    l1: float = 1.0
+    l2: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if not isinstance(value, int | float) or not math.isfinite(value):
+                raise ConfigError(f"{name} must be a finite number, got {value!r}")
+        if self.alpha <= 0:
+            raise ConfigError(f"alpha must be > 0, got {self.alpha}")
+        for name in ("beta", "l1", "l2"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+
+    def as_dict(self) -> dict[str, float]:
+        return {k: float(v) for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> FTRLParams:
+        return cls(**{k: float(d[k]) for k in ("alpha", "beta", "l1", "l2")})
+
+
+def check_bits(bits: int) -> int:
+    """Validate a feature-space size in bits."""
+    if isinstance(bits, bool) or not isinstance(bits, int | np.integer):
+        raise ConfigError(f"bits must be an integer, got {bits!r}")
+    if not MIN_BITS <= bits <= MAX_BITS:
+        raise ConfigError(f"bits must be in [{MIN_BITS}, {MAX_BITS}], got {bits}")
+    return int(bits)
+
+
+def num_keys(bits: int) -> int:
+    """Size of the key space: ``2**bits`` feature slots plus the bias slot."""
+    return (1 << check_bits(bits)) + 1
+
+
+def check_rows(
+    indptr: npt.ArrayLike, indices: npt.ArrayLike, values: npt.ArrayLike, num_slots: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Validate a CSR block of rows; return contiguous arrays the kernels accept."""
+    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    indices = np.asarray(indices)
+    values = np.asarray(values)
+    if indptr.ndim != 1 or indices.ndim != 1 or values.ndim != 1:
+        raise DataError("indptr, indices and values must be 1-D arrays")
+    if indptr.size == 0 or indptr[0] != 0:
+        raise DataError("indptr must start with 0")
+    if indices.shape != values.shape or indptr[-1] != indices.size:
+        raise DataError(
+            f"indptr[-1]={indptr[-1]} must equal len(indices)={indices.size} "
+            f"and len(values)={values.size}"
+        )
+    if indptr.size > 1 and np.any(np.diff(indptr) < 0):
+        raise DataError("indptr must be non-decreasing")
+    if not np.issubdtype(indices.dtype, np.integer):
+        raise DataError(f"indices must be integers, got {indices.dtype}")
+    if indices.size and (indices.min() < 0 or indices.max() >= num_slots):
+        raise DataError(f"indices must be in [0, {num_slots})")
+    values = np.ascontiguousarray(values, dtype=np.float32 if values.dtype != np.float64 else None)
+    if not np.all(np.isfinite(values)):
+        raise DataError("values must be finite (no NaN or inf)")
+    return indptr, np.ascontiguousarray(indices, dtype=np.int32), values
+
+
+class FTRL:
+    """Per-coordinate FTRL-Proximal state for a ``2**bits`` feature space plus bias.
+
+    Parameters
+    ----------
+    bits : int
+        Feature slots ``2**bits`` (1..30).
+    params : FTRLParams
+        Hyper-parameters.
+    dtype : {"float32", "float64"}
+        Storage type of ``n`` and ``z``; arithmetic is always float64.
+    """
+
+    def __init__(
+        self, bits: int, params: FTRLParams | None = None, dtype: str = "float32"
+    ) -> None:
+        self.bits = check_bits(bits)
+        self.params = params if params is not None else FTRLParams()
+        if dtype not in DTYPES:
+            raise ConfigError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+        self.dtype = dtype
+        #: interleaved state, row k = (n_k, z_k): one cache line per key
+        self.state = np.zeros((num_keys(self.bits), 2), dtype=dtype)
+
+    @property
+    def n(self) -> np.ndarray:
+        """Per-key sum of squared gradients (a view into :attr:`state`)."""
+        return self.state[:, 0]
+
+    @property
+    def z(self) -> np.ndarray:
+        """Per-key ``z`` (a view into :attr:`state`)."""
+        return self.state[:, 1]
+
+    @property
+    def _flat(self) -> np.ndarray:
+        return self.state.reshape(-1)
+
+    @property
+    def num_slots(self) -> int:
+        return 1 << self.bits
+
+    @property
+    def bias_key(self) -> int:
+        return self.num_slots
+
+    def _hp(self) -> tuple[float, float, float, float]:
+        p = self.params
+        return p.alpha, p.beta, p.l1, p.l2
+
+    def fit_rows(
+        self,
+        labels: npt.ArrayLike,
+        indptr: npt.ArrayLike,
+        indices: npt.ArrayLike,
+        values: npt.ArrayLike,
+    ) -> float:
+        """Train on rows in order (predict, then update); return the summed log loss.
+
+        ``labels`` are 0/1. Rows are CSR (``indptr``, ``indices``, ``values``);
+        indices are slots in ``[0, 2**bits)``, sorted and unique within a row.
+        """
+        indptr, indices, values = check_rows(indptr, indices, values, self.num_slots)
+        labels = np.ascontiguousarray(labels, dtype=np.float32)
+        if labels.ndim != 1 or labels.size != indptr.size - 1:
+            raise DataError(f"{labels.size} labels for {indptr.size - 1} rows")
+        if labels.size and not np.all((labels == 0) | (labels == 1)):
+            raise DataError("labels must be 0 or 1")
+        return self._fit(labels, indptr, indices, values)
+
+    def _fit(
+        self, labels: np.ndarray, indptr: np.ndarray, indices: np.ndarray, values: np.ndarray
+    ) -> float:
+        """Unchecked fast path for inputs already validated (reader output)."""
+        return float(
+            _k.train_rows(self._flat, labels, indptr, indices, values, self.bias_key, *self._hp())
+        )
+
+    def predict_rows(
+        self, indptr: npt.ArrayLike, indices: npt.ArrayLike, values: npt.ArrayLike
+    ) -> np.ndarray:
+        """P(y=1) for every CSR row, as float64."""
+        indptr, indices, values = check_rows(indptr, indices, values, self.num_slots)
+        return self._predict(indptr, indices, values)
+
+    def _predict(self, indptr: np.ndarray, indices: np.ndarray, values: np.ndarray) -> np.ndarray:
+        out = np.empty(indptr.size - 1, dtype=np.float64)
+        _k.predict_rows(self._flat, indptr, indices, values, self.bias_key, *self._hp(), out)
+        return out
+
+    def weights(self) -> np.ndarray:
+        """The dense weight vector (float64), bias last."""
+        out = np.empty(self.state.shape[0], dtype=np.float64)
+        _k.weights(self._flat, *self._hp(), out)
+        return out
+
+    def touched_keys(self) -> np.ndarray:
+        """Keys whose state is not zero (those a model file stores)."""
+        return np.flatnonzero(np.any(self.state != 0, axis=1)).astype(np.uint32)
+
+    def load_state(self, keys: npt.ArrayLike, n: npt.ArrayLike, z: npt.ArrayLike) -> None:
+        """Set the state of ``keys`` (all other keys are reset to zero)."""
+        keys = np.asarray(keys)
+        n = np.asarray(n)
+        z = np.asarray(z)
+        if keys.shape != n.shape or keys.shape != z.shape or keys.ndim != 1:
+            raise DataError("keys, n and z must be 1-D arrays of one length")
+        size = self.state.shape[0]
+        if keys.size and (keys.min() < 0 or keys.max() >= size):
+            raise DataError(f"keys must be in [0, {size})")
+        self.state[:] = 0
+        self.state[keys, 0] = n
+        self.state[keys, 1] = z
+
+
+def logloss_sum(labels: np.ndarray, probs: np.ndarray) -> float:
+    """Summed clipped log loss (the same clipping as training)."""
+    return float(_k.logloss_sum(np.ascontiguousarray(labels), np.ascontiguousarray(probs)))
