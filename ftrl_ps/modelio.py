@@ -1,0 +1,188 @@
+"""The model file: a versioned, checksummed snapshot of the FTRL state.
+
+Layout (all integers little-endian)::
+
+    offset   size   field
+    0        8      magic  b"FTRLPSMD"
+    8        4      uint32 format version (currently 1)
+    12       4      uint32 H, length of the header
+    16       H      header: a UTF-8 JSON object (see below)
+    16+H     4*K    keys: uint32[K], strictly increasing, each < 2**bits + 1
+    ...      s*K    n: float32 or float64 [K] (s = 4 or 8, from "dtype")
+    ...      s*K    z: same type [K]
+    end-4    4      uint32 CRC-32 (zlib.crc32) of every byte before it
+
+The header holds ``format`` ("ftrl-ps model"), ``bits``, ``dtype``, ``params``
+(alpha, beta, l1, l2), ``num_keys`` (K), ``bias_key`` (``2**bits``),
+``ftrl_ps_version``, ``created`` (UTC, ISO 8601) and ``training`` (free-form
+facts about the run: rows, epochs, files). Only keys whose ``n`` or ``z`` is
+not zero are stored, so a sparse model is a small file; the full state is
+kept, so training can resume from it.
+
+Files are written atomically: to a temporary file in the same folder, flushed
+and fsync'ed, then renamed over the target. A reader never sees half a model.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import struct
+import tempfile
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ftrl_ps import __version__
+from ftrl_ps.errors import ModelFormatError
+from ftrl_ps.ftrl import DTYPES, FTRL, FTRLParams, check_bits, num_keys
+
+MAGIC = b"FTRLPSMD"
+FORMAT_VERSION = 1
+_PREFIX = struct.Struct("<8sII")
+_CRC = struct.Struct("<I")
+_MAX_HEADER = 1 << 20
+
+
+@dataclass
+class SavedModel:
+    """A model as stored on disk: hyper-parameters plus the touched keys' state."""
+
+    bits: int
+    params: FTRLParams
+    dtype: str
+    keys: np.ndarray
+    n: np.ndarray
+    z: np.ndarray
+    training: dict[str, Any] = field(default_factory=dict)
+    created: str = ""
+
+    def to_ftrl(self) -> FTRL:
+        model = FTRL(self.bits, self.params, dtype=self.dtype)
+        model.load_state(self.keys, self.n, self.z)
+        return model
+
+    @classmethod
+    def from_ftrl(cls, model: FTRL, training: dict[str, Any] | None = None) -> SavedModel:
+        keys = model.touched_keys()
+        return cls(
+            bits=model.bits,
+            params=model.params,
+            dtype=model.dtype,
+            keys=keys,
+            n=model.n[keys],
+            z=model.z[keys],
+            training=dict(training or {}),
+        )
+
+
+def save_model(path: str | os.PathLike[str], model: SavedModel | FTRL, **training: Any) -> Path:
+    """Write ``model`` to ``path`` atomically; returns the path.
+
+    Extra keyword arguments are stored in the header's ``training`` object.
+    """
+    saved = model if isinstance(model, SavedModel) else SavedModel.from_ftrl(model)
+    saved.training.update(training)
+    keys = np.ascontiguousarray(saved.keys, dtype="<u4")
+    n = np.ascontiguousarray(saved.n, dtype=np.dtype(saved.dtype).newbyteorder("<"))
+    z = np.ascontiguousarray(saved.z, dtype=np.dtype(saved.dtype).newbyteorder("<"))
+    if not keys.shape == n.shape == z.shape:
+        raise ModelFormatError("keys, n and z must have one length")
+    header = {
+        "format": "ftrl-ps model",
+        "bits": saved.bits,
+        "dtype": saved.dtype,
+        "params": saved.params.as_dict(),
+        "num_keys": int(keys.size),
+        "bias_key": 1 << saved.bits,
+        "ftrl_ps_version": __version__,
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "training": saved.training,
+    }
+    head = json.dumps(header, sort_keys=True).encode()
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            crc = 0
+            for chunk in (_PREFIX.pack(MAGIC, FORMAT_VERSION, len(head)), head, keys, n, z):
+                data = memoryview(chunk).cast("B") if isinstance(chunk, np.ndarray) else chunk
+                crc = zlib.crc32(data, crc)
+                f.write(data)
+            f.write(_CRC.pack(crc))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def load_model(path: str | os.PathLike[str]) -> SavedModel:
+    """Read a model file, checking magic, version, sizes and checksum.
+
+    Raises
+    ------
+    ModelFormatError
+        The file is missing, truncated, corrupt, or not an ftrl-ps model.
+    """
+    try:
+        blob = Path(path).read_bytes()
+    except OSError as exc:
+        raise ModelFormatError(f"cannot read model {path}: {exc.strerror or exc}") from exc
+    where = f"model file {path}"
+    if len(blob) < _PREFIX.size + _CRC.size:
+        raise ModelFormatError(f"{where} is too short to be an ftrl-ps model")
+    magic, version, head_len = _PREFIX.unpack_from(blob)
+    if magic != MAGIC:
+        raise ModelFormatError(f"{where} is not an ftrl-ps model (bad magic {magic[:8]!r})")
+    if version != FORMAT_VERSION:
+        raise ModelFormatError(
+            f"{where} has format version {version}; this ftrl-ps reads version {FORMAT_VERSION}"
+        )
+    (crc,) = _CRC.unpack_from(blob, len(blob) - _CRC.size)
+    if zlib.crc32(memoryview(blob)[: -_CRC.size]) != crc:
+        raise ModelFormatError(f"{where} is corrupt (checksum mismatch)")
+    if head_len > _MAX_HEADER or _PREFIX.size + head_len > len(blob) - _CRC.size:
+        raise ModelFormatError(f"{where} has a bad header length {head_len}")
+    try:
+        header = json.loads(blob[_PREFIX.size : _PREFIX.size + head_len])
+        bits = check_bits(header["bits"])
+        dtype = header["dtype"]
+        if dtype not in DTYPES:
+            raise ValueError(f"unknown dtype {dtype!r}")
+        params = FTRLParams.from_dict(header["params"])
+        count = int(header["num_keys"])
+    except Exception as exc:  # noqa: BLE001 - any header defect is a format error
+        raise ModelFormatError(f"{where} has an invalid header: {exc}") from exc
+    size = np.dtype(dtype).itemsize
+    body = memoryview(blob)[_PREFIX.size + head_len : -_CRC.size]
+    if len(body) != count * (4 + 2 * size):
+        raise ModelFormatError(
+            f"{where}: body has {len(body)} bytes, expected {count * (4 + 2 * size)} "
+            f"for {count} keys"
+        )
+    keys = np.frombuffer(body, dtype="<u4", count=count).astype(np.int64)
+    fdt = np.dtype(dtype).newbyteorder("<")
+    n = np.frombuffer(body, dtype=fdt, count=count, offset=4 * count).astype(dtype)
+    z = np.frombuffer(body, dtype=fdt, count=count, offset=(4 + size) * count).astype(dtype)
+    if count and (np.any(np.diff(keys) <= 0) or keys[-1] >= num_keys(bits)):
+        raise ModelFormatError(f"{where}: keys are not increasing or out of range")
+    if not (np.all(np.isfinite(n)) and np.all(np.isfinite(z)) and np.all(n >= 0)):
+        raise ModelFormatError(f"{where}: state holds NaN, inf or negative n")
+    return SavedModel(
+        bits=bits,
+        params=params,
+        dtype=dtype,
+        keys=keys,
+        n=n,
+        z=z,
+        training=dict(header.get("training", {})),
+        created=str(header.get("created", "")),
+    )

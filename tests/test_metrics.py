@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from sklearn.metrics import log_loss, roc_auc_score
+
+from ftrl_ps.metrics import Evaluation, auc, logloss
+from tests import naive
+
+
+def test_against_naive_and_sklearn_with_ties() -> None:
+    rng = np.random.default_rng(0)
+    y = (rng.random(300) < 0.3).astype(float)
+    p = np.round(rng.random(300), 1)  # many ties
+    assert auc(y, p) == pytest.approx(naive.auc(y, p), abs=1e-12)
+    assert auc(y, p) == pytest.approx(roc_auc_score(y, p), abs=1e-12)
+    assert logloss(y, p) == pytest.approx(naive.logloss(y, p), rel=1e-9)
+    assert logloss(y, np.clip(p, 1e-15, 1 - 1e-15)) == pytest.approx(
+        log_loss(y, np.clip(p, 1e-15, 1 - 1e-15)), rel=1e-9
+    )
+
+
+def test_edge_cases() -> None:
+    assert math.isnan(auc([1, 1], [0.2, 0.3]))
+    assert auc([0, 1], [0.2, 0.3]) == 1.0
+    assert auc([0, 1], [0.3, 0.2]) == 0.0
+    assert auc([0, 1], [0.5, 0.5]) == 0.5
+    assert math.isfinite(logloss([1, 0], [0.0, 1.0]))  # clipped, not inf
+    assert math.isnan(logloss([], []))
+
+
+def test_evaluation_accumulates() -> None:
+    ev = Evaluation()
+    ev.update(np.array([1, 0]), np.array([0.9, 0.2]))
+    ev.update(np.array([0]), np.array([0.4]))
+    got = ev.get()
+    assert got["rows"] == 3
+    assert got["auc"] == 1.0
+    assert got["positive_rate"] == pytest.approx(1 / 3)

@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ftrl_ps.errors import ModelFormatError
+from ftrl_ps.ftrl import FTRL, FTRLParams
+from ftrl_ps.modelio import load_model, save_model
+from tests.test_ftrl import random_rows
+
+
+@pytest.fixture
+def trained() -> FTRL:
+    rng = np.random.default_rng(5)
+    model = FTRL(8, FTRLParams(alpha=0.2, l1=0.5), dtype="float64")
+    model.fit_rows(*random_rows(rng, 500, 256))
+    return model
+
+
+def test_roundtrip(tmp_path: Path, trained: FTRL) -> None:
+    path = save_model(tmp_path / "sub" / "m.ftrl", trained, rows=500)
+    saved = load_model(path)
+    assert saved.bits == 8 and saved.dtype == "float64"
+    assert saved.params == trained.params
+    assert saved.training["rows"] == 500
+    np.testing.assert_array_equal(saved.to_ftrl().state, trained.state)
+    assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_sparse_file_is_small(tmp_path: Path) -> None:
+    model = FTRL(20)
+    model.fit_rows([1.0], [0, 1], np.array([7], np.int32), np.ones(1, np.float32))
+    path = save_model(tmp_path / "m", model)
+    assert path.stat().st_size < 2000  # 2 keys (feature + bias), not 2**20
+
+
+def test_corruption_is_detected(tmp_path: Path, trained: FTRL) -> None:
+    path = save_model(tmp_path / "m", trained)
+    blob = bytearray(path.read_bytes())
+    cases = {
+        "flip": blob[:100] + bytes([blob[100] ^ 1]) + blob[101:],
+        "truncated": blob[:-10],
+        "empty": b"",
+        "foreign": b"PK\x03\x04" + bytes(100),
+        "version": blob[:8] + (99).to_bytes(4, "little") + blob[12:],
+    }
+    for name, data in cases.items():
+        bad = tmp_path / name
+        bad.write_bytes(bytes(data))
+        with pytest.raises(ModelFormatError):
+            load_model(bad)
+    with pytest.raises(ModelFormatError, match="cannot read"):
+        load_model(tmp_path / "missing")
+
+
+def test_failed_write_keeps_old_file(tmp_path: Path, trained: FTRL, monkeypatch) -> None:
+    path = save_model(tmp_path / "m", trained)
+    before = path.read_bytes()
+
+    def boom(fd: int) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "fsync", boom)
+    with pytest.raises(OSError):
+        save_model(path, FTRL(4))
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]
