@@ -1,0 +1,42 @@
+"""``ftrl-ps eval``: log loss and AUC of a saved model on a libsvm file."""
+
+from __future__ import annotations
+
+import argparse
+
+from ftrl_ps.cli import _common as c
+from ftrl_ps.modelio import load_model
+from ftrl_ps.train import evaluate
+
+NAME = "eval"
+HELP = "evaluate a saved model on a libsvm file (log loss, AUC)"
+DESCRIPTION = """\
+Score every row of TEST with MODEL and print log loss, ROC AUC, the row count
+and the positive rate.
+
+example:
+  ftrl-ps eval model.ftrl data/test.svm
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", metavar="MODEL", help="a model file written by 'ftrl-ps train'")
+    parser.add_argument("test", metavar="TEST", help="libsvm file to score ('-' = stdin)")
+    parser.add_argument(
+        "--json", metavar="FILE", help="also write the results as JSON ('-' = stdout)"
+    )
+    c.add_input_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    c.check_input(args.test, "test")
+    model = load_model(args.model).to_ftrl()
+    ev = evaluate(
+        model, args.test, chunk_bytes=args.chunk_mb << 20, skip_bad_lines=args.skip_bad_lines
+    )
+    print(
+        f"logloss {ev['logloss']:.5f}  AUC {ev['auc']:.5f}  rows {ev['rows']:,}  "
+        f"positive rate {ev['positive_rate']:.4f}"
+    )
+    c.write_json(args.json, ev)
+    return 0

@@ -1,0 +1,86 @@
+"""A small progress line for long runs: rows, rows/s, loss, percent done.
+
+On a terminal it redraws one line (``\\r``) at most every ``interval`` seconds;
+elsewhere (logs, CI) it prints a full line every ``log_interval`` seconds so
+logs stay readable.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+
+def human(n: float) -> str:
+    """``1234567 -> '1.23M'``."""
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f}{unit}"
+    return f"{n:.0f}"
+
+
+class Progress:
+    """Throttled progress reporting to a stream (stderr by default)."""
+
+    def __init__(
+        self,
+        label: str = "train",
+        *,
+        stream: TextIO | None = None,
+        enabled: bool = True,
+        interval: float = 0.5,
+        log_interval: float = 10.0,
+    ) -> None:
+        self.label = label
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = enabled
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.interval = interval if self.tty else log_interval
+        self.start = time.perf_counter()
+        self._last = self.start
+        self._drawn = False
+        self._shown_rows = -1
+
+    def update(
+        self,
+        rows: int,
+        loss_sum: float | None = None,
+        fraction: float | None = None,
+        extra: str = "",
+        force: bool = False,
+    ) -> None:
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if not force and now - self._last < self.interval:
+            return
+        if force and rows == self._shown_rows and not self.tty:
+            return
+        self._last = now
+        self._shown_rows = rows
+        elapsed = max(now - self.start, 1e-9)
+        parts = [f"{self.label}: {human(rows)} rows", f"{human(rows / elapsed)} rows/s"]
+        if loss_sum is not None and rows:
+            parts.append(f"logloss {loss_sum / rows:.5f}")
+        if fraction is not None:
+            parts.append(f"{100 * min(max(fraction, 0.0), 1.0):.0f}%")
+        if extra:
+            parts.append(extra)
+        line = "  ".join(parts)
+        if self.tty:
+            self.stream.write("\r\x1b[K" + line)
+            self._drawn = True
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled and self.tty and self._drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._drawn = False
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start

@@ -1,0 +1,134 @@
+"""Single-process training, evaluation and prediction over libsvm files.
+
+Parsing runs in a prefetch thread while the FTRL kernel trains on the previous
+chunk (both release the GIL), so the two overlap on two cores.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, TextIO
+
+import numpy as np
+
+from ftrl_ps.errors import ConfigError
+from ftrl_ps.ftrl import FTRL
+from ftrl_ps.libsvm import LibsvmReader
+from ftrl_ps.metrics import Evaluation
+from ftrl_ps.prefetch import prefetch
+from ftrl_ps.progress import Progress
+
+Source = str | os.PathLike[str] | BinaryIO
+DEFAULT_CHUNK_BYTES = 4 << 20
+
+
+@dataclass
+class TrainReport:
+    """What a training run did."""
+
+    rows: int = 0
+    seconds: float = 0.0
+    loss_sum: float = 0.0
+    epochs: int = 0
+    bad_lines: int = 0
+    bad_examples: list[Any] = field(default_factory=list)
+
+    @property
+    def progressive_logloss(self) -> float:
+        """Mean log loss of predictions made before each row's update (as VW reports it)."""
+        return self.loss_sum / self.rows if self.rows else float("nan")
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.rows / self.seconds if self.seconds > 0 else float("nan")
+
+
+def _size_of(source: Source) -> int | None:
+    if isinstance(source, str | os.PathLike) and str(source) != "-":
+        try:
+            return os.path.getsize(source)
+        except OSError:
+            return None
+    return None
+
+
+def train(
+    model: FTRL,
+    source: Source,
+    *,
+    epochs: int = 1,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    skip_bad_lines: bool = False,
+    progress: Progress | None = None,
+) -> TrainReport:
+    """Train ``model`` on ``source`` for ``epochs`` passes; returns a :class:`TrainReport`."""
+    if epochs < 1:
+        raise ConfigError(f"epochs must be >= 1, got {epochs}")
+    if epochs > 1 and (str(source) == "-" or not isinstance(source, str | os.PathLike)):
+        raise ConfigError("more than one epoch needs a file that can be read again, not stdin")
+    report = TrainReport()
+    size = _size_of(source)
+    start = time.perf_counter()
+    for epoch in range(epochs):
+        reader = LibsvmReader(
+            source, model.bits, chunk_bytes=chunk_bytes, skip_bad_lines=skip_bad_lines
+        )
+        for batch in prefetch(reader, depth=2):
+            report.loss_sum += model._fit(batch.labels, batch.indptr, batch.indices, batch.values)
+            report.rows += batch.rows
+            if progress is not None:
+                done = reader.stats.bytes_read / size if size else None
+                frac = (epoch + done) / epochs if done is not None else None
+                progress.update(
+                    report.rows, report.loss_sum, frac, extra=f"epoch {epoch + 1}/{epochs}"
+                )
+        report.epochs += 1
+        report.bad_lines += reader.stats.bad_lines
+        report.bad_examples.extend(reader.stats.bad_examples)
+    report.seconds = time.perf_counter() - start
+    if progress is not None:
+        progress.update(report.rows, report.loss_sum, 1.0, force=True)
+        progress.close()
+    return report
+
+
+def evaluate(
+    model: FTRL,
+    source: Source,
+    *,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    skip_bad_lines: bool = False,
+) -> dict[str, float]:
+    """Log loss, AUC, rows and positive rate of ``model`` on ``source``."""
+    ev = Evaluation()
+    reader = LibsvmReader(
+        source, model.bits, chunk_bytes=chunk_bytes, skip_bad_lines=skip_bad_lines
+    )
+    for batch in prefetch(reader, depth=2):
+        ev.update(batch.labels, model._predict(batch.indptr, batch.indices, batch.values))
+    result = ev.get()
+    result["bad_lines"] = reader.stats.bad_lines
+    return result
+
+
+def predict(
+    model: FTRL,
+    source: Source,
+    out: TextIO,
+    *,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    skip_bad_lines: bool = False,
+) -> int:
+    """Write one probability per input row to ``out``; returns the row count."""
+    rows = 0
+    reader = LibsvmReader(
+        source, model.bits, chunk_bytes=chunk_bytes, skip_bad_lines=skip_bad_lines
+    )
+    for batch in prefetch(reader, depth=2):
+        probs = model._predict(batch.indptr, batch.indices, batch.values)
+        if probs.size:
+            out.write("\n".join(np.char.mod("%.6g", probs).tolist()) + "\n")
+        rows += batch.rows
+    return rows
