@@ -1,0 +1,64 @@
+"""Shared fixtures: real datasets (skipped when absent) and small generated data."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data"
+
+
+def shared_file(*parts: str) -> Path:
+    """A file of ../shared/data, or skip the test when the folder is absent."""
+    path = DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"dataset not available: {path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def a9a() -> tuple[Path, Path]:
+    return shared_file("libsvm", "a9a"), shared_file("libsvm", "a9a.t")
+
+
+@pytest.fixture(scope="session")
+def synth_small(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A seeded synthetic CTR dataset: 20k train rows, 5k test rows, 2**18 slots."""
+    out = tmp_path_factory.mktemp("synth")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ftrl_ps",
+            "gen",
+            str(out),
+            "--rows",
+            "20000",
+            "--test-rows",
+            "5000",
+            "--bits",
+            "18",
+            "--seed",
+            "7",
+            "--quiet",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return out
+
+
+def run_cli(*args: str, timeout: float = 120, **kw) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m ftrl_ps ARGS`` and capture its output."""
+    return subprocess.run(
+        [sys.executable, "-m", "ftrl_ps", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        **kw,
+    )

@@ -1,0 +1,133 @@
+"""End-to-end tests of the single-process commands (real subprocesses)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ftrl_ps.cli import build_parser
+from ftrl_ps.modelio import load_model
+from tests.conftest import run_cli
+
+
+def test_a9a_quality_matches_vowpal_wabbit(a9a: tuple[Path, Path], tmp_path: Path) -> None:
+    train, test = a9a
+    metrics = tmp_path / "m.json"
+    model = tmp_path / "a9a.ftrl"
+    res = run_cli(
+        "train",
+        str(train),
+        "--test",
+        str(test),
+        "--model",
+        str(model),
+        "--metrics-json",
+        str(metrics),
+    )
+    assert res.returncode == 0, res.stderr
+    got = json.loads(metrics.read_text())
+    # Vowpal Wabbit --ftrl with the same hyper-parameters: 0.3243 / 0.9023
+    assert got["test_logloss"] <= 0.326
+    assert got["test_auc"] >= 0.900
+    assert got["rows"] == 32561 and got["test_rows"] == 16281
+    assert "logloss" in res.stdout and "AUC" in res.stdout
+    ev = run_cli("eval", str(model), str(test), "--json", "-")
+    assert ev.returncode == 0, ev.stderr
+    again = json.loads(ev.stdout[ev.stdout.index("{") :])
+    assert again["logloss"] == pytest.approx(got["test_logloss"], abs=1e-9)
+
+
+def test_generated_data_train_predict_resume(synth_small: Path, tmp_path: Path) -> None:
+    train, test = synth_small / "train.svm", synth_small / "test.svm"
+    truth = json.loads((synth_small / "truth.json").read_text())
+    m1, m2, m12 = tmp_path / "e1", tmp_path / "e2", tmp_path / "e12"
+    assert run_cli("train", str(train), "--bits", "18", "--model", str(m1), "-q").returncode == 0
+    two = run_cli(
+        "train",
+        str(train),
+        "--bits",
+        "18",
+        "--epochs",
+        "2",
+        "--model",
+        str(m2),
+        "--test",
+        str(test),
+        "--metrics-json",
+        str(tmp_path / "j"),
+        "-q",
+    )
+    assert two.returncode == 0, two.stderr
+    res = run_cli("train", str(train), "--resume", str(m1), "--model", str(m12), "-q")
+    assert res.returncode == 0, res.stderr
+    a, b = load_model(m2), load_model(m12)
+    np.testing.assert_array_equal(a.keys, b.keys)
+    np.testing.assert_allclose(a.n, b.n, rtol=1e-6)
+    np.testing.assert_allclose(a.z, b.z, rtol=1e-6, atol=1e-6)
+    got = json.loads((tmp_path / "j").read_text())
+    constant = truth.get("constant_logloss") or truth.get("test", {}).get("constant_logloss")
+    assert got["test_logloss"] < 0.7
+    if constant:
+        assert got["test_logloss"] < constant  # learns something beyond the base rate
+    preds = tmp_path / "p.txt"
+    pr = run_cli("predict", str(m2), str(test), "-o", str(preds))
+    assert pr.returncode == 0, pr.stderr
+    p = np.loadtxt(preds)
+    assert p.shape == (5000,) and np.all((p > 0) & (p < 1))
+
+
+def test_stdin_input(tmp_path: Path) -> None:
+    data = "1 1:1 2:1\n0 3:1\n1 1:1\n"
+    res = run_cli("train", "-", "--bits", "4", "--model", str(tmp_path / "m"), "-q", input=data)
+    assert res.returncode == 0, res.stderr
+    assert "trained 3 rows" in res.stdout
+    res = run_cli("train", "-", "--epochs", "2", input=data)
+    assert res.returncode == 2 and "stdin" in res.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["train"], "TRAIN"),
+        (["train", "missing.svm"], "not found"),
+        (["train", "README.md", "--bits", "0"], "bits"),
+        (["train", "README.md", "--alpha", "-1"], "alpha"),
+        (["train", "README.md", "--epochs", "0"], "positive integer"),
+        (["train", "README.md", "--l1", "nan"], "finite"),
+        (["eval", "missing-model", "missing.svm"], "not found"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
+def test_bad_arguments_exit_2(args: list[str], message: str) -> None:
+    res = run_cli(*args)
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    assert message in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.svm"
+    bad.write_text("1 1:1\n1 2:x\n0 3:1\n")
+    res = run_cli("train", str(bad), "--bits", "4", "--model", str(tmp_path / "m"))
+    assert res.returncode == 1
+    assert "bad.svm:2" in res.stderr and "Traceback" not in res.stderr
+    assert not (tmp_path / "m").exists()  # nothing half-written
+    ok = run_cli("train", str(bad), "--bits", "4", "--skip-bad-lines", "-q")
+    assert ok.returncode == 0, ok.stderr
+    assert "trained 2 rows" in ok.stdout and "skipped 1" in ok.stderr
+    corrupt = tmp_path / "corrupt.ftrl"
+    corrupt.write_bytes(b"FTRLPSMD" + bytes(40))
+    res = run_cli("eval", str(corrupt), str(bad))
+    assert res.returncode == 1
+    assert "corrupt" in res.stderr or "invalid" in res.stderr
+
+
+def test_every_command_has_help() -> None:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    for name in sub.choices:  # type: ignore[union-attr]
+        res = run_cli(name, "--help")
+        assert res.returncode == 0 and "usage: ftrl-ps " + name in res.stdout
