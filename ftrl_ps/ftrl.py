@@ -22,7 +22,8 @@ Examples
 ...                       np.ones(2, np.float32))
 >>> round(loss, 4)  # log(2): every weight starts at zero
 0.6931
->>> bool(model.predict_rows(np.array([0, 1]), np.array([3], np.int32), np.ones(1, np.float32))[0] > 0.5)
+>>> p = model.predict_rows(np.array([0, 1]), np.array([3], np.int32), np.ones(1, np.float32))
+>>> bool(p[0] > 0.5)
 True
 """
 
@@ -125,9 +126,7 @@ class FTRL:
         Storage type of ``n`` and ``z``; arithmetic is always float64.
     """
 
-    def __init__(
-        self, bits: int, params: FTRLParams | None = None, dtype: str = "float32"
-    ) -> None:
+    def __init__(self, bits: int, params: FTRLParams | None = None, dtype: str = "float32") -> None:
         self.bits = check_bits(bits)
         self.params = params if params is not None else FTRLParams()
         if dtype not in DTYPES:

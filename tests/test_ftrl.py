@@ -39,9 +39,7 @@ def test_kernel_matches_reference(params: FTRLParams, dtype: str) -> None:
         sl = slice(indptr[a], indptr[b])
         loss += model.fit_rows(labels[a:b], indptr[a : b + 1] - indptr[a], indices[sl], values[sl])
     for r in range(400):
-        feats = [
-            (int(indices[j]), float(values[j])) for j in range(indptr[r], indptr[r + 1])
-        ]
+        feats = [(int(indices[j]), float(values[j])) for j in range(indptr[r], indptr[r + 1])]
         ref_loss += ref.update(feats, float(labels[r]))
     tol = 1e-4 if dtype == "float32" else 1e-10
     assert loss == pytest.approx(ref_loss, rel=tol)

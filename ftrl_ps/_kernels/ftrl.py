@@ -119,7 +119,9 @@ def train_rows(state, labels, indptr, indices, values, bias_key, alpha, beta, l1
         # update: sigma * w vanishes when w == 0, so sqrt is only needed then
         _update(state, 2 * np.int64(bias_key), g, w_bias, sqb, alpha)
         for j in range(start, end):
-            _update(state, 2 * np.int64(indices[j]), g * np.float64(values[j]), wbuf[j], sbuf[j], alpha)
+            _update(
+                state, 2 * np.int64(indices[j]), g * np.float64(values[j]), wbuf[j], sbuf[j], alpha
+            )
     return loss
 
 
@@ -151,4 +153,6 @@ def logloss_sum(labels, probs):  # type: ignore[no-untyped-def]
 def weights(state, alpha, beta, l1, l2, out):  # type: ignore[no-untyped-def]
     """Dense weight vector derived from the interleaved state."""
     for i in range(out.shape[0]):
-        out[i] = _weight(np.float64(state[2 * i + 1]), np.float64(state[2 * i]), alpha, beta, l1, l2)
+        out[i] = _weight(
+            np.float64(state[2 * i + 1]), np.float64(state[2 * i]), alpha, beta, l1, l2
+        )

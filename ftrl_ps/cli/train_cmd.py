@@ -45,6 +45,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress display")
     c.add_model_arguments(parser)
     c.add_input_arguments(parser)
+    add_local_cluster_arguments(parser)
+
+
+def _staleness(text: str) -> int | None:
+    if text.strip().lower() in ("inf", "infinity"):
+        return None
+    value = c.non_negative_int(text)
+    return value
+
+
+def add_local_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group(
+        "local cluster (with --workers N >= 1: servers and workers as processes on 127.0.0.1)"
+    )
+    g.add_argument(
+        "--workers",
+        type=c.non_negative_int,
+        default=0,
+        help="worker processes; 0 (default) trains in this process",
+    )
+    g.add_argument(
+        "--servers", type=c.positive_int, default=1, help="parameter-server shards (default 1)"
+    )
+    g.add_argument(
+        "--staleness",
+        type=_staleness,
+        default=3,
+        metavar="S",
+        help="SSP bound: 0 = BSP lockstep, N = at most N clocks ahead of the slowest live "
+        "worker, inf = fully asynchronous (default 3)",
+    )
+    g.add_argument(
+        "--group-size", type=c.positive_int, default=None, help="keys per lock-striped group"
+    )
+    g.add_argument(
+        "--worker-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="a worker silent this long is marked dead (default 30)",
+    )
+    from ftrl_ps.cli.worker_cmd import add_cluster_arguments
+
+    add_cluster_arguments(parser)
 
 
 def build_model(args: argparse.Namespace) -> FTRL:

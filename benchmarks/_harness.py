@@ -1,0 +1,188 @@
+"""Shared helpers of the benchmarks: cached synthetic data, measured child
+processes (wall time and peak RSS), Vowpal Wabbit plumbing, metrics, tables.
+
+Not part of the ``ftrl_ps`` package; the benchmark scripts import it as a
+sibling module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ftrl_ps import metrics
+from ftrl_ps.synth import SynthConfig, generate
+
+#: default cache of generated data (git-ignored: ``benchmarks/.data/``)
+DEFAULT_DATA_DIR = Path(__file__).resolve().parent / ".data"
+
+#: runs Vowpal Wabbit's C++ driver from the pip package: the package ships no
+#: ``vw`` binary, but ``Workspace`` runs the command-line parser itself when
+#: given ``-d`` (``pyvw.Workspace.__init__`` calls ``run_parser``), and
+#: ``finish()`` writes the model (``-f``) and the predictions (``-p``).
+VW_DRIVER = (
+    "import sys; from vowpalwabbit import Workspace; "
+    "Workspace(arg_list=sys.argv[1:]).finish()"
+)
+
+_metrics_checked = False
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A finished child process: exit code, wall seconds, peak RSS and log files."""
+
+    returncode: int
+    wall_seconds: float
+    max_rss_mib: float
+    stdout: Path
+    stderr: Path
+
+    def tail(self, lines: int = 15) -> str:
+        text = self.stderr.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+
+#: tiny launcher (``python -S``, about 8 MiB) that spawns the measured command and
+#: reports its wall time, ``ru_maxrss`` (KiB) and exit code. Needed because
+#: Linux charges a child's ``ru_maxrss`` with the RSS of the process it was
+#: forked from (the old mm's high-water mark is kept at exec): a child spawned
+#: straight from this benchmark (numpy, numba loaded) would never report less
+#: than the benchmark's own ~100 MiB.
+_LAUNCHER = (
+    "import os, sys, time\n"
+    "start = time.perf_counter()\n"
+    "pid = os.posix_spawnp(sys.argv[2], sys.argv[2:], os.environ)\n"
+    "_, status, usage = os.wait4(pid, 0)\n"
+    "wall = time.perf_counter() - start\n"
+    "with open(sys.argv[1], 'w') as fh:\n"
+    "    fh.write(f'{wall!r} {usage.ru_maxrss} {os.waitstatus_to_exitcode(status)}')\n"
+)
+
+
+def run_measured(cmd: Sequence[str], log_prefix: Path) -> Measured:
+    """Run ``cmd``; measure wall time (start to exit) and the child's peak RSS.
+
+    The command is started by a small launcher process (see ``_LAUNCHER``)
+    that times it and reads its peak RSS from ``os.wait4``'s rusage
+    (``ru_maxrss``, KiB on Linux), so the RSS covers the command itself, not
+    its children, and has a floor of about 8 MiB. Output goes to
+    ``log_prefix.out`` / ``log_prefix.err`` (files, so no pipe can fill up).
+    """
+    out, err = log_prefix.with_suffix(".out"), log_prefix.with_suffix(".err")
+    report = log_prefix.with_suffix(".rusage")
+    with open(out, "wb") as fo, open(err, "wb") as fe:
+        subprocess.run([sys.executable, "-S", "-c", _LAUNCHER, str(report), *cmd],
+                       stdout=fo, stderr=fe, stdin=subprocess.DEVNULL, check=True)
+    wall, max_rss_kib, returncode = report.read_text().split()
+    return Measured(int(returncode), float(wall), int(max_rss_kib) / 1024.0, out, err)
+
+
+def _check_against_sklearn() -> None:
+    """Assert once that the metric code agrees with scikit-learn (ties included)."""
+    global _metrics_checked
+    if _metrics_checked:
+        return
+    from sklearn.metrics import log_loss, roc_auc_score
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 2000)
+    p = np.clip(rng.integers(0, 50, 2000) / 50.0 + 0.3 * y, 0.001, 0.999)  # many ties
+    assert abs(metrics.auc(y, p) - roc_auc_score(y, p)) < 1e-12, "AUC disagrees with sklearn"
+    assert abs(metrics.logloss(y, p) - log_loss(y, p)) < 1e-12, "logloss disagrees with sklearn"
+    _metrics_checked = True
+
+
+def logloss(labels: np.ndarray, probs: np.ndarray) -> float:
+    """Mean cross-entropy: the same code ftrl-ps uses (:func:`ftrl_ps.metrics.logloss`)."""
+    _check_against_sklearn()
+    return metrics.logloss(labels, probs)
+
+
+def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:
+    """Rank-based ROC AUC with average ranks for ties (:func:`ftrl_ps.metrics.auc`)."""
+    _check_against_sklearn()
+    return metrics.auc(labels, scores)
+
+
+def ensure_synth_data(data_dir: Path, rows: int, test_rows: int, bits: int, seed: int = 0
+                      ) -> tuple[Path, dict[str, Any], float | None]:
+    """Generate (once) a synthetic set with :func:`ftrl_ps.synth.generate`; reuse a cached copy.
+
+    Returns the folder, the parsed ``truth.json`` and the generator's wall
+    seconds (``None`` when the cache was used). ``truth.json`` is written last,
+    so its presence marks a complete data set.
+    """
+    folder = data_dir / f"synth_r{rows}_t{test_rows}_b{bits}_s{seed}"
+    truth_path = folder / "truth.json"
+    if truth_path.exists() and (folder / "train.svm").exists() and (folder / "test.svm").exists():
+        truth = json.loads(truth_path.read_text())
+        config = truth.get("config", {})
+        if (config.get("rows"), config.get("test_rows"), config.get("bits"),
+                config.get("seed")) == (rows, test_rows, bits, seed):
+            return folder, truth, None
+    config = SynthConfig(rows=rows, test_rows=test_rows, seed=seed, bits=bits)
+    truth = generate(folder, config, progress=sys.stderr)
+    return folder, json.loads(truth_path.read_text()), float(truth["seconds"])
+
+
+def libsvm_to_vw(src: Path, dst: Path) -> Path:
+    """Write ``src`` (libsvm, labels 0/1 or -1/+1) as VW text ``±1 |f idx:val ...``, once."""
+    if dst.exists():
+        return dst
+    part = dst.with_name(dst.name + ".part")
+    with open(src, "rb") as fi, open(part, "wb") as fo:
+        for line in fi:
+            label, _, rest = line.partition(b" ")
+            positive = float(label) > 0
+            fo.write((b"1 |f " if positive else b"-1 |f ") + (rest if rest else b"\n"))
+    os.replace(part, dst)
+    return dst
+
+
+def head_lines(src: Path, dst: Path, n: int) -> Path:
+    """Write the first ``n`` lines of ``src`` to ``dst`` (once)."""
+    if not dst.exists():
+        with open(src, "rb") as fi, open(dst, "wb") as fo:
+            for i, line in enumerate(fi):
+                if i >= n:
+                    break
+                fo.write(line)
+    return dst
+
+
+def read_labels(path: Path) -> np.ndarray:
+    """0/1 labels from the first token of every line of a libsvm or VW file."""
+    with open(path, "rb") as fh:
+        return np.array([float(line.split(b" ", 1)[0]) > 0 for line in fh], dtype=np.int8)
+
+
+def read_predictions(path: Path) -> np.ndarray:
+    """One float per line (VW ``-p`` output; a trailing tag, if any, is ignored)."""
+    with open(path, "rb") as fh:
+        return np.array([float(line.split()[0]) for line in fh if line.strip()])
+
+
+def vw_progressive_loss(stderr: Path) -> float:
+    """The ``average loss`` VW prints at the end of a training pass (NaN if absent)."""
+    found = re.findall(r"average loss = ([-+0-9.eEnaif]+)", stderr.read_text(errors="replace"))
+    return float(found[-1]) if found else float("nan")
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Plain-text table; floats are shown as given (format them before)."""
+    cells = [list(map(str, header))] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(
+        zip(row, widths, strict=True))) for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

@@ -1,0 +1,210 @@
+"""Single-process benchmark: ftrl-ps against Vowpal Wabbit on synthetic CTR data.
+
+Usage::
+
+    python benchmarks/bench_single.py [--rows 1000000] [--test-rows 100000] [--bits 22]
+                                      [--data-dir DIR] [--repeat N] [--json OUT]
+
+Steps (data are cached in ``--data-dir``, default ``benchmarks/.data``):
+
+1. :func:`ftrl_ps.synth.generate` (what ``ftrl-ps gen`` runs) writes the
+   train/test libsvm files and ``truth.json``; a copy in VW text format
+   (``±1 |f idx:val ...``) and a 10,000-row prefix are made (not timed).
+2. ftrl-ps: ``python -m ftrl_ps train TRAIN --test TEST --bits B --epochs 1
+   --model OUT --metrics-json M.json``, one warm-up on the prefix first (fills
+   numba's cache), then the full file ``--repeat`` times (best wall time kept),
+   each run followed by a VW training run (interleaved, for fair noise).
+3. Vowpal Wabbit (pip package, C++ driver): ``--ftrl --ftrl_alpha 0.1
+   --ftrl_beta 1 --l1 1 --l2 1 -b B --loss_function logistic``, one pass with
+   parsing, ``-f model``; then ``-t -i model -p preds --link logistic`` on the
+   test file. Test logloss/AUC come from the predictions via the same metric
+   code as ftrl-ps.
+4. Memory check: ftrl-ps on the 10,000-row prefix; peak RSS of both sizes.
+
+Wall time is process start to exit; peak RSS is ``ru_maxrss`` from ``os.wait4``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _harness as h  # noqa: E402
+
+PREFIX_ROWS = 10_000
+VW_OPTIONS = ["--ftrl", "--ftrl_alpha", "0.1", "--ftrl_beta", "1", "--l1", "1", "--l2", "1",
+              "--loss_function", "logistic"]
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rows", type=int, default=1_000_000, help="training rows (default 1e6)")
+    p.add_argument("--test-rows", type=int, default=100_000, help="test rows (default 1e5)")
+    p.add_argument("--bits", type=int, default=22, help="hash bits for data and models")
+    p.add_argument("--seed", type=int, default=0, help="generator seed")
+    p.add_argument("--data-dir", type=Path, default=h.DEFAULT_DATA_DIR,
+                   help="cache folder for generated data (default benchmarks/.data)")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="timed runs of each trainer on the full file; the fastest is kept")
+    p.add_argument("--json", type=Path, help="also write the results to this JSON file")
+    p.add_argument("--ftrl-ps-cmd", default=f"{shlex.quote(sys.executable)} -m ftrl_ps",
+                   help="command prefix that runs ftrl-ps (default: this python -m ftrl_ps)")
+    args = p.parse_args(argv)
+    if args.rows < 1 or args.test_rows < 1 or args.repeat < 1:
+        p.error("--rows, --test-rows and --repeat must be >= 1")
+    return args
+
+
+def _run_ftrl(prefix: list[str], train: Path, test: Path, bits: int, work: Path, tag: str
+              ) -> tuple[h.Measured, dict[str, Any]]:
+    metrics_path = work / f"{tag}.metrics.json"
+    cmd = [*prefix, "train", str(train), "--test", str(test), "--bits", str(bits),
+           "--epochs", "1", "--model", str(work / f"{tag}.model"),
+           "--metrics-json", str(metrics_path)]
+    run = h.run_measured(cmd, work / tag)
+    if run.returncode != 0:
+        raise RuntimeError(f"ftrl-ps train failed ({run.returncode}): {shlex.join(cmd)}\n"
+                           f"{run.tail()}")
+    return run, json.loads(metrics_path.read_text())
+
+
+def _train_vw(train: Path, bits: int, work: Path, tag: str) -> h.Measured:
+    run = h.run_measured([sys.executable, "-c", h.VW_DRIVER, "-d", str(train), *VW_OPTIONS,
+                          "-b", str(bits), "-f", str(work / "vw.model")], work / tag)
+    if run.returncode != 0:
+        raise RuntimeError(f"VW training failed ({run.returncode}):\n{run.tail()}")
+    return run
+
+
+def _score_vw(test: Path, test_svm: Path, work: Path) -> tuple[h.Measured, float, float]:
+    """Score ``test`` with the saved VW model; return the run, test logloss and AUC."""
+    preds = work / "vw.preds"
+    run = h.run_measured([sys.executable, "-c", h.VW_DRIVER, "-t", "-i", str(work / "vw.model"),
+                          "-d", str(test), "-p", str(preds), "--link", "logistic"],
+                         work / "vw_test")
+    if run.returncode != 0:
+        raise RuntimeError(f"VW scoring failed ({run.returncode}):\n{run.tail()}")
+    labels, probs = h.read_labels(test_svm), h.read_predictions(preds)
+    if labels.shape != probs.shape:
+        raise RuntimeError(f"VW wrote {probs.size} predictions for {labels.size} test rows")
+    return run, h.logloss(labels, probs), h.roc_auc(labels, probs)
+
+
+def _measure(args: argparse.Namespace, folder: Path, work: Path) -> dict[str, Any]:
+    """Run the trainers (interleaved, so shared-machine noise hits both alike)."""
+    train, test = folder / "train.svm", folder / "test.svm"
+    train_vw, test_vw = h.libsvm_to_vw(train, folder / "train.vw"), h.libsvm_to_vw(
+        test, folder / "test.vw")
+    prefix_file = h.head_lines(train, folder / f"train_head{PREFIX_ROWS}.svm", PREFIX_ROWS)
+    ftrl_prefix = shlex.split(args.ftrl_ps_cmd)
+    has_train = subprocess.run([*ftrl_prefix, "train", "--help"], capture_output=True
+                               ).returncode == 0
+    if has_train:
+        print("ftrl-ps: warm-up run on the prefix (fills numba's cache)", file=sys.stderr)
+        _run_ftrl(ftrl_prefix, prefix_file, test, args.bits, work, "warmup")
+    else:
+        print("WARNING: `ftrl-ps train` is not available; only VW is measured", file=sys.stderr)
+    ftrl_runs, vw_runs = [], []
+    for i in range(args.repeat):
+        print(f"round {i + 1}/{args.repeat}: ftrl-ps and VW on the full file", file=sys.stderr)
+        if has_train:
+            ftrl_runs.append(_run_ftrl(ftrl_prefix, train, test, args.bits, work, f"full{i}"))
+        vw_runs.append(_train_vw(train_vw, args.bits, work, f"vw_train{i}"))
+    result: dict[str, Any] = {}
+    if has_train:
+        full, fm = min(ftrl_runs, key=lambda r: r[0].wall_seconds)
+        small, _ = _run_ftrl(ftrl_prefix, prefix_file, test, args.bits, work, "prefix")
+        result["ftrl_ps"] = {
+            "wall_seconds": full.wall_seconds, "rows_per_s": args.rows / full.wall_seconds,
+            "all_wall_seconds": [r.wall_seconds for r, _ in ftrl_runs],
+            "train_seconds": fm["train_seconds"],
+            "progressive_logloss": fm["progressive_logloss"],
+            "test_logloss": fm["test_logloss"], "test_auc": fm["test_auc"],
+            "max_rss_mib": full.max_rss_mib, "prefix_rows": min(PREFIX_ROWS, args.rows),
+            "prefix_max_rss_mib": small.max_rss_mib,
+            "rss_growth_mib": full.max_rss_mib - small.max_rss_mib,
+        }
+    best = min(vw_runs, key=lambda r: r.wall_seconds)
+    scored, vw_logloss, vw_auc = _score_vw(test_vw, test, work)
+    result["vw"] = {
+        "wall_seconds": best.wall_seconds, "rows_per_s": args.rows / best.wall_seconds,
+        "all_wall_seconds": [r.wall_seconds for r in vw_runs],
+        "test_wall_seconds": scored.wall_seconds,
+        "progressive_logloss": h.vw_progressive_loss(best.stderr),
+        "test_logloss": vw_logloss, "test_auc": vw_auc, "max_rss_mib": best.max_rss_mib,
+    }
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
+    args.data_dir.mkdir(parents=True, exist_ok=True)
+    folder, truth, gen = h.ensure_synth_data(args.data_dir, args.rows, args.test_rows,
+                                             args.bits, args.seed)
+    total_rows = args.rows + args.test_rows
+    if gen is not None:
+        print(f"generated {folder} in {gen:.1f} s ({total_rows / gen:,.0f} rows/s)",
+              file=sys.stderr)
+    result: dict[str, Any] = {
+        "rows": args.rows, "test_rows": args.test_rows, "bits": args.bits, "seed": args.seed,
+        "bayes_test_logloss": truth["stats"]["bayes_test_logloss"],
+        "bayes_test_auc": truth["stats"]["bayes_test_auc"],
+        "constant_test_logloss": truth["stats"]["constant_test_logloss"],
+        "generator_rows_per_s": total_rows / gen if gen else None,
+    }
+    with tempfile.TemporaryDirectory(dir=args.data_dir, prefix="run_") as tmp:
+        result.update(_measure(args, folder, Path(tmp)))
+    _print_report(result)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+def _print_report(r: dict[str, Any]) -> None:
+    vw = r["vw"]
+    header = ["system", "rows/s", "vs VW", "wall s", "test logloss", "test AUC", "peak RSS MiB"]
+    rows = []
+    if "ftrl_ps" in r:
+        f = r["ftrl_ps"]
+        rows.append(["ftrl-ps (1 process)", f"{f['rows_per_s']:,.0f}",
+                     f"{f['rows_per_s'] / vw['rows_per_s']:.2f}x", f"{f['wall_seconds']:.2f}",
+                     f"{f['test_logloss']:.4f}", f"{f['test_auc']:.4f}",
+                     f"{f['max_rss_mib']:.0f}"])
+    rows.append(["vowpal wabbit", f"{vw['rows_per_s']:,.0f}", "1.00x",
+                 f"{vw['wall_seconds']:.2f}", f"{vw['test_logloss']:.4f}",
+                 f"{vw['test_auc']:.4f}", f"{vw['max_rss_mib']:.0f}"])
+    rows.append(["true model (Bayes)", "", "", "", f"{r['bayes_test_logloss']:.4f}",
+                 f"{r['bayes_test_auc']:.4f}", ""])
+    rows.append(["constant predictor", "", "", "", f"{r['constant_test_logloss']:.4f}",
+                 "0.5000", ""])
+    print(f"\n{r['rows']:,} train rows, {r['test_rows']:,} test rows, 2^{r['bits']} slots, "
+          f"one pass (rows/s = train rows / wall time of the training process)")
+    print(h.format_table(header, rows))
+    if "ftrl_ps" in r:
+        f = r["ftrl_ps"]
+        print(f"ftrl-ps: wall includes start-up and scoring the test file; self-reported "
+              f"train_seconds {f['train_seconds']:.2f} ({r['rows'] / f['train_seconds']:,.0f} "
+              f"rows/s); progressive logloss {f['progressive_logloss']:.4f}")
+        print(f"ftrl-ps memory: peak RSS {f['prefix_max_rss_mib']:.0f} MiB on "
+              f"{f['prefix_rows']:,} rows, {f['max_rss_mib']:.0f} MiB on {r['rows']:,} rows "
+              f"(difference {round(f['rss_growth_mib']):+d} MiB)")
+    print(f"vw: progressive logloss {vw['progressive_logloss']:.4f}; scoring the test file "
+          f"took {vw['test_wall_seconds']:.2f} s (separate process)")
+    if len(vw["all_wall_seconds"]) > 1:
+        walls = {name: ", ".join(f"{w:.2f}" for w in r[key]["all_wall_seconds"])
+                 for name, key in (("ftrl-ps", "ftrl_ps"), ("VW", "vw")) if key in r}
+        print("wall seconds of every round: " + "; ".join(f"{k} {v}" for k, v in walls.items()))
+    if r["generator_rows_per_s"]:
+        print(f"generator: {r['generator_rows_per_s']:,.0f} rows/s (train + test)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""``ftrl-ps server``: run one parameter-server shard (FastAPI + uvicorn)."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import math
+import sys
+
+from ftrl_ps.errors import ConfigError
+from ftrl_ps.layout import DEFAULT_GROUP_SIZE
+
+NAME = "server"
+HELP = "run one parameter-server shard (HTTP, one process per shard)"
+DESCRIPTION = """\
+Run ONE shard of the ftrl-ps parameter server. The shard holds the FTRL state
+(n, z) of its key range and adds the deltas workers push; shard 0 also runs
+the worker registry and the SSP clock. Start M processes with --shard-index
+0..M-1 and the same --num-shards/--bits/--group-size for an M-shard cluster.
+
+Once serving, the command prints exactly one line on stdout:
+    listening on http://127.0.0.1:PORT
+(with --port 0 the OS picks a free port; a launcher reads this line).
+
+Security: binds 127.0.0.1 by default. With --token (or FTRL_PS_TOKEN) every
+state-changing request must send 'Authorization: Bearer TOKEN'.
+"""
+
+
+def _staleness(text: str) -> int | None:
+    if text.strip().lower() in ("inf", "infinity", "none", "async"):
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer >= 0 or 'inf', got {text!r}"
+        ) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"staleness must be >= 0, got {value}")
+    return value
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    net = parser.add_argument_group("network")
+    net.add_argument("--host", default="127.0.0.1",
+                     help="address to bind (default 127.0.0.1, loopback only)")
+    net.add_argument("--port", type=int, default=0,
+                     help="TCP port; 0 (default) picks a free port and prints it")
+    net.add_argument("--token", default=None,
+                     help="bearer token required on state-changing requests "
+                          "(default: $FTRL_PS_TOKEN, else no authentication)")
+    net.add_argument("--max-body-mb", type=_positive, default=64.0, metavar="MB",
+                     help="largest accepted request body in MiB; larger -> 413 (default 64)")
+    net.add_argument("--log-level", default="warning",
+                     choices=("critical", "error", "warning", "info", "debug"),
+                     help="uvicorn log level, logs go to stderr (default warning)")
+
+    lay = parser.add_argument_group("layout (must match the workers)")
+    lay.add_argument("--bits", type=int, default=20,
+                     help="2**bits hashed feature slots plus one bias key (default 20)")
+    lay.add_argument("--group-size", type=int, default=DEFAULT_GROUP_SIZE,
+                     help=f"keys per parameter group, the unit of locking and of shard "
+                          f"boundaries (default {DEFAULT_GROUP_SIZE})")
+    lay.add_argument("--shard-index", type=int, default=0,
+                     help="which shard this process serves, 0-based (default 0)")
+    lay.add_argument("--num-shards", type=int, default=1,
+                     help="number of shards in the cluster (default 1)")
+    lay.add_argument("--dtype", choices=("float32", "float64"), default="float32",
+                     help="storage dtype of n and z (default float32)")
+    lay.add_argument("--init-model", default=None, metavar="PATH",
+                     help="model file to start from (this shard loads its key range)")
+
+    ssp = parser.add_argument_group("SSP clock (used by shard 0)")
+    ssp.add_argument("--staleness", type=_staleness, default=None, metavar="S",
+                     help="max clock gap between fastest and slowest live worker: "
+                          "0 = BSP lockstep, 'inf' (default) = asynchronous")
+    ssp.add_argument("--num-workers", type=int, default=None,
+                     help="expected number of workers; missing ones count at clock 0 "
+                          "until they register (default: the first registration says)")
+    ssp.add_argument("--worker-timeout", type=_positive, default=30.0, metavar="SECONDS",
+                     help="a worker without heartbeat for this long is dead and no longer "
+                          "holds back the others (default 30)")
+    ssp.add_argument("--registration-timeout", type=_positive, default=60.0,
+                     metavar="SECONDS",
+                     help="after this long from the first registration, workers that never "
+                          "registered stop holding back the others (default 60)")
+    ssp.add_argument("--clock-wait-timeout", type=_positive, default=5.0, metavar="SECONDS",
+                     help="longest one clock/wait request blocks before answering "
+                          "ready=false so the client asks again (default 5)")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def run(args: argparse.Namespace) -> int:
+    from ftrl_ps.server.app import create_app
+    from ftrl_ps.server.serve import bind_socket, serve
+    from ftrl_ps.server.settings import ServerSettings
+
+    try:
+        settings = ServerSettings.from_env(
+            bits=args.bits,
+            group_size=args.group_size,
+            shard_index=args.shard_index,
+            num_shards=args.num_shards,
+            dtype=args.dtype,
+            staleness=args.staleness,
+            num_workers=args.num_workers,
+            worker_timeout=args.worker_timeout,
+            registration_timeout=args.registration_timeout,
+            clock_wait_timeout=args.clock_wait_timeout,
+            token=args.token,
+            max_body_mb=args.max_body_mb,
+            init_model=args.init_model,
+        )
+    except TypeError as exc:  # pragma: no cover - a wiring bug
+        raise ConfigError(str(exc)) from exc
+    if not _is_loopback(args.host) and settings.token is None:
+        print(f"ftrl-ps server: warning: listening on {args.host} without --token",
+              file=sys.stderr)
+    app = create_app(settings)
+    sock = bind_socket(args.host, args.port)
+
+    def ready(url: str) -> None:
+        print(f"listening on {url}", flush=True)
+
+    serve(app, sock, on_ready=ready, log_level=args.log_level)
+    return 0

@@ -1,0 +1,139 @@
+"""``ftrl-ps worker``: train on a share of a libsvm file against parameter servers."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ftrl_ps.cli import _common as c
+from ftrl_ps.errors import ConfigError
+
+NAME = "worker"
+HELP = "train on one share of a libsvm file against parameter-server shards"
+DESCRIPTION = """\
+Run one worker of a parameter-server cluster. Worker i of N reads the i-th of
+N line-aligned byte ranges of INPUT (no line is lost or read twice), trains a
+local FTRL copy in mini-batches of --batch-size rows (one step = one
+mini-batch), pulls the state of the keys it is about to use every
+--fetch-step steps, pushes its accumulated n/z deltas every --push-step steps,
+and then ticks its SSP clock (which may wait for slower workers).
+
+The feature-space layout (bits, group size, shards) comes from the servers;
+--bits, if given, must match it.
+
+example:
+  ftrl-ps worker --server http://127.0.0.1:7000 --input train.svm \\
+      --worker-index 0 --num-workers 2
+"""
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """Batching and communication flags shared by ``worker`` and ``train --workers``."""
+    g = parser.add_argument_group("worker communication")
+    g.add_argument(
+        "--batch-size", type=c.positive_int, default=500, help="rows per step (default 500)"
+    )
+    g.add_argument(
+        "--fetch-step",
+        type=c.positive_int,
+        default=4,
+        help="pull fresh state for the next N steps' keys every N steps (default 4)",
+    )
+    g.add_argument(
+        "--push-step",
+        type=c.positive_int,
+        default=4,
+        help="push accumulated deltas and tick the SSP clock every N steps (default 4)",
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--server",
+        required=True,
+        metavar="URL[,URL...]",
+        help="parameter-server shard URLs in shard order, comma-separated",
+    )
+    parser.add_argument("--input", required=True, metavar="FILE", help="training data (libsvm)")
+    parser.add_argument(
+        "--worker-index",
+        type=c.non_negative_int,
+        required=True,
+        help="this worker's index, 0-based",
+    )
+    parser.add_argument(
+        "--num-workers", type=c.positive_int, required=True, help="how many workers share INPUT"
+    )
+    parser.add_argument("--epochs", type=c.positive_int, default=1, help="passes over the share")
+    parser.add_argument(
+        "--token", default=None, help="bearer token of the servers (default: $FTRL_PS_TOKEN)"
+    )
+    parser.add_argument(
+        "--metrics-json", metavar="FILE", help="write this worker's report as JSON ('-' = stdout)"
+    )
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress display")
+    add_cluster_arguments(parser)
+    c.add_model_arguments(parser, resumable=False)
+    c.add_input_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+
+    from ftrl_ps.client import PSClient
+    from ftrl_ps.layout import Layout
+    from ftrl_ps.worker import Worker, WorkerConfig, share_of
+
+    c.check_input(args.input)
+    if args.input == "-":
+        raise ConfigError("a worker needs a file it can split into byte ranges, not stdin")
+    if args.worker_index >= args.num_workers:
+        raise ConfigError(f"--worker-index {args.worker_index} must be < --num-workers")
+    urls = [u.strip() for u in args.server.split(",") if u.strip()]
+    cfg = WorkerConfig(
+        batch_size=args.batch_size,
+        fetch_step=args.fetch_step,
+        push_step=args.push_step,
+        epochs=args.epochs,
+        chunk_bytes=args.chunk_mb << 20,
+        skip_bad_lines=args.skip_bad_lines,
+    )
+    params = c.params_from(args)
+    token = args.token if args.token is not None else os.environ.get("FTRL_PS_TOKEN")
+    with PSClient(urls, token=token) as client:
+        server_layout = client.layout
+        layout = Layout(
+            bits=args.bits if args.bits is not None else server_layout.bits,
+            group_size=server_layout.group_size,
+            num_shards=len(urls),
+        )
+        client.register(args.worker_index, args.num_workers, layout)
+        client.start_heartbeat()
+        byte_range = share_of(args.input, args.worker_index, args.num_workers)
+        worker = Worker(client, layout.bits, params, cfg)
+        report = worker.run(args.input, byte_range)
+        client.finish()
+    c.report_bad_lines(report.bad_lines, report.bad_examples)
+    if not args.quiet:
+        print(
+            f"worker {args.worker_index}/{args.num_workers}: {report.rows:,} rows in "
+            f"{report.seconds:.2f} s, progressive logloss {report.progressive_logloss:.5f}, "
+            f"{report.pushes} pushes ({report.keys_pushed:,} keys), "
+            f"{report.pulls} pulls ({report.keys_pulled:,} keys)",
+            file=sys.stderr,
+        )
+    c.write_json(
+        args.metrics_json,
+        {
+            "worker_index": args.worker_index,
+            "rows": report.rows,
+            "loss_sum": report.loss_sum,
+            "seconds": report.seconds,
+            "pushes": report.pushes,
+            "pulls": report.pulls,
+            "keys_pushed": report.keys_pushed,
+            "keys_pulled": report.keys_pulled,
+            "bad_lines": report.bad_lines,
+        },
+    )
+    return 0

@@ -1,0 +1,381 @@
+"""Stale Synchronous Parallel (SSP) clock (Ho et al., NIPS 2013).
+
+Each worker has a *clock*: the number of ticks (``clock()`` calls) it has done.
+A worker at clock ``c`` may proceed iff ``c - min_live <= staleness``, where
+``min_live`` is the smallest clock among the *live* workers. ``staleness=0`` is
+bulk-synchronous (lockstep); ``staleness=None`` (or ``math.inf``) is fully
+asynchronous. Waiting is a :class:`threading.Condition`, never a sleep loop.
+
+Who counts in ``min_live``
+--------------------------
+* registered workers that are neither finished nor dead;
+* **missing** worker indices (the expected ``num_workers`` is known), counted
+  at clock 0 until they register, so a late worker cannot be overtaken by more
+  than ``staleness`` clocks. ``registration_timeout`` seconds after the FIRST
+  registration, still-missing indices stop counting (they are treated as dead);
+  if one registers later it joins at the current ``min_live`` clock.
+
+Life cycle of a worker: ``live`` -> ``finished`` (``finish()``) or ``dead`` (no
+heartbeat for ``worker_timeout`` seconds; every clock call from the worker is a
+heartbeat, and a worker blocked in :meth:`SSPClock.wait` is alive). Finished and
+dead workers leave the minimum and wake the waiters. A dead worker that comes
+back gets :class:`~ftrl_ps.errors.WorkerStateError` and must register again;
+its index then gets a new worker id that starts at the current ``min_live``.
+Registration is idempotent for the same ``(worker_index, instance)``.
+
+Dead workers are found by :meth:`SSPClock.sweep`, which every call runs and
+which :meth:`SSPClock.start_sweeper` runs periodically in a daemon thread.
+Heartbeat ages use ``time_source`` (fake it in tests); wait timeouts use real
+time.
+
+Examples
+--------
+>>> clock = SSPClock(staleness=1, num_workers=2)
+>>> a = clock.register(0, 2)
+>>> b = clock.register(1, 2)
+>>> clock.tick(a), clock.wait(a, timeout=0)
+(1, True)
+>>> clock.tick(a), clock.wait(a, timeout=0)
+(2, False)
+>>> clock.tick(b), clock.wait(a, timeout=0)
+(1, True)
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ftrl_ps.errors import (
+    ConfigError,
+    LayoutMismatchError,
+    UnknownWorkerError,
+    WorkerStateError,
+)
+
+__all__ = ["SSPClock", "WorkerInfo"]
+
+LIVE, FINISHED, DEAD = "live", "finished", "dead"
+
+
+@dataclass
+class WorkerInfo:
+    """State of one registered worker incarnation."""
+
+    worker_id: int
+    index: int
+    instance: str | None
+    clock: int
+    last_seen: float
+    state: str = LIVE
+    stats: dict[str, float] = field(default_factory=dict)
+    active_waits: int = 0
+
+    def as_dict(self, now: float) -> dict[str, Any]:
+        return {
+            "worker_id": self.worker_id,
+            "index": self.index,
+            "state": self.state,
+            "clock": self.clock,
+            "seconds_since_seen": round(max(0.0, now - self.last_seen), 3),
+            "stats": dict(self.stats),
+        }
+
+
+def _check_staleness(staleness: int | float | None) -> int | None:
+    if staleness is None or (isinstance(staleness, float) and math.isinf(staleness)):
+        return None
+    if isinstance(staleness, bool) or not isinstance(staleness, int) or staleness < 0:
+        raise ConfigError(f"staleness must be an int >= 0, None or inf, got {staleness!r}")
+    return staleness
+
+
+class SSPClock:
+    """SSP clock authority for one cluster.
+
+    Parameters
+    ----------
+    staleness : int or None
+        Maximum clock gap between the fastest and slowest live worker;
+        ``0`` = BSP, ``None``/``math.inf`` = asynchronous.
+    num_workers : int, optional
+        Expected number of workers. If omitted, the first registration sets it.
+    worker_timeout : float, default 30
+        Seconds without a heartbeat after which a worker is dead.
+    registration_timeout : float, default 60
+        Seconds after the first registration after which missing workers stop
+        holding back the others.
+    time_source : callable, default time.monotonic
+        Clock for heartbeat ages (fake it in tests).
+    """
+
+    def __init__(
+        self,
+        staleness: int | float | None,
+        *,
+        num_workers: int | None = None,
+        worker_timeout: float = 30.0,
+        registration_timeout: float = 60.0,
+        time_source: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.staleness = _check_staleness(staleness)
+        if num_workers is not None:
+            self._check_num_workers(num_workers)
+        if not worker_timeout > 0 or not registration_timeout >= 0:
+            raise ConfigError("worker_timeout must be > 0 and registration_timeout >= 0")
+        self.num_workers = num_workers
+        self.worker_timeout = float(worker_timeout)
+        self.registration_timeout = float(registration_timeout)
+        self._now = time_source
+        self._cond = threading.Condition(threading.Lock())
+        self._workers: dict[int, WorkerInfo] = {}
+        self._by_index: dict[int, WorkerInfo] = {}
+        self._first_registration: float | None = None
+        self._missing_expired = False
+        self._next_id = 0
+        self.max_gap_allowed = 0
+        self._sweeper: threading.Thread | None = None
+        self._stop_sweeper = threading.Event()
+        self._closed = False
+
+    # --- registration -----------------------------------------------------------
+    def register(self, worker_index: int, num_workers: int, instance: str | None = None) -> int:
+        """Register worker ``worker_index`` of ``num_workers``; returns its worker id.
+
+        Raises
+        ------
+        LayoutMismatchError
+            ``num_workers`` differs from the expected number.
+        WorkerStateError
+            The index is already registered and live (under another
+            ``instance``) or has finished.
+        """
+        self._check_num_workers(num_workers)
+        if isinstance(worker_index, bool) or not isinstance(worker_index, int):
+            raise ConfigError(f"worker_index must be an int, got {worker_index!r}")
+        with self._cond:
+            if self.num_workers is None:
+                self.num_workers = num_workers
+            elif num_workers != self.num_workers:
+                raise LayoutMismatchError(
+                    f"the cluster expects {self.num_workers} workers, "
+                    f"this worker says {num_workers}"
+                )
+            if not 0 <= worker_index < num_workers:
+                raise ConfigError(f"worker_index {worker_index} outside [0, {num_workers})")
+            now = self._now()
+            self._sweep_locked(now)
+            old = self._by_index.get(worker_index)
+            if old is not None and old.state == LIVE:
+                if instance is not None and old.instance == instance:
+                    old.last_seen = now
+                    return old.worker_id  # a retried registration
+                raise WorkerStateError(
+                    f"worker index {worker_index} is already registered as worker id "
+                    f"{old.worker_id} and alive"
+                )
+            if old is not None and old.state == FINISHED:
+                raise WorkerStateError(f"worker index {worker_index} has already finished")
+            if old is None and not self._missing_expired:
+                start = 0  # a missing worker counted at 0 until now
+            else:  # a dead worker rejoining, or a latecomer after the deadline
+                live_min = self._min_live_locked()
+                start = live_min if live_min is not None else (old.clock if old else 0)
+            if self._first_registration is None:
+                self._first_registration = now
+            info = WorkerInfo(self._next_id, worker_index, instance, start, now)
+            self._next_id += 1
+            self._workers[info.worker_id] = info
+            self._by_index[worker_index] = info
+            self._cond.notify_all()
+            return info.worker_id
+
+    # --- per-worker calls -------------------------------------------------------
+    def tick(
+        self, worker_id: int, stats: dict[str, float] | None = None, expected: int | None = None
+    ) -> int:
+        """Advance the worker's clock by one and return the new clock.
+
+        ``expected`` (the clock the caller wants to reach) makes retries
+        idempotent: if the clock already equals ``expected`` nothing happens;
+        if it is neither ``expected`` nor ``expected - 1`` -> WorkerStateError.
+        ``stats`` (small dict of numbers) is stored for the status page.
+        """
+        with self._cond:
+            w = self._live_worker(worker_id)
+            if stats is not None:
+                w.stats = dict(stats)
+            if expected is not None and expected == w.clock:
+                return w.clock
+            if expected is not None and expected != w.clock + 1:
+                raise WorkerStateError(
+                    f"worker {worker_id} is at clock {w.clock}; cannot tick to {expected}"
+                )
+            w.clock += 1
+            self._cond.notify_all()
+            return w.clock
+
+    def wait(self, worker_id: int, timeout: float | None = None) -> bool:
+        """Block until the worker may proceed (``clock - min_live <= staleness``).
+
+        Returns ``True`` when allowed, ``False`` if ``timeout`` seconds (real
+        time) passed first; ``None`` waits without limit.
+        """
+        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        with self._cond:
+            w = self._live_worker(worker_id)
+            w.active_waits += 1
+            try:
+                while True:
+                    self._sweep_locked(self._now())
+                    if self._closed:
+                        return False
+                    if w.state != LIVE:
+                        raise WorkerStateError(f"worker {worker_id} is {w.state}")
+                    live_min = self._min_live_locked()
+                    gap = w.clock - (live_min if live_min is not None else w.clock)
+                    if self.staleness is None or gap <= self.staleness:
+                        self.max_gap_allowed = max(self.max_gap_allowed, gap)
+                        return True
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return False
+                    self._cond.wait(remaining)
+            finally:
+                w.active_waits -= 1
+                w.last_seen = self._now()
+
+    def heartbeat(self, worker_id: int) -> None:
+        """Record a sign of life; raises if the worker is unknown, finished or dead."""
+        with self._cond:
+            self._live_worker(worker_id)
+
+    def finish(self, worker_id: int) -> None:
+        """Mark the worker finished: it leaves the minimum (idempotent)."""
+        with self._cond:
+            w = self._get(worker_id)
+            if w.state == FINISHED:
+                return
+            self._live_worker(worker_id)
+            w.state = FINISHED
+            self._cond.notify_all()
+
+    # --- cluster-wide ---------------------------------------------------------------
+    def sweep(self) -> list[int]:
+        """Mark workers without a recent heartbeat dead; returns their ids."""
+        with self._cond:
+            return self._sweep_locked(self._now())
+
+    def min_clock(self) -> int | None:
+        """Smallest clock among live (and still-expected missing) workers."""
+        with self._cond:
+            return self._min_live_locked()
+
+    def worker(self, worker_id: int) -> WorkerInfo:
+        """The worker's record (raises UnknownWorkerError)."""
+        with self._cond:
+            return self._get(worker_id)
+
+    def snapshot(self) -> dict[str, Any]:
+        """JSON-ready status: staleness, expected workers, per-worker state, minimum."""
+        with self._cond:
+            now = self._now()
+            self._sweep_locked(now)
+            workers = [w.as_dict(now) for w in sorted(self._workers.values(),
+                                                       key=lambda w: w.worker_id)]
+            missing = [] if self._missing_expired else sorted(
+                set(range(self.num_workers or 0)) - set(self._by_index)
+            )
+            return {
+                "staleness": self.staleness,
+                "num_workers": self.num_workers,
+                "worker_timeout": self.worker_timeout,
+                "workers": workers,
+                "missing_indices": missing,
+                "min_clock": self._min_live_locked(),
+                "max_gap_allowed": self.max_gap_allowed,
+            }
+
+    def start_sweeper(self, interval: float | None = None) -> None:
+        """Run :meth:`sweep` every ``interval`` seconds (default
+        ``min(1, worker_timeout / 4)``) in a daemon thread."""
+        if self._sweeper is not None:
+            return
+        period = interval if interval is not None else min(1.0, self.worker_timeout / 4)
+        self._stop_sweeper.clear()
+
+        def loop() -> None:
+            while not self._stop_sweeper.wait(period):
+                self.sweep()
+
+        self._sweeper = threading.Thread(target=loop, name="ssp-sweeper", daemon=True)
+        self._sweeper.start()
+
+    def stop_sweeper(self) -> None:
+        """Stop the background sweeper (if running)."""
+        if self._sweeper is not None:
+            self._stop_sweeper.set()
+            self._sweeper.join()
+            self._sweeper = None
+
+    def close(self) -> None:
+        """Shut down: stop the sweeper and release every waiter (their
+        :meth:`wait` returns False)."""
+        self.stop_sweeper()
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    # --- internals (call with self._cond held) ------------------------------------------
+    @staticmethod
+    def _check_num_workers(num_workers: Any) -> None:
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
+            raise ConfigError(f"num_workers must be an int >= 1, got {num_workers!r}")
+
+    def _get(self, worker_id: int) -> WorkerInfo:
+        w = self._workers.get(worker_id)
+        if w is None:
+            raise UnknownWorkerError(f"unknown worker id {worker_id}; register first")
+        return w
+
+    def _live_worker(self, worker_id: int) -> WorkerInfo:
+        now = self._now()
+        self._sweep_locked(now)
+        w = self._get(worker_id)
+        if w.state == DEAD:
+            raise WorkerStateError(
+                f"worker {worker_id} (index {w.index}) was declared dead after "
+                f"{self.worker_timeout:g} s without a heartbeat; register again"
+            )
+        if w.state == FINISHED:
+            raise WorkerStateError(f"worker {worker_id} (index {w.index}) has finished")
+        w.last_seen = now
+        return w
+
+    def _sweep_locked(self, now: float) -> list[int]:
+        dead = []
+        for w in self._workers.values():
+            if w.state == LIVE and w.active_waits == 0 and now - w.last_seen > self.worker_timeout:
+                w.state = DEAD
+                dead.append(w.worker_id)
+        expired = (
+            not self._missing_expired
+            and self._first_registration is not None
+            and now - self._first_registration > self.registration_timeout
+        )
+        if expired:
+            self._missing_expired = True
+        if dead or expired:
+            self._cond.notify_all()
+        return dead
+
+    def _min_live_locked(self) -> int | None:
+        clocks = [w.clock for w in self._by_index.values() if w.state == LIVE]
+        if not self._missing_expired and self.num_workers is not None:
+            if len(self._by_index) < self.num_workers:
+                clocks.append(0)  # missing workers count at clock 0
+        return min(clocks) if clocks else None

@@ -1,0 +1,370 @@
+"""The local cluster launcher behind ``ftrl-ps train --workers N``.
+
+It starts M server shards and N worker processes on 127.0.0.1, shows progress
+from shard 0's status, waits for the workers, saves the model from the
+servers' state, evaluates it, and stops every process it started: also when
+one of them fails (with a message naming it and the tail of its log) or on
+Ctrl-C. A fresh random token protects the servers during the run; it is
+passed through the environment, never on a command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from ftrl_ps.cli import _common as c
+from ftrl_ps.errors import ConfigError, FTRLPSError, ServerError
+from ftrl_ps.ftrl import FTRL
+from ftrl_ps.modelio import SavedModel, load_model, save_model
+from ftrl_ps.progress import Progress
+from ftrl_ps.train import evaluate
+
+START_TIMEOUT = 60.0
+STOP_GRACE = 5.0
+
+
+class ClusterError(FTRLPSError):
+    """A process of the local cluster failed."""
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    """Ask Linux to SIGTERM this child if the launcher dies (PR_SET_PDEATHSIG)."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)
+
+
+@dataclass
+class Proc:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+    url: str | None = None
+
+    def tail(self, lines: int = 15) -> str:
+        try:
+            text = self.log.read_text(errors="replace").rstrip().splitlines()
+        except OSError:
+            return ""
+        return "\n".join("    " + ln for ln in text[-lines:])
+
+
+@dataclass
+class Cluster:
+    """Processes of one local run (servers first, then workers)."""
+
+    logdir: Path
+    env: dict[str, str]
+    servers: list[Proc] = field(default_factory=list)
+    workers: list[Proc] = field(default_factory=list)
+
+    def spawn(self, name: str, argv: list[str], *, stdout: int | IO[bytes] | None = None) -> Proc:
+        log = self.logdir / f"{name.replace(' ', '-')}.log"
+        with open(log, "wb") as errf:
+            popen = subprocess.Popen(
+                [sys.executable, "-m", "ftrl_ps", *argv],
+                stdout=stdout if stdout is not None else errf,
+                stderr=errf,
+                stdin=subprocess.DEVNULL,
+                env=self.env,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            )
+        return Proc(name, popen, log)
+
+    def start_server(self, index: int, argv: list[str]) -> Proc:
+        proc = self.spawn(f"server {index}", argv, stdout=subprocess.PIPE)
+        self.servers.append(proc)
+        url = _read_listening_line(proc, START_TIMEOUT)
+        proc.url = url
+        return proc
+
+    def stop(self) -> None:
+        procs = [*self.workers, *self.servers]
+        for p in procs:
+            if p.popen.poll() is None:
+                with contextlib.suppress(OSError):
+                    p.popen.terminate()
+        deadline = time.monotonic() + STOP_GRACE
+        for p in procs:
+            try:
+                p.popen.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.popen.kill()
+                p.popen.wait()
+            if p.popen.stdout is not None:
+                p.popen.stdout.close()
+
+
+def _read_listening_line(proc: Proc, timeout: float) -> str:
+    """The URL a server prints once it is serving (``listening on URL``)."""
+    found: list[str] = []
+
+    def read() -> None:
+        assert proc.popen.stdout is not None
+        for raw in proc.popen.stdout:
+            line = raw.decode(errors="replace").strip()
+            if line.startswith("listening on "):
+                found.append(line.split(" ", 2)[2])
+                return
+
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    t.join(timeout)
+    if not found:
+        code = proc.popen.poll()
+        why = f"exited with code {code}" if code is not None else f"not ready in {timeout:.0f} s"
+        raise ClusterError(f"{proc.name} {why}; its log ({proc.log}):\n{proc.tail()}")
+    return found[0]
+
+
+def _server_argv(args: argparse.Namespace, bits: int, dtype: str, index: int) -> list[str]:
+    argv = [
+        "server",
+        "--port",
+        "0",
+        "--bits",
+        str(bits),
+        "--dtype",
+        dtype,
+        "--shard-index",
+        str(index),
+        "--num-shards",
+        str(args.servers),
+        "--num-workers",
+        str(args.workers),
+        "--worker-timeout",
+        str(args.worker_timeout),
+        "--staleness",
+        "inf" if args.staleness is None else str(args.staleness),
+    ]
+    if args.group_size:
+        argv += ["--group-size", str(args.group_size)]
+    if args.resume:
+        argv += ["--init-model", str(args.resume)]
+    return argv
+
+
+def _worker_argv(
+    args: argparse.Namespace,
+    urls: list[str],
+    params: dict[str, float],
+    bits: int,
+    index: int,
+    metrics: Path,
+) -> list[str]:
+    argv = [
+        "worker",
+        "--server",
+        ",".join(urls),
+        "--input",
+        str(args.train),
+        "--worker-index",
+        str(index),
+        "--num-workers",
+        str(args.workers),
+        "--epochs",
+        str(args.epochs),
+        "--bits",
+        str(bits),
+        "--batch-size",
+        str(args.batch_size),
+        "--fetch-step",
+        str(args.fetch_step),
+        "--push-step",
+        str(args.push_step),
+        "--chunk-mb",
+        str(args.chunk_mb),
+        "--metrics-json",
+        str(metrics),
+        "--quiet",
+    ]
+    for k, v in params.items():
+        argv += [f"--{k}", repr(v)]
+    if args.skip_bad_lines:
+        argv.append("--skip-bad-lines")
+    return argv
+
+
+def _progress_line(client: Any) -> tuple[int, float, str]:
+    snap = client.status().get("clock") or {}
+    workers = snap.get("workers", [])
+    rows = int(sum(w.get("stats", {}).get("rows", 0) for w in workers))
+    loss = float(sum(w.get("stats", {}).get("loss_sum", 0.0) for w in workers))
+    clocks = [w["clock"] for w in workers if w.get("state") == "live"]
+    states = {}
+    for w in workers:
+        states[w.get("state")] = states.get(w.get("state"), 0) + 1
+    extra = f"clocks {min(clocks)}..{max(clocks)}" if clocks else ""
+    extra += "  " + " ".join(f"{k} {v}" for k, v in sorted(states.items()) if k)
+    return rows, loss, extra.strip()
+
+
+def run_cluster(args: argparse.Namespace) -> int:
+    """Run ``ftrl-ps train`` as a local cluster; see the module docstring."""
+    from ftrl_ps.client import PSClient
+
+    if args.train == "-":
+        raise ConfigError("--workers needs a training file, not stdin")
+    if args.servers < 1:
+        raise ConfigError("--servers must be >= 1")
+    if args.resume:
+        saved = load_model(args.resume)
+        bits, dtype, params = saved.bits, saved.dtype, saved.params
+    else:
+        bits = args.bits if args.bits is not None else c.DEFAULT_BITS
+        dtype, params = args.dtype or "float32", c.params_from(args)
+    started = time.perf_counter()
+    logdir = Path(tempfile.mkdtemp(prefix="ftrl-ps-cluster-"))
+    env = dict(os.environ, FTRL_PS_TOKEN=secrets.token_hex(16), PYTHONUNBUFFERED="1")
+    cluster = Cluster(logdir, env)
+    progress = Progress(f"cluster ({args.workers} workers)", enabled=not args.quiet)
+    ok = False
+    try:
+        for i in range(args.servers):
+            cluster.start_server(i, _server_argv(args, bits, dtype, i))
+        urls = [p.url for p in cluster.servers if p.url]
+        if not args.quiet:
+            print(f"servers: {', '.join(urls)}  (logs in {logdir})", file=sys.stderr)
+        metrics = [logdir / f"worker-{i}.json" for i in range(args.workers)]
+        for i in range(args.workers):
+            argv = _worker_argv(args, urls, params.as_dict(), bits, i, metrics[i])
+            cluster.workers.append(cluster.spawn(f"worker {i}", argv))
+        with PSClient(urls, token=env["FTRL_PS_TOKEN"]) as client:
+            _wait_for_workers(cluster, client, progress)
+            progress.close()
+            keys, n, z = client.dump_state()
+            status = client.status()
+        train_seconds = time.perf_counter() - started
+        reports = [_read_json(m) for m in metrics]
+        rows = sum(int(r.get("rows", 0)) for r in reports)
+        loss_sum = sum(float(r.get("loss_sum", 0.0)) for r in reports)
+        saved_model = SavedModel(
+            bits=bits,
+            params=params,
+            dtype=dtype,
+            keys=np.asarray(keys),
+            n=np.asarray(n),
+            z=np.asarray(z),
+        )
+        results = _finish(args, saved_model, rows, loss_sum, train_seconds, reports, status)
+        results["cluster_seconds"] = time.perf_counter() - started
+        c.write_json(args.metrics_json, results)
+        ok = True
+        return 0
+    finally:
+        cluster.stop()
+        if ok:
+            shutil.rmtree(logdir, ignore_errors=True)
+        elif not args.quiet:
+            print(f"logs kept in {logdir}", file=sys.stderr)
+
+
+def _wait_for_workers(cluster: Cluster, client: Any, progress: Progress) -> None:
+    last_poll = 0.0
+    while True:
+        for p in cluster.servers:
+            if p.popen.poll() is not None:
+                raise ClusterError(
+                    f"{p.name} ({p.url}) exited with code "
+                    f"{p.popen.returncode}; its log:\n{p.tail()}"
+                )
+        running = 0
+        for p in cluster.workers:
+            code = p.popen.poll()
+            if code is None:
+                running += 1
+            elif code != 0:
+                raise ClusterError(f"{p.name} exited with code {code}; its log:\n{p.tail()}")
+        if not running:
+            return
+        now = time.monotonic()
+        if progress.enabled and now - last_poll > 0.5:
+            last_poll = now
+            with contextlib.suppress(FTRLPSError):
+                rows, loss, extra = _progress_line(client)
+                progress.update(rows, loss, extra=extra)
+        time.sleep(0.05)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    import json
+
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+        return data
+    except (OSError, ValueError) as exc:
+        raise ServerError(f"worker report {path} missing or unreadable: {exc}") from exc
+
+
+def _finish(
+    args: argparse.Namespace,
+    saved: SavedModel,
+    rows: int,
+    loss_sum: float,
+    seconds: float,
+    reports: list[dict[str, Any]],
+    status: dict[str, Any],
+) -> dict[str, Any]:
+    plog = loss_sum / rows if rows else float("nan")
+    pushed = sum(int(r.get("keys_pushed", 0)) for r in reports)
+    pulled = sum(int(r.get("keys_pulled", 0)) for r in reports)
+    print(
+        f"trained {rows:,} rows with {args.workers} workers and {args.servers} server(s) "
+        f"in {seconds:.2f} s ({rows / max(seconds, 1e-9):,.0f} rows/s); "
+        f"progressive logloss {plog:.5f}"
+    )
+    snap = status.get("clock") or {}
+    results: dict[str, Any] = {
+        "rows": rows,
+        "train_seconds": seconds,
+        "rows_per_second": rows / max(seconds, 1e-9),
+        "progressive_logloss": plog,
+        "workers": args.workers,
+        "servers": args.servers,
+        "staleness": args.staleness,
+        "max_gap_allowed": snap.get("max_gap_allowed"),
+        "keys_pushed": pushed,
+        "keys_pulled": pulled,
+        "worker_reports": reports,
+        "bits": saved.bits,
+        "params": saved.params.as_dict(),
+    }
+    model: FTRL | None = None
+    if args.test:
+        model = saved.to_ftrl()
+        ev = evaluate(
+            model, args.test, chunk_bytes=args.chunk_mb << 20, skip_bad_lines=args.skip_bad_lines
+        )
+        print(
+            f"test {args.test}: logloss {ev['logloss']:.5f}  AUC {ev['auc']:.5f}  "
+            f"rows {ev['rows']:,}  positive rate {ev['positive_rate']:.4f}"
+        )
+        results.update({f"test_{k}": v for k, v in ev.items()})
+    if args.model:
+        path = save_model(
+            args.model,
+            saved,
+            rows=rows,
+            epochs=args.epochs,
+            train=str(args.train),
+            workers=args.workers,
+            servers=args.servers,
+            progressive_logloss=plog,
+        )
+        print(f"model saved to {path} ({saved.keys.size:,} keys with state)")
+    return results

@@ -1,0 +1,72 @@
+"""Re-slice reader chunks into mini-batches of exactly ``batch_size`` rows.
+
+The reader yields one :class:`~ftrl_ps.libsvm.Batch` per chunk of bytes, so
+chunk sizes vary with line lengths. Workers count steps in mini-batches, so
+they need a fixed row count per step: every mini-batch has ``batch_size`` rows
+except the last one of the stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+
+from ftrl_ps.errors import ConfigError
+from ftrl_ps.libsvm import Batch
+
+
+def slice_rows(batch: Batch, start: int, stop: int) -> Batch:
+    """Rows ``[start, stop)`` of ``batch`` as a new Batch (indices/values are views)."""
+    a, b = int(batch.indptr[start]), int(batch.indptr[stop])
+    return Batch(
+        labels=batch.labels[start:stop],
+        indptr=batch.indptr[start : stop + 1] - a,
+        indices=batch.indices[a:b],
+        values=batch.values[a:b],
+    )
+
+
+def concat(parts: list[Batch]) -> Batch:
+    """Rows of ``parts`` one after the other."""
+    if len(parts) == 1:
+        return parts[0]
+    offsets = np.cumsum([0] + [int(p.indptr[-1]) for p in parts[:-1]])
+    return Batch(
+        labels=np.concatenate([p.labels for p in parts]),
+        indptr=np.concatenate(
+            [np.zeros(1, np.int64)]
+            + [p.indptr[1:] + off for p, off in zip(parts, offsets, strict=True)]
+        ),
+        indices=np.concatenate([p.indices for p in parts]),
+        values=np.concatenate([p.values for p in parts]),
+    )
+
+
+def minibatches(batches: Iterable[Batch], batch_size: int) -> Iterator[Batch]:
+    """Yield mini-batches of ``batch_size`` rows (the last may be shorter)."""
+    if batch_size < 1:
+        raise ConfigError(f"batch size must be >= 1, got {batch_size}")
+    carry: list[Batch] = []
+    carried = 0
+    for batch in batches:
+        pos = 0
+        rows = batch.rows
+        if carried:
+            need = batch_size - carried
+            take = min(need, rows)
+            carry.append(slice_rows(batch, 0, take))
+            carried += take
+            pos = take
+            if carried < batch_size:
+                continue
+            yield concat(carry)
+            carry, carried = [], 0
+        while rows - pos >= batch_size:
+            yield slice_rows(batch, pos, pos + batch_size)
+            pos += batch_size
+        if pos < rows:
+            carry.append(slice_rows(batch, pos, rows))
+            carried = rows - pos
+    if carried:
+        yield concat(carry)

@@ -1,0 +1,140 @@
+"""Run an iterator ahead of its consumer in a background thread.
+
+Used to overlap parsing (the reader's numba kernel releases the GIL) with
+training::
+
+    for batch in prefetch(LibsvmReader(path, bits=20), depth=2):
+        model.fit_batch(batch)
+
+Waiting is a bounded buffer plus one condition variable; nothing polls.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Iterable, Iterator
+from typing import TypeVar
+
+from ftrl_ps.errors import ConfigError
+
+__all__ = ["prefetch"]
+
+T = TypeVar("T")
+
+#: how long closing the consumer waits for the producer thread to finish its item
+CLOSE_JOIN_TIMEOUT_S = 1.0
+
+
+class _Channel:
+    """Bounded hand-over between one producer and one consumer thread."""
+
+    def __init__(self, depth: int) -> None:
+        self.depth = depth
+        self.items: deque[object] = deque()
+        self.cond = threading.Condition()
+        self.finished = False  # producer is done (normally or with an error)
+        self.error: BaseException | None = None
+        self.stopped = False  # consumer has gone away
+
+    def put(self, item: object) -> bool:
+        """Queue ``item``; False if the consumer stopped (the producer should quit)."""
+        with self.cond:
+            while len(self.items) >= self.depth and not self.stopped:
+                self.cond.wait()
+            if self.stopped:
+                return False
+            self.items.append(item)
+            self.cond.notify_all()
+            return True
+
+    def finish(self, error: BaseException | None = None) -> None:
+        with self.cond:
+            self.finished = True
+            self.error = error
+            self.cond.notify_all()
+
+    def get(self) -> tuple[bool, object]:
+        """``(True, item)``, or ``(False, None)`` when the producer finished cleanly."""
+        with self.cond:
+            while not self.items and not self.finished:
+                self.cond.wait()
+            if self.items:
+                item = self.items.popleft()
+                self.cond.notify_all()
+                return True, item
+            if self.error is not None:
+                raise self.error
+            return False, None
+
+    def stop(self) -> None:
+        with self.cond:
+            self.stopped = True
+            self.items.clear()
+            self.cond.notify_all()
+
+
+def _produce(iterable: Iterable[object], channel: _Channel) -> None:
+    it = iter(iterable)
+    try:
+        for item in it:
+            if not channel.put(item):
+                break
+    except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+        channel.finish(exc)
+        return
+    finally:
+        close = getattr(it, "close", None)
+        if close is not None and channel.stopped:
+            try:
+                close()  # e.g. let a reader close its file
+            except Exception:  # noqa: BLE001 - the consumer is gone; nobody to tell
+                pass
+    channel.finish()
+
+
+def prefetch(iterable: Iterable[T], depth: int = 2) -> Iterator[T]:
+    """Iterate over ``iterable`` in a daemon thread, up to ``depth`` items ahead.
+
+    Parameters
+    ----------
+    iterable : Iterable
+        Iterated in the background thread (started lazily, at the first ``next``).
+    depth : int
+        Maximum number of items produced but not yet consumed (>= 1).
+
+    Returns
+    -------
+    Iterator
+        The same items in the same order. An exception raised by the producer
+        is re-raised here after the items produced before it. When this
+        iterator is closed early (``break`` out of a ``for`` loop, ``close()``,
+        garbage collection) the producer stops after its current item, its
+        iterator's ``close()`` is called, and the thread is joined for up to
+        :data:`CLOSE_JOIN_TIMEOUT_S`.
+
+    Examples
+    --------
+    >>> list(prefetch(range(5)))
+    [0, 1, 2, 3, 4]
+    """
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+        raise ConfigError(f"prefetch depth must be a positive integer, got {depth!r}")
+    return _consume(iterable, depth)
+
+
+def _consume(iterable: Iterable[T], depth: int) -> Iterator[T]:
+    channel = _Channel(depth)
+    thread = threading.Thread(target=_produce, args=(iterable, channel),
+                              name="ftrl-ps-prefetch", daemon=True)
+    thread.start()
+    try:
+        while True:
+            ok, item = channel.get()
+            if not ok:
+                return
+            yield item  # type: ignore[misc]
+    finally:
+        channel.stop()
+        if thread is not threading.current_thread():
+            thread.join(CLOSE_JOIN_TIMEOUT_S)

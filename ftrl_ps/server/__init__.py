@@ -1,0 +1,26 @@
+"""The parameter server: one FastAPI/uvicorn process per shard.
+
+Public names are imported lazily so that ``ftrl_ps.server.errors`` (used by the
+client) does not pull in FastAPI.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["ServerSettings", "ServerState", "create_app", "serve"]
+
+_WHERE = {
+    "ServerSettings": "ftrl_ps.server.settings",
+    "ServerState": "ftrl_ps.server.state",
+    "create_app": "ftrl_ps.server.app",
+    "serve": "ftrl_ps.server.serve",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        import importlib
+
+        return getattr(importlib.import_module(_WHERE[name]), name)
+    raise AttributeError(f"module 'ftrl_ps.server' has no attribute {name!r}")

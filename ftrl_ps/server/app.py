@@ -1,0 +1,73 @@
+"""The FastAPI application of one parameter-server shard.
+
+Run exactly ONE process per shard: the parameters live in this process's
+memory, so several uvicorn workers would each hold a different copy.
+
+Routes (OpenAPI schema at ``/openapi.json``, docs at ``/docs``)::
+
+    POST /v1/pull                      keys -> n, z
+    POST /v1/pull-groups               group ids -> keys, n, z
+    POST /v1/push                      keys, delta_n, delta_z (+ worker id, seq)   [auth]
+    GET  /v1/state                     every touched key with n, z (binary dump)
+    POST /v1/workers                   register (shard 0)                          [auth]
+    POST /v1/workers/{id}/clock        tick + SSP wait (shard 0)                   [auth]
+    POST /v1/workers/{id}/wait         SSP wait (shard 0)                          [auth]
+    POST /v1/workers/{id}/heartbeat    (shard 0)                                   [auth]
+    POST /v1/workers/{id}/finish       (shard 0)                                   [auth]
+    GET  /v1/status                    JSON overview
+    GET  /health                       liveness
+
+Example (in-process, no network):
+
+>>> from fastapi.testclient import TestClient
+>>> from ftrl_ps.server.settings import ServerSettings
+>>> c = TestClient(create_app(ServerSettings(bits=10)))
+>>> c.post("/v1/push", json={"keys": [3], "delta_n": [1.0], "delta_z": [0.5]}).json()
+{'applied': True, 'keys': 1, 'seq': 0}
+>>> c.post("/v1/pull", json={"keys": [3, 4]}).json()
+{'n': [1.0, 0.0], 'z': [0.5, 0.0]}
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from ftrl_ps import __version__
+from ftrl_ps.server import routes_params, routes_status, routes_workers
+from ftrl_ps.server.errors import install_error_handlers
+from ftrl_ps.server.limits import BodyLimitMiddleware
+from ftrl_ps.server.settings import ServerSettings
+from ftrl_ps.server.state import ServerState
+
+__all__ = ["create_app"]
+
+
+def create_app(settings: ServerSettings, state: ServerState | None = None) -> FastAPI:
+    """Build the app of one shard (the store is allocated here; an
+    ``init_model`` is loaded here, so its errors surface before serving)."""
+    state = state if state is not None else ServerState(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state.start()
+        try:
+            yield
+        finally:
+            state.close()
+
+    app = FastAPI(
+        title="ftrl-ps parameter server",
+        version=__version__,
+        summary=f"shard {settings.shard_index} of {settings.num_shards}",
+        lifespan=lifespan,
+    )
+    app.state.ftrl = state
+    install_error_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.include_router(routes_params.router)
+    app.include_router(routes_workers.router)
+    app.include_router(routes_status.router)
+    return app

@@ -1,0 +1,118 @@
+"""FastAPI dependencies and content negotiation shared by the routers.
+
+* ``StateDep`` — the shard's :class:`~ftrl_ps.server.state.ServerState`.
+* ``AuthDep`` — requires ``Authorization: Bearer <token>`` when a token is set
+  (every state-changing route uses it; reads are open).
+* ``BodyDep`` — the raw request body (its size is capped by
+  :class:`~ftrl_ps.server.limits.BodyLimitMiddleware`).
+* :func:`decode_body` / :func:`encode_response` — binary or JSON by
+  ``Content-Type`` and ``Accept``: a request is parsed by its Content-Type
+  (``application/x-ftrl-ps`` or ``application/json``); the answer is binary if
+  ``Accept`` names ``application/x-ftrl-ps``, JSON if it names
+  ``application/json``, else the same format as the request.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+from fastapi.responses import JSONResponse, Response
+
+from ftrl_ps import wire
+from ftrl_ps.errors import AuthError, ProtocolError
+from ftrl_ps.server.state import ServerState
+
+__all__ = [
+    "AuthDep",
+    "BodyDep",
+    "StateDep",
+    "decode_body",
+    "encode_response",
+    "get_state",
+    "require_token",
+]
+
+
+def get_state(request: Request) -> ServerState:
+    """The shard state stored on the app at creation."""
+    state: ServerState = request.app.state.ftrl
+    return state
+
+
+StateDep = Annotated[ServerState, Depends(get_state)]
+
+
+def require_token(request: Request, state: StateDep) -> None:
+    """Raise AuthError unless the request carries the configured bearer token."""
+    token = state.settings.token
+    if token is None:
+        return
+    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not value.strip():
+        raise AuthError("this server requires 'Authorization: Bearer <token>'")
+    if not hmac.compare_digest(value.strip().encode(), token.encode()):
+        raise AuthError("wrong bearer token")
+
+
+AuthDep = Depends(require_token)
+
+
+async def read_body(request: Request) -> bytes:
+    """The whole request body (size-capped by the body-limit middleware)."""
+    return await request.body()
+
+
+BodyDep = Annotated[bytes, Depends(read_body)]
+
+
+def _media_type(value: str) -> str:
+    return value.split(";", 1)[0].strip().lower()
+
+
+def request_is_json(request: Request) -> bool:
+    """True for a JSON body, False for binary; ProtocolError otherwise."""
+    ctype = _media_type(request.headers.get("content-type", ""))
+    if ctype == wire.BINARY_MEDIA_TYPE:
+        return False
+    if ctype == wire.JSON_MEDIA_TYPE:
+        return True
+    raise ProtocolError(
+        f"unsupported Content-Type {ctype or '(none)'!r}; "
+        f"send {wire.BINARY_MEDIA_TYPE} or {wire.JSON_MEDIA_TYPE}"
+    )
+
+
+def response_is_json(request: Request, default_json: bool) -> bool:
+    """Pick the answer format from ``Accept`` (see the module docstring)."""
+    accept = [_media_type(part) for part in request.headers.get("accept", "").split(",")]
+    if wire.BINARY_MEDIA_TYPE in accept:
+        return False
+    if wire.JSON_MEDIA_TYPE in accept:
+        return True
+    return default_json
+
+
+def decode_body(request: Request, body: bytes, kind: int) -> wire.Message:
+    """Parse a request body of the given wire kind (binary or JSON)."""
+    if request_is_json(request):
+        return wire.decode_json(body, kind)
+    return wire.decode(body, kind)
+
+
+def encode_response(
+    request: Request,
+    kind: int,
+    keys: Any = None,
+    values: tuple[Any, Any] | None = None,
+    *,
+    default_json: bool,
+    dtype: Any = None,
+) -> Response:
+    """Answer a message of the given kind in the negotiated format."""
+    if response_is_json(request, default_json):
+        return JSONResponse(wire.to_json(kind, keys, values))
+    return Response(
+        wire.encode(kind, keys, values, dtype=dtype), media_type=wire.BINARY_MEDIA_TYPE
+    )

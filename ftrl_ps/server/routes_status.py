@@ -1,0 +1,54 @@
+"""``/v1/status`` (JSON overview of the shard) and ``/health``."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastapi import APIRouter
+
+from ftrl_ps import __version__
+from ftrl_ps.server.deps import StateDep
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["status"])
+
+
+@router.get("/v1/status", summary="layout, shard, workers, clock and counters")
+def status(state: StateDep) -> dict[str, Any]:
+    """Everything a launcher or a person wants to know about this shard.
+
+    ``staleness`` null = asynchronous. ``clock`` is null on shards other than 0;
+    on shard 0 it lists every worker (state live/finished/dead, clock, last
+    stats), the minimum clock and ``max_gap_allowed`` (the largest
+    ``clock - min_live_clock`` at which a wait was granted).
+    """
+    settings, store = state.settings, state.store
+    counters = store.counters()
+    counters["duplicate_pushes"] = state.dedup.duplicates
+    return {
+        "version": __version__,
+        "layout": state.layout.to_dict(),
+        "shard": {
+            "index": settings.shard_index,
+            "num_shards": settings.num_shards,
+            "begin": store.begin,
+            "end": store.end,
+            "groups": [store.group_begin, store.group_end],
+        },
+        "dtype": settings.dtype,
+        "staleness": settings.staleness,
+        "clock_authority": state.clock is not None,
+        "clock": state.clock.snapshot() if state.clock is not None else None,
+        "counters": counters,
+        "initial_keys": state.initial_keys,
+        "settings": settings.public_dict(),
+        "uptime_s": round(time.time() - state.started_at, 3),
+    }
+
+
+@router.get("/health", summary="liveness probe")
+def health(state: StateDep) -> dict[str, Any]:
+    """``{"status": "ok", "shard": i}``."""
+    return {"status": "ok", "shard": state.settings.shard_index}

@@ -1,0 +1,148 @@
+"""``/v1/workers``: registration, SSP clock, heartbeats, finish (shard 0 only).
+
+Other shards answer these routes with 400 (ConfigError) naming shard 0. The
+clock routes are ``async``: the SSP wait itself blocks a thread of a separate
+pool (``ServerState.wait_executor``), so waiting workers neither block the
+event loop nor take threads from the pool that serves pushes and pulls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import APIRouter
+from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from ftrl_ps.clock import SSPClock
+from ftrl_ps.layout import Layout
+from ftrl_ps.server.deps import AuthDep, StateDep
+from ftrl_ps.server.state import ServerState
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/workers", tags=["workers"], dependencies=[AuthDep])
+
+StatName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+StatValue = Annotated[float, Field(allow_inf_nan=False)]
+Stats = Annotated[dict[StatName, StatValue], Field(max_length=32)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LayoutModel(_Strict):
+    """The worker's view of the key layout; must equal the server's."""
+
+    bits: int
+    group_size: int
+    num_shards: int
+
+
+class RegisterRequest(_Strict):
+    worker_index: int = Field(ge=0, description="0-based index of this worker")
+    num_workers: int = Field(ge=1, description="number of workers in the cluster")
+    layout: LayoutModel
+    instance: str | None = Field(
+        default=None, max_length=200,
+        description="random id of this worker process: a retried registration with the "
+        "same instance returns the same worker id",
+    )
+
+
+class ClockRequest(_Strict):
+    clock: int | None = Field(
+        default=None, ge=1,
+        description="the clock this tick reaches (makes a retried tick idempotent)",
+    )
+    stats: Stats | None = Field(
+        default=None, description="progress to show in /v1/status, e.g. rows, "
+        "logloss_sum, rows_per_s",
+    )
+    timeout: float | None = Field(
+        default=None, ge=0, description="longest wait in seconds (capped by the server)"
+    )
+
+
+class WaitRequest(_Strict):
+    timeout: float | None = Field(default=None, ge=0)
+
+
+class RegisterAnswer(BaseModel):
+    worker_id: int
+    clock: int
+    staleness: int | None
+    layout: LayoutModel
+
+
+class ClockAnswer(BaseModel):
+    worker_id: int
+    clock: int
+    ready: bool = Field(description="false: the SSP wait timed out on the server; ask again")
+    min_clock: int | None
+    staleness: int | None
+
+
+@router.post("", summary="register a worker", response_model=RegisterAnswer)
+def register(req: RegisterRequest, state: StateDep) -> dict[str, Any]:
+    """Check the worker's layout (409 on a mismatch) and give it a worker id."""
+    clock = state.require_clock()
+    state.layout.check_same(Layout(**req.layout.model_dump()))
+    worker_id = clock.register(req.worker_index, req.num_workers, req.instance)
+    return {
+        "worker_id": worker_id,
+        "clock": clock.worker(worker_id).clock,
+        "staleness": clock.staleness,
+        "layout": state.layout.to_dict(),
+    }
+
+
+async def _wait(state: ServerState, clock: SSPClock, worker_id: int,
+                timeout: float | None) -> dict[str, Any]:
+    limit = state.settings.clock_wait_timeout
+    seconds = limit if timeout is None else min(timeout, limit)
+    loop = asyncio.get_running_loop()
+    ready = await loop.run_in_executor(state.wait_executor, clock.wait, worker_id, seconds)
+    return {
+        "worker_id": worker_id,
+        "clock": clock.worker(worker_id).clock,
+        "ready": ready,
+        "min_clock": clock.min_clock(),
+        "staleness": clock.staleness,
+    }
+
+
+@router.post("/{worker_id}/clock", summary="tick, then wait for SSP", response_model=ClockAnswer)
+async def tick(worker_id: int, state: StateDep, req: ClockRequest | None = None) -> dict[str, Any]:
+    """Advance the worker's clock by one, then wait until it is at most
+    ``staleness`` clocks ahead of the slowest live worker, or until the server's
+    wait timeout (``"ready": false``; the client then calls ``/wait``)."""
+    clock = state.require_clock()
+    req = req or ClockRequest()
+    await run_in_threadpool(clock.tick, worker_id, req.stats, req.clock)
+    return await _wait(state, clock, worker_id, req.timeout)
+
+
+@router.post("/{worker_id}/wait", summary="wait for SSP again", response_model=ClockAnswer)
+async def wait(worker_id: int, state: StateDep, req: WaitRequest | None = None) -> dict[str, Any]:
+    """Wait (without ticking) until the worker may proceed or the timeout passes."""
+    clock = state.require_clock()
+    return await _wait(state, clock, worker_id, req.timeout if req else None)
+
+
+@router.post("/{worker_id}/heartbeat", summary="sign of life")
+def heartbeat(worker_id: int, state: StateDep) -> dict[str, Any]:
+    """Refresh the worker's heartbeat (404 unknown, 409 dead or finished)."""
+    clock = state.require_clock()
+    clock.heartbeat(worker_id)
+    return {"worker_id": worker_id, "state": clock.worker(worker_id).state}
+
+
+@router.post("/{worker_id}/finish", summary="the worker is done")
+def finish(worker_id: int, state: StateDep) -> dict[str, Any]:
+    """Mark the worker finished: it no longer holds back the others."""
+    clock = state.require_clock()
+    clock.finish(worker_id)
+    return {"worker_id": worker_id, "state": clock.worker(worker_id).state}

@@ -1,0 +1,133 @@
+"""Settings of one parameter-server shard, in one class.
+
+Everything comes from the command line (``ftrl-ps server``) except the token,
+which may also come from the environment variable ``FTRL_PS_TOKEN`` so that it
+does not show up in ``ps`` output.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ftrl_ps.errors import ConfigError
+from ftrl_ps.layout import DEFAULT_GROUP_SIZE, Layout
+
+__all__ = ["TOKEN_ENV", "ServerSettings"]
+
+#: environment variable holding the bearer token (``--token`` wins over it)
+TOKEN_ENV = "FTRL_PS_TOKEN"
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """Configuration of one shard server.
+
+    Attributes
+    ----------
+    bits, group_size, shard_index, num_shards
+        The key layout (see :class:`ftrl_ps.layout.Layout`) and which shard this is.
+    dtype : {"float32", "float64"}
+        Storage dtype of ``n`` and ``z``.
+    staleness : int or None
+        SSP bound (None = asynchronous, 0 = BSP). Only shard 0 runs the clock.
+    num_workers : int or None
+        Expected number of workers (None: the first registration decides).
+    worker_timeout : float
+        Seconds without a heartbeat before a worker is declared dead.
+    registration_timeout : float
+        Seconds after the first registration after which missing workers stop
+        holding back the others.
+    clock_wait_timeout : float
+        Longest a clock/wait request blocks on the server before answering
+        ``{"ready": false}`` (the client then asks again).
+    token : str or None
+        Bearer token required on state-changing requests (None: no auth).
+    max_body_mb : float
+        Largest accepted request body, in MiB (larger -> 413).
+    init_model : str or None
+        Model file whose keys (in this shard's range) initialise the store.
+    """
+
+    bits: int = 20
+    group_size: int = DEFAULT_GROUP_SIZE
+    shard_index: int = 0
+    num_shards: int = 1
+    dtype: str = "float32"
+    staleness: int | None = None
+    num_workers: int | None = None
+    worker_timeout: float = 30.0
+    registration_timeout: float = 60.0
+    clock_wait_timeout: float = 5.0
+    token: str | None = field(default=None, repr=False)
+    max_body_mb: float = 64.0
+    init_model: str | None = None
+
+    def __post_init__(self) -> None:
+        layout = self.layout  # validates bits/group_size/num_shards
+        if not 0 <= self.shard_index < layout.num_shards:
+            raise ConfigError(
+                f"shard_index {self.shard_index} outside [0, {layout.num_shards})"
+            )
+        if self.dtype not in ("float32", "float64"):
+            raise ConfigError(f"dtype must be float32 or float64, got {self.dtype!r}")
+        if self.staleness is not None and (
+            isinstance(self.staleness, bool)
+            or not isinstance(self.staleness, int)
+            or self.staleness < 0
+        ):
+            raise ConfigError(f"staleness must be an int >= 0 or None, got {self.staleness!r}")
+        if self.num_workers is not None and self.num_workers < 1:
+            raise ConfigError(f"num_workers must be >= 1, got {self.num_workers}")
+        for name in ("worker_timeout", "clock_wait_timeout", "max_body_mb"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+                raise ConfigError(f"{name} must be a positive number, got {value!r}")
+        if not self.registration_timeout >= 0:
+            raise ConfigError("registration_timeout must be >= 0")
+        if self.token is not None and not self.token:
+            raise ConfigError("token must not be empty")
+
+    @property
+    def layout(self) -> Layout:
+        """The cluster's key layout."""
+        return Layout(self.bits, self.group_size, self.num_shards)
+
+    @property
+    def max_body_bytes(self) -> int:
+        """``max_body_mb`` in bytes."""
+        return int(self.max_body_mb * (1 << 20))
+
+    @property
+    def is_clock_authority(self) -> bool:
+        """Shard 0 runs the SSP clock and the worker registry."""
+        return self.shard_index == 0
+
+    @classmethod
+    def from_env(cls, **values: Any) -> ServerSettings:
+        """Settings from keyword values, taking the token from ``FTRL_PS_TOKEN``
+        when none is given."""
+        if values.get("token") is None and os.environ.get(TOKEN_ENV):
+            values["token"] = os.environ[TOKEN_ENV]
+        return cls(**values)
+
+    def with_(self, **changes: Any) -> ServerSettings:
+        """A copy with some fields changed (validated again)."""
+        return replace(self, **changes)
+
+    def public_dict(self) -> dict[str, Any]:
+        """JSON-ready settings for the status page (the token is never shown)."""
+        return {
+            "layout": self.layout.to_dict(),
+            "shard_index": self.shard_index,
+            "dtype": self.dtype,
+            "staleness": self.staleness,
+            "num_workers": self.num_workers,
+            "worker_timeout": self.worker_timeout,
+            "registration_timeout": self.registration_timeout,
+            "clock_wait_timeout": self.clock_wait_timeout,
+            "max_body_mb": self.max_body_mb,
+            "auth": self.token is not None,
+        }

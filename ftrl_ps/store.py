@@ -1,0 +1,265 @@
+"""The parameter store of one shard: per-key ``n`` and ``z``, lock-striped by group.
+
+The store is FTRL-agnostic (as ps-lite's default server handler,
+``store[key] += val``): it keeps two arrays over the shard's key range
+``[begin, end)`` and adds the deltas workers push. Each parameter group (see
+:mod:`ftrl_ps.layout`) has its own :class:`threading.Lock`; a push or pull
+takes the lock of each group it touches in turn and runs a numba ``nogil``
+kernel on that group's segment, so requests touching different groups run in
+parallel ("lock striping"). A push is atomic per group, not across groups.
+
+Preconditions of every key array (ps-lite's rule): keys are **sorted in
+strictly increasing order (unique)** and inside the shard's range. The public
+methods check this, the lengths, the dtypes and the values (finite; pushed
+``delta_n >= 0``) BEFORE touching the arrays and raise
+:class:`~ftrl_ps.errors.ProtocolError`, leaving the state unchanged.
+
+Keys returned by the store are ``uint32`` (the wire type); values have the
+store's dtype (float32 by default, float64 on request).
+
+Examples
+--------
+>>> import numpy as np
+>>> from ftrl_ps.layout import Layout
+>>> store = ParameterStore(Layout(bits=8, group_size=16))
+>>> store.push(np.array([3, 200]), np.array([1.0, 0.5]), np.array([-2.0, 4.0]))
+>>> n, z = store.pull(np.array([3, 4, 200]))
+>>> n.tolist(), z.tolist()
+([1.0, 0.0, 0.5], [-2.0, 0.0, 4.0])
+>>> keys, n, z = store.dump()
+>>> keys.tolist()
+[3, 200]
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from ftrl_ps._kernels import store as _k
+from ftrl_ps.errors import ConfigError, ProtocolError
+from ftrl_ps.layout import Layout
+
+__all__ = ["ParameterStore", "check_keys", "check_values"]
+
+_DTYPES = {"float32": np.float32, "float64": np.float64}
+
+
+def check_keys(
+    keys: Any, begin: int, end: int, *, name: str = "keys", where: str = "this shard's range"
+) -> np.ndarray:
+    """Validate a key array and return it as a 1-D integer ndarray.
+
+    Keys must be integers, one-dimensional, sorted strictly increasing and
+    inside ``[begin, end)``.
+
+    Raises
+    ------
+    ProtocolError
+        Naming the first offending position.
+    """
+    arr = np.asarray(keys)
+    if arr.ndim != 1:
+        raise ProtocolError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    if arr.size == 0:
+        return arr.astype(np.int64)
+    if arr.dtype.kind not in "iu":
+        raise ProtocolError(f"{name} must be integers, got dtype {arr.dtype}")
+    bad = np.flatnonzero(arr[1:] <= arr[:-1])
+    if bad.size:
+        i = int(bad[0]) + 1
+        raise ProtocolError(
+            f"{name} must be sorted strictly increasing (unique): "
+            f"{name}[{i}]={int(arr[i])} <= {name}[{i - 1}]={int(arr[i - 1])}"
+        )
+    lo, hi = int(arr[0]), int(arr[-1])
+    if lo < begin or hi >= end:
+        which = lo if lo < begin else hi
+        raise ProtocolError(f"{name} contain {which}, outside {where} [{begin}, {end})")
+    return arr
+
+
+def check_values(
+    values: Any, name: str, length: int, dtype: np.dtype, *, non_negative: bool = False
+) -> np.ndarray:
+    """Validate a value array: 1-D, ``length`` long, real, finite (after the cast
+    to ``dtype``) and, if ``non_negative``, ``>= 0``. Returns it as ``dtype``."""
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise ProtocolError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    if arr.shape[0] != length:
+        raise ProtocolError(f"{name} has {arr.shape[0]} values but there are {length} keys")
+    if length and arr.dtype.kind not in "iuf":
+        raise ProtocolError(f"{name} must be real numbers, got dtype {arr.dtype}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        arr = arr.astype(dtype, copy=False)
+    finite = np.isfinite(arr)
+    if not finite.all():
+        i = int(np.flatnonzero(~finite)[0])
+        raise ProtocolError(f"{name}[{i}] is {arr[i]!r}; values must be finite")
+    if non_negative and length:
+        neg = np.flatnonzero(arr < 0)
+        if neg.size:
+            i = int(neg[0])
+            raise ProtocolError(f"{name}[{i}] = {arr[i]!r} is negative; it must be >= 0")
+    return arr
+
+
+class ParameterStore:
+    """``n`` and ``z`` of one shard, lock-striped by parameter group.
+
+    Parameters
+    ----------
+    layout : Layout
+        Cluster layout (bits, group size, number of shards).
+    shard_index : int, default 0
+        Which shard this store holds (its key range is
+        ``layout.shard_range(shard_index)``).
+    dtype : {"float32", "float64"}, default "float32"
+        Storage dtype of ``n`` and ``z``. Pushed deltas are cast to it.
+    """
+
+    def __init__(self, layout: Layout, shard_index: int = 0, dtype: str = "float32") -> None:
+        if dtype not in _DTYPES:
+            raise ConfigError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
+        self.layout = layout
+        self.shard_index = shard_index
+        self.begin, self.end = layout.shard_range(shard_index)
+        self.group_begin, self.group_end = layout.shard_group_range(shard_index)
+        self.dtype = np.dtype(_DTYPES[dtype])
+        size = self.end - self.begin
+        # np.zeros maps fresh zero pages lazily: untouched key ranges cost no RAM
+        self._n = np.zeros(size, dtype=self.dtype)
+        self._z = np.zeros(size, dtype=self.dtype)
+        self._locks = [threading.Lock() for _ in range(self.group_end - self.group_begin)]
+        self._counter_lock = threading.Lock()
+        self._counters = {
+            "pushes": 0,
+            "pulls": 0,
+            "group_pulls": 0,
+            "keys_pushed": 0,
+            "keys_pulled": 0,
+            "loads": 0,
+        }
+
+    # --- public API ----------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        """Number of keys this shard holds (``end - begin``)."""
+        return self.end - self.begin
+
+    def pull(self, keys: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Current ``(n[keys], z[keys])``; keys sorted, unique, in the shard range."""
+        arr = check_keys(keys, self.begin, self.end)
+        local = arr.astype(np.int64) - self.begin
+        out_n = np.empty(arr.size, dtype=self.dtype)
+        out_z = np.empty(arr.size, dtype=self.dtype)
+        bounds, groups = self._segments(arr)
+        for j, g in enumerate(groups):
+            with self._locks[g]:
+                _k.gather_segment(self._n, self._z, local, bounds[j], bounds[j + 1], out_n, out_z)
+        self._count(pulls=1, keys_pulled=arr.size)
+        return out_n, out_z
+
+    def pull_groups(self, group_ids: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """All keys of the given parameter groups with their ``n`` and ``z``.
+
+        ``group_ids`` are global group ids, sorted, unique and owned by this
+        shard. Returns ``(keys uint32, n, z)``.
+        """
+        groups = check_keys(group_ids, self.group_begin, self.group_end, name="group ids")
+        keys = self.layout.group_keys(groups)
+        out_n = np.empty(keys.size, dtype=self.dtype)
+        out_z = np.empty(keys.size, dtype=self.dtype)
+        pos = 0
+        for g in groups.tolist():
+            b, e = self.layout.group_range(g)
+            b, e = b - self.begin, e - self.begin
+            with self._locks[g - self.group_begin]:
+                out_n[pos : pos + e - b] = self._n[b:e]
+                out_z[pos : pos + e - b] = self._z[b:e]
+            pos += e - b
+        self._count(group_pulls=1, keys_pulled=keys.size)
+        return keys.astype(np.uint32), out_n, out_z
+
+    def push(self, keys: Any, delta_n: Any, delta_z: Any) -> None:
+        """Add ``delta_n``/``delta_z`` at ``keys``, atomically per parameter group.
+
+        All inputs are validated before the first group is touched; on a
+        :class:`~ftrl_ps.errors.ProtocolError` nothing is changed.
+        """
+        arr = check_keys(keys, self.begin, self.end)
+        dn = check_values(delta_n, "delta_n", arr.size, self.dtype, non_negative=True)
+        dz = check_values(delta_z, "delta_z", arr.size, self.dtype)
+        local = arr.astype(np.int64) - self.begin
+        bounds, groups = self._segments(arr)
+        for j, g in enumerate(groups):
+            with self._locks[g]:
+                _k.scatter_add_segment(self._n, self._z, local, dn, dz, bounds[j], bounds[j + 1])
+        self._count(pushes=1, keys_pushed=arr.size)
+
+    def load(self, keys: Any, n: Any, z: Any) -> None:
+        """Set ``n``/``z`` at ``keys`` (e.g. from a saved model); other keys keep
+        their values. Same validation as :meth:`push` (``n >= 0``, finite)."""
+        arr = check_keys(keys, self.begin, self.end)
+        nv = check_values(n, "n", arr.size, self.dtype, non_negative=True)
+        zv = check_values(z, "z", arr.size, self.dtype)
+        local = arr.astype(np.int64) - self.begin
+        bounds, groups = self._segments(arr)
+        for j, g in enumerate(groups):
+            with self._locks[g]:
+                _k.scatter_set_segment(self._n, self._z, local, nv, zv, bounds[j], bounds[j + 1])
+        self._count(loads=1)
+
+    def dump(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(keys uint32, n, z)`` of every touched key (``n != 0 or z != 0``).
+
+        Each group is copied under its lock, so the dump is consistent per group
+        (not a global snapshot while pushes are running).
+        """
+        snap_n = np.empty_like(self._n)
+        snap_z = np.empty_like(self._z)
+        g = self.layout.group_size
+        for i, lock in enumerate(self._locks):
+            b = (self.group_begin + i) * g - self.begin
+            e = min(b + g, self.size)
+            with lock:
+                snap_n[b:e] = self._n[b:e]
+                snap_z[b:e] = self._z[b:e]
+        touched = np.flatnonzero((snap_n != 0) | (snap_z != 0))
+        keys = (touched + self.begin).astype(np.uint32)
+        return keys, snap_n[touched], snap_z[touched]
+
+    def counters(self) -> dict[str, int]:
+        """Copy of the request counters (pushes, pulls, group_pulls, keys_pushed,
+        keys_pulled, loads)."""
+        with self._counter_lock:
+            return dict(self._counters)
+
+    def warmup(self) -> None:
+        """Compile (or load from the numba cache) every kernel signature the
+        server uses, so the first request is not slow."""
+        local = np.zeros(0, dtype=np.int64)
+        out = np.zeros(0, dtype=self.dtype)
+        ro = np.frombuffer(b"", dtype=self.dtype)  # read-only, as decoded request bodies
+        _k.gather_segment(self._n, self._z, local, 0, 0, out, out)
+        for vals in (out, ro):
+            _k.scatter_add_segment(self._n, self._z, local, vals, vals, 0, 0)
+            _k.scatter_set_segment(self._n, self._z, local, vals, vals, 0, 0)
+        _k.segment_bounds(local)
+
+    # --- internals ---------------------------------------------------------------
+    def _segments(self, keys: np.ndarray) -> tuple[list[int], list[int]]:
+        """Run boundaries of the (sorted) keys by group, and the local group index
+        (into ``self._locks``) of each run."""
+        groups = keys.astype(np.int64) // self.layout.group_size
+        bounds = _k.segment_bounds(groups)
+        local_groups = groups[bounds[:-1]] - self.group_begin
+        return bounds.tolist(), local_groups.tolist()
+
+    def _count(self, **increments: int) -> None:
+        with self._counter_lock:
+            for name, value in increments.items():
+                self._counters[name] += int(value)

@@ -1,0 +1,343 @@
+"""Request/response bodies of the parameter server: a compact binary format and JSON.
+
+Binary format (media type ``application/x-ftrl-ps``), all little-endian::
+
+    offset size  field
+    0      4     magic  b"FTPS"
+    4      1     version (1)
+    5      1     kind: 1 PUSH, 2 KEYS, 3 VALUES, 4 GROUPS, 5 ENTRIES
+    6      2     flags: bit 0 = values are float64 (else float32),
+                        bit 1 = worker_id and seq are set
+    8      4     count: number of keys (uint32)
+    12     4     worker_id (uint32; 0 unless flag bit 1)
+    16     8     seq: per-worker push sequence number (uint64; 0 unless bit 1)
+    24     ...   sections, by kind:
+                 PUSH     keys uint32[count], delta_n[count], delta_z[count]
+                 KEYS     keys uint32[count]            (pull request)
+                 VALUES   n[count], z[count]            (pull response)
+                 GROUPS   group ids uint32[count]       (pull-groups request)
+                 ENTRIES  keys uint32[count], n[count], z[count]
+                          (pull-groups response, state dump)
+
+A value section starts at the next multiple of its item size (4 bytes of zero
+padding after an odd number of keys when values are float64). The body must
+have exactly the length these fields imply. Decoding is zero-copy
+(:func:`numpy.frombuffer`): decoded arrays are read-only views of the body.
+
+JSON (``application/json``) carries the same messages as objects:
+PUSH ``{"keys": [...], "delta_n": [...], "delta_z": [...], "worker_id": 3, "seq": 7}``
+(worker fields optional), KEYS ``{"keys": [...]}`` (optional ``worker_id``),
+VALUES ``{"n": [...], "z": [...]}``, GROUPS ``{"groups": [...]}``, ENTRIES
+``{"keys": [...], "n": [...], "z": [...]}``.
+
+Examples
+--------
+>>> import numpy as np
+>>> body = encode_push(np.array([1, 5]), np.array([0.5, 1.0]), np.array([-1.0, 2.0]),
+...                    worker_id=3, seq=9)
+>>> len(body)
+48
+>>> msg = decode(body, PUSH)
+>>> msg.keys.tolist(), msg.delta_z.tolist(), msg.worker_id, msg.seq
+([1, 5], [-1.0, 2.0], 3, 9)
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ftrl_ps.errors import ProtocolError
+
+__all__ = [
+    "BINARY_MEDIA_TYPE",
+    "ENTRIES",
+    "GROUPS",
+    "HEADER_SIZE",
+    "JSON_MEDIA_TYPE",
+    "KEYS",
+    "PUSH",
+    "VALUES",
+    "Message",
+    "decode",
+    "decode_json",
+    "encode",
+    "encode_entries",
+    "encode_groups",
+    "encode_keys",
+    "encode_push",
+    "encode_values",
+    "to_json",
+]
+
+BINARY_MEDIA_TYPE = "application/x-ftrl-ps"
+JSON_MEDIA_TYPE = "application/json"
+
+MAGIC = b"FTPS"
+VERSION = 1
+PUSH, KEYS, VALUES, GROUPS, ENTRIES = 1, 2, 3, 4, 5
+KIND_NAMES = {PUSH: "PUSH", KEYS: "KEYS", VALUES: "VALUES", GROUPS: "GROUPS", ENTRIES: "ENTRIES"}
+FLAG_FLOAT64 = 1
+FLAG_WORKER = 2
+
+_HEADER = struct.Struct("<4sBBHIIQ")
+HEADER_SIZE = _HEADER.size  # 24
+_UINT32_LIMIT = 1 << 32
+# kind -> (has a uint32 key section, number of value sections)
+_SECTIONS = {PUSH: (True, 2), KEYS: (True, 0), VALUES: (False, 2), GROUPS: (True, 0),
+             ENTRIES: (True, 2)}
+
+
+@dataclass(frozen=True)
+class Message:
+    """A decoded body. ``keys`` holds group ids for GROUPS; ``values`` is
+    ``(delta_n, delta_z)`` for PUSH and ``(n, z)`` for VALUES/ENTRIES."""
+
+    kind: int
+    keys: np.ndarray | None = None
+    values: tuple[np.ndarray, np.ndarray] | None = None
+    worker_id: int | None = None
+    seq: int = 0
+
+    @property
+    def delta_n(self) -> np.ndarray:
+        assert self.values is not None
+        return self.values[0]
+
+    @property
+    def delta_z(self) -> np.ndarray:
+        assert self.values is not None
+        return self.values[1]
+
+
+# --- binary --------------------------------------------------------------------------
+def _keys_u32(keys: Any, name: str) -> np.ndarray:
+    arr = np.asarray(keys)
+    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+        raise ProtocolError(f"{name} must be a 1-D integer array")
+    if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= _UINT32_LIMIT):
+        raise ProtocolError(f"{name} must fit in uint32")
+    return arr.astype("<u4", copy=False)
+
+
+def encode(
+    kind: int,
+    keys: Any = None,
+    values: tuple[Any, Any] | None = None,
+    *,
+    worker_id: int | None = None,
+    seq: int = 0,
+    dtype: Any = None,
+) -> bytes:
+    """Encode one message (see the module docstring for the layout).
+
+    ``dtype`` (float32, the default, or float64) picks the value encoding.
+    """
+    if kind not in _SECTIONS:
+        raise ProtocolError(f"unknown message kind {kind}")
+    has_keys, n_values = _SECTIONS[kind]
+    if has_keys != (keys is not None) or (n_values > 0) != (values is not None):
+        raise ProtocolError(f"{KIND_NAMES[kind]} needs keys={has_keys}, values={n_values > 0}")
+    parts: list[bytes] = []
+    count = 0
+    offset = HEADER_SIZE
+    if has_keys:
+        k = _keys_u32(keys, "keys")
+        count = k.size
+        parts.append(k.tobytes())
+        offset += 4 * count
+    flags = 0
+    if values is not None:
+        a, b = np.asarray(values[0]), np.asarray(values[1])
+        dt = np.dtype(np.float32 if dtype is None else dtype)
+        if dt not in (np.float32, np.float64):
+            raise ProtocolError(f"values must be float32 or float64, not {dt}")
+        if not has_keys:
+            count = a.size
+        if a.ndim != 1 or b.ndim != 1 or a.size != count or b.size != count:
+            raise ProtocolError(
+                f"value arrays must be 1-D with {count} entries, got {a.shape} and {b.shape}"
+            )
+        if dt == np.float64:
+            flags |= FLAG_FLOAT64
+        pad = -offset % dt.itemsize
+        if pad:
+            parts.append(b"\0" * pad)
+        little = dt.newbyteorder("<")
+        parts.append(a.astype(little, copy=False).tobytes())
+        parts.append(b.astype(little, copy=False).tobytes())
+    if worker_id is not None:
+        if not 0 <= worker_id < _UINT32_LIMIT or not 0 <= seq < 1 << 64:
+            raise ProtocolError("worker_id must fit in uint32 and seq in uint64")
+        flags |= FLAG_WORKER
+    header = _HEADER.pack(MAGIC, VERSION, kind, flags, count, worker_id or 0,
+                          seq if worker_id is not None else 0)
+    return header + b"".join(parts)
+
+
+def encode_push(keys: Any, delta_n: Any, delta_z: Any, **kw: Any) -> bytes:
+    """PUSH body; keywords as :func:`encode` (worker_id, seq, dtype)."""
+    return encode(PUSH, keys, (delta_n, delta_z), **kw)
+
+
+def encode_keys(keys: Any, **kw: Any) -> bytes:
+    """KEYS body (a pull request); optional ``worker_id`` for the heartbeat."""
+    return encode(KEYS, keys, **kw)
+
+
+def encode_groups(groups: Any) -> bytes:
+    """GROUPS body (a pull-groups request)."""
+    return encode(GROUPS, groups)
+
+
+def encode_values(n: Any, z: Any, **kw: Any) -> bytes:
+    """VALUES body (a pull response)."""
+    return encode(VALUES, None, (n, z), **kw)
+
+
+def encode_entries(keys: Any, n: Any, z: Any, **kw: Any) -> bytes:
+    """ENTRIES body (pull-groups response, state dump)."""
+    return encode(ENTRIES, keys, (n, z), **kw)
+
+
+def decode(body: bytes | bytearray | memoryview, expected_kind: int | None = None) -> Message:
+    """Decode and structurally validate a binary body (zero-copy).
+
+    Raises
+    ------
+    ProtocolError
+        Short or truncated body, bad magic/version/kind/flags, a kind other
+        than ``expected_kind``, or a length that does not match ``count``.
+    """
+    size = len(body)
+    if size < HEADER_SIZE:
+        raise ProtocolError(f"body of {size} bytes is shorter than the {HEADER_SIZE}-byte header")
+    magic, version, kind, flags, count, worker_id, seq = _HEADER.unpack_from(body, 0)
+    if magic != MAGIC:
+        raise ProtocolError(f"bad magic {magic!r}; not an {BINARY_MEDIA_TYPE} body")
+    if version != VERSION:
+        raise ProtocolError(f"unsupported wire version {version} (this server speaks {VERSION})")
+    if kind not in _SECTIONS:
+        raise ProtocolError(f"unknown message kind {kind}")
+    if expected_kind is not None and kind != expected_kind:
+        raise ProtocolError(
+            f"expected a {KIND_NAMES[expected_kind]} body, got {KIND_NAMES[kind]}"
+        )
+    if flags & ~(FLAG_FLOAT64 | FLAG_WORKER):
+        raise ProtocolError(f"unknown flags 0x{flags:04x}")
+    has_keys, n_values = _SECTIONS[kind]
+    dt = np.dtype("<f8" if flags & FLAG_FLOAT64 else "<f4")
+    offset = HEADER_SIZE
+    expected = offset + (4 * count if has_keys else 0)
+    if n_values:
+        expected += -expected % dt.itemsize + n_values * count * dt.itemsize
+    if size != expected:
+        what = "truncated" if size < expected else "too long"
+        raise ProtocolError(
+            f"{KIND_NAMES[kind]} body {what}: count={count} implies {expected} bytes, got {size}"
+        )
+    keys = None
+    if has_keys:
+        keys = np.frombuffer(body, dtype="<u4", count=count, offset=offset)
+        offset += 4 * count
+    values = None
+    if n_values:
+        offset += -offset % dt.itemsize
+        a = np.frombuffer(body, dtype=dt, count=count, offset=offset)
+        b = np.frombuffer(body, dtype=dt, count=count, offset=offset + count * dt.itemsize)
+        values = (a, b)
+    wid = worker_id if flags & FLAG_WORKER else None
+    return Message(kind, keys, values, wid, seq if wid is not None else 0)
+
+
+# --- JSON ----------------------------------------------------------------------------
+_JSON_FIELDS = {
+    PUSH: ("keys", ("delta_n", "delta_z")),
+    KEYS: ("keys", None),
+    VALUES: (None, ("n", "z")),
+    GROUPS: ("groups", None),
+    ENTRIES: ("keys", ("n", "z")),
+}
+
+
+def _json_ints(data: Any, name: str) -> np.ndarray:
+    if not isinstance(data, list):
+        raise ProtocolError(f"{name!r} must be a list of integers")
+    if not data:
+        return np.zeros(0, dtype=np.int64)
+    try:
+        arr = np.asarray(data)
+    except (ValueError, OverflowError) as exc:
+        raise ProtocolError(f"{name!r} must be a flat list of integers") from exc
+    if arr.ndim != 1 or arr.dtype.kind not in "iu" or any(v is True or v is False for v in data):
+        raise ProtocolError(f"{name!r} must be a flat list of integers")
+    if int(arr.min()) < 0 or int(arr.max()) >= _UINT32_LIMIT:
+        raise ProtocolError(f"{name!r} must hold integers in [0, 2**32)")
+    return arr.astype(np.int64, copy=False)
+
+
+def _json_floats(data: Any, name: str) -> np.ndarray:
+    if not isinstance(data, list):
+        raise ProtocolError(f"{name!r} must be a list of numbers")
+    if not data:
+        return np.zeros(0, dtype=np.float64)
+    if any(isinstance(v, bool) or not isinstance(v, int | float) for v in data):
+        raise ProtocolError(f"{name!r} must be a flat list of numbers")
+    return np.asarray(data, dtype=np.float64)
+
+
+def _json_uint(obj: dict[str, Any], name: str, limit: int) -> int | None:
+    value = obj.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < limit:
+        raise ProtocolError(f"{name!r} must be a non-negative integer below {limit}")
+    return value
+
+
+def decode_json(body: bytes | str, kind: int) -> Message:
+    """Parse a JSON body of the given kind (see the module docstring)."""
+    try:
+        obj = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"invalid JSON body: {exc}") from exc
+    if not isinstance(obj, dict):
+        raise ProtocolError("JSON body must be an object")
+    key_field, value_fields = _JSON_FIELDS[kind]
+    allowed = {key_field, *(value_fields or ())} - {None}
+    if kind in (PUSH, KEYS):
+        allowed |= {"worker_id", "seq"}
+    unknown = set(obj) - allowed
+    if unknown:
+        raise ProtocolError(f"unknown fields {sorted(unknown)}; expected {sorted(allowed)}")
+    missing = {f for f in allowed - {"worker_id", "seq"} if f not in obj}
+    if missing:
+        raise ProtocolError(f"missing fields {sorted(missing)}")
+    keys = _json_ints(obj[key_field], key_field) if key_field else None
+    values = None
+    if value_fields:
+        a = _json_floats(obj[value_fields[0]], value_fields[0])
+        b = _json_floats(obj[value_fields[1]], value_fields[1])
+        values = (a, b)
+    worker_id = _json_uint(obj, "worker_id", _UINT32_LIMIT)
+    seq = _json_uint(obj, "seq", 1 << 64) or 0
+    if seq and worker_id is None:
+        raise ProtocolError("'seq' needs a 'worker_id'")
+    return Message(kind, keys, values, worker_id, seq)
+
+
+def to_json(kind: int, keys: Any = None, values: tuple[Any, Any] | None = None) -> dict[str, Any]:
+    """A JSON-ready dict of a message (keys as ints, values as floats)."""
+    key_field, value_fields = _JSON_FIELDS[kind]
+    out: dict[str, Any] = {}
+    if key_field:
+        out[key_field] = np.asarray(keys).tolist()
+    if value_fields:
+        assert values is not None
+        out[value_fields[0]] = np.asarray(values[0], dtype=np.float64).tolist()
+        out[value_fields[1]] = np.asarray(values[1], dtype=np.float64).tolist()
+    return out

@@ -1,0 +1,312 @@
+"""SSP clock: the staleness invariant, lockstep, dead/finished workers, no deadlock."""
+
+from __future__ import annotations
+
+import math
+import random
+import threading
+import time
+
+import pytest
+
+from ftrl_ps.clock import SSPClock
+from ftrl_ps.errors import (
+    ConfigError,
+    LayoutMismatchError,
+    UnknownWorkerError,
+    WorkerStateError,
+)
+
+
+class FakeTime:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def run_workers(clock: SSPClock, num_workers: int, ticks: int, slow: dict[int, float]):
+    """Worker threads that tick ``ticks`` times; returns the violations of the
+    SSP invariant seen from outside the clock (see the comment below)."""
+    started = [0] * num_workers  # ticks each worker has started (before the server sees them)
+    lock = threading.Lock()
+    violations: list[tuple[int, int, int]] = []
+    ids = [clock.register(i, num_workers) for i in range(num_workers)]
+
+    def work(i: int) -> None:
+        for _ in range(ticks):
+            time.sleep(slow.get(i, 0.0))
+            with lock:
+                started[i] += 1
+            c = clock.tick(ids[i])
+            assert clock.wait(ids[i], timeout=20)
+            # a wait at clock c is granted only when every worker has ticked to
+            # c - s, i.e. started that many ticks: check it independently
+            with lock:
+                if clock.staleness is not None and c - min(started) > clock.staleness:
+                    violations.append((i, c, min(started)))
+        clock.finish(ids[i])
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(num_workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+        assert not t.is_alive(), "deadlock: a worker did not finish"
+    return violations
+
+
+def test_doc_example_semantics():
+    clock = SSPClock(staleness=1, num_workers=2)
+    a, b = clock.register(0, 2), clock.register(1, 2)
+    assert (clock.tick(a), clock.wait(a, 0)) == (1, True)
+    assert (clock.tick(a), clock.wait(a, 0)) == (2, False)
+    assert clock.tick(b) == 1 and clock.wait(a, 0)
+    assert clock.min_clock() == 1
+
+
+@pytest.mark.parametrize("staleness", [None, math.inf])
+def test_async_never_waits(staleness):
+    clock = SSPClock(staleness, num_workers=2)
+    a = clock.register(0, 2)
+    clock.register(1, 2)
+    for _ in range(50):
+        clock.tick(a)
+    assert clock.wait(a, timeout=0)
+    assert clock.staleness is None
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("staleness", [1, 3])
+def test_invariant_with_a_slow_worker(staleness):
+    clock = SSPClock(staleness, num_workers=4)
+    violations = run_workers(clock, 4, ticks=15, slow={3: 0.01})
+    assert violations == []
+    # the fast workers had to wait for the slow one: the bound was reached, never passed
+    assert clock.max_gap_allowed == staleness
+
+
+@pytest.mark.timeout(60)
+def test_bsp_moves_in_lockstep():
+    clock = SSPClock(0, num_workers=3)
+    violations = run_workers(clock, 3, ticks=12, slow={0: 0.005, 2: 0.002})
+    assert violations == [] and clock.max_gap_allowed == 0
+
+
+def test_finished_worker_does_not_block():
+    clock = SSPClock(1, num_workers=2)
+    a, b = clock.register(0, 2), clock.register(1, 2)
+    clock.tick(b)
+    clock.finish(b)
+    clock.finish(b)  # idempotent
+    for _ in range(10):
+        clock.tick(a)
+        assert clock.wait(a, timeout=1)
+    with pytest.raises(WorkerStateError, match="finished"):
+        clock.tick(b)
+    with pytest.raises(WorkerStateError, match="already finished"):
+        clock.register(1, 2)
+
+
+def test_dead_worker_leaves_the_minimum_and_gets_a_clear_error():
+    fake = FakeTime()
+    clock = SSPClock(1, num_workers=2, worker_timeout=10, time_source=fake)
+    a, b = clock.register(0, 2), clock.register(1, 2)
+    clock.tick(a)
+    clock.tick(a)
+    assert not clock.wait(a, timeout=0)  # b holds a back
+    fake.now += 6
+    clock.heartbeat(a)
+    fake.now += 5  # b silent for 11 s > 10, a for 5 s
+    assert clock.wait(a, timeout=0)
+    assert clock.worker(b).state == "dead"
+    with pytest.raises(WorkerStateError, match="declared dead"):
+        clock.tick(b)
+    with pytest.raises(WorkerStateError):
+        clock.heartbeat(b)
+    # b registers again: new id, starting at the live minimum (not 0)
+    b2 = clock.register(1, 2)
+    assert b2 != b and clock.worker(b2).clock == 2
+    assert clock.snapshot()["workers"][1]["state"] == "dead"
+
+
+def test_sweep_wakes_a_blocked_waiter():
+    fake = FakeTime()
+    clock = SSPClock(0, num_workers=2, worker_timeout=5, time_source=fake)
+    a, _ = clock.register(0, 2), clock.register(1, 2)
+    clock.tick(a)
+    result: list[bool] = []
+    waiter = threading.Thread(target=lambda: result.append(clock.wait(a, timeout=10)))
+    t0 = time.monotonic()
+    waiter.start()
+    time.sleep(0.1)
+    assert not result
+    fake.now += 6
+    assert len(clock.sweep()) == 1  # only the silent one: the waiter is alive
+    waiter.join(5)
+    assert result == [True] and time.monotonic() - t0 < 3
+
+
+def test_a_waiting_worker_is_not_declared_dead():
+    fake = FakeTime()
+    clock = SSPClock(0, num_workers=2, worker_timeout=5, time_source=fake)
+    a, b = clock.register(0, 2), clock.register(1, 2)
+    clock.tick(a)
+    done = threading.Event()
+    threading.Thread(target=lambda: (clock.wait(a, timeout=10), done.set())).start()
+    time.sleep(0.05)
+    fake.now += 4
+    clock.heartbeat(b)
+    fake.now += 4  # a has been waiting for 8 fake seconds, b seen 4 s ago
+    assert clock.sweep() == []
+    clock.tick(b)
+    assert done.wait(5)
+    assert clock.worker(a).state == "live"
+
+
+def test_background_sweeper_with_real_time():
+    clock = SSPClock(1, num_workers=2, worker_timeout=0.3)
+    a, b = clock.register(0, 2), clock.register(1, 2)
+    clock.start_sweeper(0.05)
+    try:
+        for _ in range(3):
+            clock.tick(a)
+            assert clock.wait(a, timeout=5)  # b dies after 0.3 s and stops blocking
+        assert clock.worker(b).state == "dead"
+    finally:
+        clock.stop_sweeper()
+
+
+def test_missing_workers_count_at_zero_until_registration_timeout():
+    fake = FakeTime()
+    clock = SSPClock(1, num_workers=3, registration_timeout=30, worker_timeout=100,
+                     time_source=fake)
+    a = clock.register(0, 3)
+    fake.now += 1
+    b = clock.register(1, 3)
+    assert clock.worker(b).clock == 0
+    for _ in range(2):
+        clock.tick(a)
+        clock.tick(b)
+    assert not clock.wait(a, timeout=0)  # index 2 never registered: counts at 0
+    assert clock.snapshot()["missing_indices"] == [2]
+    fake.now += 30
+    clock.sweep()
+    assert clock.wait(a, timeout=0) and clock.snapshot()["missing_indices"] == []
+    late = clock.register(2, 3)  # after the deadline: joins at the live minimum
+    assert clock.worker(late).clock == 2
+
+
+def test_late_registration_before_deadline_starts_at_zero():
+    clock = SSPClock(2, num_workers=2)
+    a = clock.register(0, 2)
+    clock.tick(a)
+    clock.tick(a)
+    assert clock.wait(a, timeout=0)
+    clock.tick(a)
+    assert not clock.wait(a, timeout=0)
+    b = clock.register(1, 2)
+    assert clock.worker(b).clock == 0 and not clock.wait(a, timeout=0)
+    clock.tick(b)
+    assert clock.wait(a, timeout=0)
+
+
+def test_registration_rules():
+    clock = SSPClock(0)
+    a = clock.register(0, 2, instance="x")
+    assert clock.num_workers == 2
+    assert clock.register(0, 2, instance="x") == a  # retried registration
+    with pytest.raises(WorkerStateError, match="already registered"):
+        clock.register(0, 2, instance="y")
+    with pytest.raises(LayoutMismatchError, match="expects 2 workers"):
+        clock.register(1, 3)
+    with pytest.raises(ConfigError):
+        clock.register(2, 2)
+    with pytest.raises(ConfigError):
+        clock.register(0, 0)
+    with pytest.raises(UnknownWorkerError):
+        clock.tick(99)
+    with pytest.raises(UnknownWorkerError):
+        clock.wait(99, 0)
+
+
+def test_tick_with_expected_clock_is_idempotent():
+    clock = SSPClock(None)
+    a = clock.register(0, 1)
+    assert clock.tick(a, expected=1) == 1
+    assert clock.tick(a, expected=1) == 1  # the retry does not count twice
+    assert clock.tick(a, {"rows": 5.0}, expected=2) == 2
+    with pytest.raises(WorkerStateError, match="cannot tick to 5"):
+        clock.tick(a, expected=5)
+    assert clock.snapshot()["workers"][0]["stats"] == {"rows": 5.0}
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "2", True])
+def test_bad_staleness(bad):
+    with pytest.raises(ConfigError):
+        SSPClock(bad)
+
+
+def test_close_releases_waiters():
+    clock = SSPClock(0, num_workers=2)
+    a = clock.register(0, 2)
+    clock.register(1, 2)
+    clock.tick(a)
+    result: list[bool] = []
+    t = threading.Thread(target=lambda: result.append(clock.wait(a, timeout=30)))
+    t.start()
+    time.sleep(0.05)
+    clock.close()
+    t.join(5)
+    assert result == [False]
+
+
+@pytest.mark.timeout(60)
+def test_no_deadlock_in_a_random_mix_of_calls():
+    """Threads tick, wait, heartbeat, finish and die at random; all must end."""
+    fake = FakeTime()
+    clock = SSPClock(1, num_workers=6, worker_timeout=0.5, time_source=fake)
+    ids = [clock.register(i, 6) for i in range(6)]
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        rng = random.Random(i)
+        try:
+            for _ in range(200):
+                op = rng.random()
+                try:
+                    if op < 0.5:
+                        clock.tick(ids[i])
+                        clock.wait(ids[i], timeout=0.02)
+                    elif op < 0.8:
+                        clock.heartbeat(ids[i])
+                    elif op < 0.805:
+                        clock.finish(ids[i])
+                    elif op < 0.81:
+                        return  # this worker "dies" silently
+                    else:
+                        clock.snapshot()
+                except WorkerStateError:
+                    return  # finished or declared dead
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    def advance() -> None:
+        while not stop.is_set():
+            fake.now += 0.1
+            clock.sweep()
+            time.sleep(0.005)
+
+    ticker = threading.Thread(target=advance, daemon=True)
+    ticker.start()
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    stop.set()
+    assert not any(t.is_alive() for t in threads), "deadlock"
+    assert errors == []
+    assert clock.max_gap_allowed <= 1

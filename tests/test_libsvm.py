@@ -1,0 +1,348 @@
+"""The streaming libsvm reader: against sklearn, a naive reference, and bad input."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ftrl_ps._kernels import parse as kernels
+from ftrl_ps.errors import ConfigError, DataError, ParseError
+from ftrl_ps.hashing import slot_of
+from ftrl_ps.libsvm import Batch, LibsvmReader, read_all, split_ranges
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+REAL_FILES = ["libsvm/a9a", "libsvm/a9a.t", "libsvm/agaricus_train.txt",
+              "libsvm/agaricus_test.txt", "ipinyou/train.fm.txt", "ipinyou/test.fm.txt",
+              "rcv1/rcv1_small.dat", "rcv1/rcv1_small_test.data"]
+
+
+def naive_parse(text: bytes, bits: int) -> Batch:
+    """Slow, obvious reference of the documented rules (valid input only)."""
+    labels, indptr, indices, values = [], [0], [], []
+    for line in text.split(b"\n"):
+        tokens = line.split(b"#", 1)[0].replace(b"\t", b" ").replace(b"\r", b" ").split()
+        if not tokens:
+            continue
+        label = float(tokens[0])
+        assert label in (-1.0, 0.0, 1.0)
+        feats: dict[int, float] = {}
+        for tok in tokens[1:]:
+            if tok.startswith(b"|") or (tok.startswith(b"qid:") and tok.count(b":") == 1):
+                continue
+            name, value = tok.rsplit(b":", 1) if b":" in tok else (tok, b"1")
+            v = float(np.float32(float(value)))
+            if v != 0.0:
+                slot = slot_of(name.decode(), bits)
+                feats[slot] = feats.get(slot, 0.0) + v
+        row = sorted((s, v) for s, v in feats.items() if v != 0.0)
+        labels.append(1.0 if label == 1.0 else 0.0)
+        indices += [s for s, _ in row]
+        values += [v for _, v in row]
+        indptr.append(len(indices))
+    return Batch(np.array(labels, np.float32), np.array(indptr, np.int64),
+                 np.array(indices, np.int32), np.array(values, np.float32))
+
+
+def assert_same(a: Batch, b: Batch) -> None:
+    np.testing.assert_array_equal(a.labels, b.labels)
+    np.testing.assert_array_equal(a.indptr, b.indptr)
+    np.testing.assert_array_equal(a.indices, b.indices)
+    np.testing.assert_allclose(a.values, b.values, rtol=1e-6)
+
+
+def write(tmp_path: Path, data: bytes, name: str = "f.txt") -> Path:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+# --------------------------------------------------------------------------- real data
+
+
+@pytest.mark.parametrize("rel", REAL_FILES)
+def test_matches_sklearn_on_real_files(rel: str, tmp_path: Path) -> None:
+    from sklearn.datasets import load_svmlight_file
+
+    path = DATA / rel
+    if not path.exists():
+        pytest.skip(f"{path} not present")
+    ours = read_all(path, bits=20)
+    sk_path = path
+    if rel.startswith("rcv1/"):  # VW text: drop the |f namespace token for sklearn
+        sk_path = write(tmp_path, path.read_bytes().replace(b" |f ", b" "))
+    x, y = load_svmlight_file(str(sk_path), zero_based=True, dtype=np.float64)
+    x.sum_duplicates()
+    x.eliminate_zeros()
+    assert ours.rows == x.shape[0] == len(y) > 0
+    np.testing.assert_array_equal(ours.labels, (y > 0).astype(np.float32))
+    np.testing.assert_array_equal(ours.indptr, x.indptr)
+    np.testing.assert_array_equal(ours.indices, x.indices)
+    np.testing.assert_allclose(ours.values, x.data.astype(np.float32), rtol=1e-7)
+    # several batches give the same rows as one
+    assert_same(read_all(path, bits=20, chunk_bytes=1 << 16), ours)
+
+
+# --------------------------------------------------------------------------- tricky input
+
+TRICKY = (
+    b"# header comment\n"
+    b"+1 3:0.5 1:2 # trailing comment 9:9\n"
+    b"\n"
+    b"   \t \n"
+    b"-1\t7\t2:-1.5e-1\r\n"
+    b"0 5:1 5:2 1:1 5:3\n"  # duplicates summed, unsorted
+    b"1.0 qid:4 |ns user=123:1 site_abc 123456789:2\n"
+    b"-1.0 4:0 6:0.0 8:1E+2 9:.5 10:5.\n"  # explicit zeros dropped
+    b"0.0 a:b:3 2:1 2:-1\n"  # name 'a:b'; 2 sums to zero and is dropped
+    b"1 00012:1 12:1\n"  # same slot: 2.0
+    b"1"  # label only, no trailing newline
+)
+
+
+def test_tricky_input_matches_reference(tmp_path: Path) -> None:
+    batch = read_all(write(tmp_path, TRICKY), bits=20)
+    assert_same(batch, naive_parse(TRICKY, 20))
+    assert batch.labels.tolist() == [1, 0, 0, 1, 0, 0, 1, 1]
+    assert batch.indices[:5].tolist() == [1, 3, 2, 7, 1]
+    assert batch.values[:5].tolist() == pytest.approx([2, 0.5, -0.15, 1, 1])
+    assert batch.indices[batch.indptr[2]:batch.indptr[3]].tolist() == [1, 5]
+    assert batch.values[batch.indptr[2]:batch.indptr[3]].tolist() == [1.0, 6.0]
+    assert batch.indices[batch.indptr[5]:batch.indptr[6]].tolist() == [slot_of("a:b", 20)]
+    assert batch.indices[batch.indptr[6]:batch.indptr[7]].tolist() == [12]
+    assert batch.values[batch.indptr[6]:batch.indptr[7]].tolist() == [2.0]
+    assert batch.indptr[-1] == batch.indptr[-2]  # the label-only last row
+    for start, stop in zip(batch.indptr[:-1], batch.indptr[1:], strict=True):
+        assert np.all(np.diff(batch.indices[start:stop]) > 0)
+
+
+def test_every_chunk_size_gives_the_same_rows(tmp_path: Path) -> None:
+    path = write(tmp_path, TRICKY)
+    expected = read_all(path, bits=20)
+    for chunk in range(1, len(TRICKY) + 2):
+        reader = LibsvmReader(path, 20, chunk_bytes=chunk)
+        assert_same(Batch.concat(list(reader)), expected)
+        assert reader.stats.lines == TRICKY.count(b"\n") + 1
+        assert reader.stats.rows == expected.rows
+        assert reader.stats.bytes_read == len(TRICKY)
+
+
+def test_random_input_matches_reference(tmp_path: Path) -> None:
+    rng = np.random.default_rng(7)
+    names = ["0", "1", "5", "17", "99999", "123456789012", "98765432109876543210123",
+             "user=1", "é", "a:b", "-3", "1.5"]
+    vals = ["1", "2.5", "-0.25", "1e-3", "-7E+2", ".5", "3.", "0", "+4", "6.2699720e-02"]
+    lines = []
+    for _ in range(400):
+        if rng.random() < 0.1:
+            lines.append(rng.choice(["", "# c", " \t", "\r"]))
+            continue
+        toks = [str(rng.choice(["1", "-1", "+1", "0", "1.0", "-1.0", "0.0"]))]
+        for _ in range(int(rng.integers(0, 12))):
+            name = str(rng.choice(names))
+            r = rng.random()
+            bare = r < 0.2 and ":" not in name  # "a:b" alone would mean name a, value b
+            toks.append(name if bare else f"{name}:{rng.choice(vals)}")
+        if rng.random() < 0.1:
+            toks.insert(1, "|ns")
+        sep = str(rng.choice([" ", "\t", "  "]))
+        end = str(rng.choice(["", " ", "\r", " # tail"]))
+        lines.append(sep.join(toks) + end)
+    text = "\n".join(lines).encode()
+    path = write(tmp_path, text)
+    for bits in (4, 20):
+        expected = naive_parse(text, bits)
+        for chunk in (7, 100, 1 << 20):
+            assert_same(read_all(path, bits=bits, chunk_bytes=chunk), expected)
+
+
+def test_line_longer_than_chunk(tmp_path: Path) -> None:
+    long_line = "1 " + " ".join(f"{i}:1" for i in range(5000))
+    text = f"0 1:1\n{long_line}\n-1 2:3\n".encode()
+    path = write(tmp_path, text)
+    batches = list(LibsvmReader(path, 20, chunk_bytes=64))
+    whole = Batch.concat(batches)
+    assert whole.rows == 3
+    assert whole.indptr.tolist() == [0, 1, 5001, 5002]
+    assert_same(whole, naive_parse(text, 20))
+
+
+def test_empty_and_tiny_files(tmp_path: Path) -> None:
+    for data in (b"", b"\n\n", b"# only a comment\n", b"  \r\n"):
+        path = write(tmp_path, data)
+        assert list(LibsvmReader(path, 20)) == []  # no batches, not an empty batch
+        empty = read_all(path, 20)
+        assert empty.rows == 0 and empty.indptr.tolist() == [0] and empty.nnz == 0
+    one = read_all(write(tmp_path, b"1 4:2"), 20)
+    assert (one.rows, one.indices.tolist(), one.values.tolist()) == (1, [4], [2.0])
+
+
+def test_sources(tmp_path: Path) -> None:
+    text = b"1 1:1 2:2\n0 3:3\n"
+    expected = naive_parse(text, 20)
+    assert_same(read_all(io.BytesIO(text), 20), expected)
+    gz = write(tmp_path, gzip.compress(text), "data.txt")  # detected by magic, not suffix
+    assert_same(read_all(gz, 20), expected)
+    assert_same(read_all(io.BytesIO(gzip.compress(text)), 20), expected)
+    with open(gz, "rb") as f:
+        assert_same(read_all(f, 20), expected)
+    code = ("from ftrl_ps.libsvm import read_all; b = read_all('-', 20); "
+            "print(b.rows, b.indices.tolist())")
+    for payload in (text, gzip.compress(text)):
+        out = subprocess.run([sys.executable, "-c", code], input=payload, capture_output=True,
+                             check=True, timeout=120)
+        assert out.stdout.decode().strip() == "2 [1, 2, 3]"
+
+
+def test_source_errors(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.txt"
+    with pytest.raises(DataError, match="nope.txt"):
+        LibsvmReader(missing, 20)
+    with pytest.raises(DataError, match="cannot open"):
+        LibsvmReader(tmp_path, 20)  # a directory
+    truncated = write(tmp_path, gzip.compress(b"1 1:1\n" * 1000)[:-20], "t.gz")
+    with pytest.raises(DataError, match="t.gz"):
+        read_all(truncated, 20)
+    with pytest.raises(ConfigError), open(write(tmp_path, b"1 1:1\n"), encoding="utf-8") as f:
+        LibsvmReader(f, 20)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError):
+        LibsvmReader(io.BytesIO(b""), 20, byte_range=(0, 1))
+    with pytest.raises(ConfigError):
+        LibsvmReader(write(tmp_path, gzip.compress(b"1\n"), "g"), 20, byte_range=(0, 1))
+    for kw in ({"chunk_bytes": 0}, {"byte_range": (5, 2)}, {"byte_range": (-1, 2)}):
+        with pytest.raises(ConfigError):
+            LibsvmReader(write(tmp_path, b"1\n"), 20, **kw)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError):
+        LibsvmReader(write(tmp_path, b"1\n"), 31)
+    with pytest.raises(DataError):
+        Batch(np.zeros(1, np.float64), np.zeros(2, np.int64), np.zeros(0, np.int32),
+              np.zeros(0, np.float32))
+
+
+def test_kernel_releases_the_gil() -> None:
+    assert kernels.parse_chunk.targetoptions["nogil"] is True
+
+
+# --------------------------------------------------------------------------- bad input
+
+BAD_LINES = [
+    ("2 1:1", "2", "label"),
+    ("abc 1:1", "abc", "label"),
+    ("1: 1:1", "1:", "label"),
+    (" |f 1:1", "|f", "label"),
+    ("1 :3", ":3", "empty feature name"),
+    ("1 5:", "5:", "empty feature value"),
+    ("1 5:abc", "5:abc", "not a decimal"),
+    ("1 5:1.5.2", "5:1.5.2", "not a decimal"),
+    ("1 5:--1", "5:--1", "not a decimal"),
+    ("1 5:1e", "5:1e", "not a decimal"),
+    ("1 5:0x10", "5:0x10", "not a decimal"),
+    ("1 5:nan", "5:nan", "NaN"),
+    ("1 5:-inf", "5:-inf", "NaN"),
+    ("1 5:1e999", "5:1e999", "float32"),
+    ("1 5:4e38", "5:4e38", "float32"),
+    ("1 5:3e38 5:3e38", "1 5:3e38 5:3e38", "overflows"),
+]
+
+
+@pytest.mark.parametrize(("bad", "token", "reason"), BAD_LINES)
+def test_bad_line_raises_with_line_and_token(bad: str, token: str, reason: str,
+                                             tmp_path: Path) -> None:
+    text = f"1 1:1\n# comment\n\n{bad}\r\n0 2:1\n".encode()
+    path = write(tmp_path, text)
+    for chunk in (3, 1 << 20):
+        with pytest.raises(ParseError) as info:
+            read_all(path, 20, chunk_bytes=chunk)
+        err = info.value
+        assert (err.source, err.line, err.token) == (str(path), 4, token)
+        assert reason in err.reason
+        assert f"{path}:4:" in str(err)
+
+
+def test_skip_bad_lines(tmp_path: Path) -> None:
+    good = [f"{i % 2} {i}:1 {i + 1}:2" for i in range(30)]
+    lines: list[str] = []
+    bad_at = []
+    for i, line in enumerate(good):
+        lines.append(line)
+        if i % 2 == 0:
+            bad, token, _ = BAD_LINES[i % len(BAD_LINES)]
+            lines.append(bad)
+            bad_at.append((len(lines), token))
+    path = write(tmp_path, "\n".join(lines).encode())
+    for chunk in (10, 1 << 20):
+        reader = LibsvmReader(path, 20, chunk_bytes=chunk, skip_bad_lines=True)
+        batch = Batch.concat(list(reader))
+        assert_same(batch, naive_parse("\n".join(good).encode(), 20))
+        assert reader.stats.bad_lines == 15
+        assert reader.stats.rows == 30
+        assert [(ln, tok) for ln, tok, _ in reader.stats.bad_examples] == bad_at[:10]
+        assert "15 bad lines" in reader.stats.report()
+
+
+# --------------------------------------------------------------------------- byte ranges
+
+RANGE_FILES = {
+    "trailing_newline": "".join(f"{i % 2} {i}:1\n" for i in range(50)).encode(),
+    "no_trailing_newline": "\n".join(f"1 {i}:{i + 1}" for i in range(37)).encode(),
+    "crlf_blank_comments": b"".join(
+        (f"0 {i}:1\r\n" if i % 5 else f"\r\n# c {i}\n1 {i}:2\r\n").encode() for i in range(40)),
+    "tiny": b"1 1:1\n0 2:1",
+    "one_line": b"1 7:1",
+    "long_lines": "".join(
+        "1 " + " ".join(f"{j}:1" for j in range(i, i + 300)) + "\n" for i in range(5)).encode(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RANGE_FILES))
+def test_split_ranges_read_every_line_once(name: str, tmp_path: Path) -> None:
+    text = RANGE_FILES[name]
+    path = write(tmp_path, text)
+    expected = read_all(path, 20)
+    for parts in [1, 2, 3, 4, 5, 7, 8, 13, len(text) // 2 + 1, len(text) + 3]:
+        ranges = split_ranges(path, parts)
+        assert len(ranges) == parts and ranges[0][0] == 0 and ranges[-1][1] == len(text)
+        assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False))
+        for chunk in (5, 1 << 20):
+            pieces = [read_all(path, 20, byte_range=r, chunk_bytes=chunk) for r in ranges]
+            assert_same(Batch.concat(pieces), expected)
+
+
+def test_range_reads_lines_starting_inside(tmp_path: Path) -> None:
+    text = b"1 1:1\n0 2:1\n\n1 3:1\n0 4:1"
+    path = write(tmp_path, text)
+    starts = [0] + [i + 1 for i, c in enumerate(text) if c == ord("\n")]
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        start, end = sorted(int(x) for x in rng.integers(0, len(text) + 2, size=2))
+        kept = [s for s in starts if start <= s < end]
+        wanted = b"".join(text[s:].split(b"\n", 1)[0] + b"\n" for s in kept)
+        got = read_all(path, 20, byte_range=(start, end), chunk_bytes=int(rng.integers(1, 9)))
+        assert_same(got, naive_parse(wanted, 20))
+
+
+def test_range_errors_report_file_line_numbers(tmp_path: Path) -> None:
+    lines = [f"1 {i}:1" for i in range(100)]
+    lines[70] = "1 5:oops"
+    text = "\n".join(lines).encode()
+    path = write(tmp_path, text)
+    start = text.index(b"1 60:1")
+    with pytest.raises(ParseError) as info:
+        read_all(path, 20, byte_range=(start, len(text)), chunk_bytes=16)
+    assert (info.value.line, info.value.token) == (71, "5:oops")
+    reader = LibsvmReader(path, 20, byte_range=(start, len(text)), skip_bad_lines=True)
+    assert Batch.concat(list(reader)).rows == 39
+    assert reader.stats.bad_examples[0][:2] == (71, "5:oops")
+
+
+def test_split_ranges_checks(tmp_path: Path) -> None:
+    assert split_ranges(write(tmp_path, b""), 3) == [(0, 0), (0, 0), (0, 0)]
+    with pytest.raises(ConfigError):
+        split_ranges(write(tmp_path, b"1\n"), 0)
+    with pytest.raises(DataError):
+        split_ranges(tmp_path / "missing", 2)

@@ -1,0 +1,123 @@
+"""prefetch: order, bounded look-ahead, errors, early stop."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from ftrl_ps.errors import ConfigError
+from ftrl_ps.prefetch import prefetch
+
+
+def _prefetch_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "ftrl-ps-prefetch"]
+
+
+def _wait_until(predicate, timeout: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return predicate()
+
+
+def test_yields_everything_in_order() -> None:
+    assert list(prefetch(range(1000), depth=3)) == list(range(1000))
+    assert list(prefetch([])) == []
+    assert _wait_until(lambda: not _prefetch_threads())
+
+
+def test_runs_in_another_thread_and_stays_bounded() -> None:
+    produced: list[int] = []
+    threads: set[str] = set()
+
+    def gen() -> Iterator[int]:
+        for i in range(10):
+            threads.add(threading.current_thread().name)
+            produced.append(i)
+            yield i
+
+    it = prefetch(gen(), depth=2)
+    assert next(it) == 0
+    assert _wait_until(lambda: len(produced) >= 3)
+    time.sleep(0.1)
+    # 1 handed out + at most depth queued + at most one being produced (blocked in put)
+    assert len(produced) <= 4
+    assert list(it) == list(range(1, 10))
+    assert threads == {"ftrl-ps-prefetch"}
+
+
+def test_producer_exception_reraises_in_consumer() -> None:
+    class Boom(RuntimeError):
+        pass
+
+    def gen() -> Iterator[int]:
+        yield 1
+        yield 2
+        raise Boom("producer failed")
+
+    got = []
+    with pytest.raises(Boom, match="producer failed"):
+        for item in prefetch(gen()):
+            got.append(item)
+    assert got == [1, 2]
+    assert _wait_until(lambda: not _prefetch_threads())
+
+
+@pytest.mark.parametrize("how", ["break", "close"])
+def test_early_stop_stops_producer(how: str) -> None:
+    closed = threading.Event()
+    produced: list[int] = []
+
+    def endless() -> Iterator[int]:
+        try:
+            i = 0
+            while True:
+                produced.append(i)
+                yield i
+                i += 1
+        finally:
+            closed.set()
+
+    it = prefetch(endless(), depth=2)
+    if how == "break":
+        for item in it:
+            if item == 5:
+                break
+        del it  # what leaving the for loop's scope does
+    else:
+        assert next(it) == 0
+        it.close()  # type: ignore[attr-defined]
+    assert closed.wait(5.0), "producer's generator was not closed"
+    assert _wait_until(lambda: not _prefetch_threads())
+    count = len(produced)
+    time.sleep(0.1)
+    assert len(produced) == count
+
+
+def test_close_while_producer_is_busy() -> None:
+    release = threading.Event()
+
+    def slow() -> Iterator[int]:
+        yield 0
+        release.wait(5.0)
+        yield 1
+        yield 2
+
+    it = prefetch(slow(), depth=1)
+    assert next(it) == 0
+    start = time.monotonic()
+    it.close()  # type: ignore[attr-defined]
+    assert time.monotonic() - start < 3.0  # join is bounded
+    release.set()
+    assert _wait_until(lambda: not _prefetch_threads())
+
+
+def test_depth_is_checked() -> None:
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ConfigError):
+            prefetch(range(3), depth=bad)  # type: ignore[arg-type]

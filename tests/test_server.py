@@ -1,0 +1,388 @@
+"""The shard server over HTTP: in-process (TestClient) and as a real uvicorn process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import httpx
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from ftrl_ps import wire
+from ftrl_ps.cli import main as cli_main
+from ftrl_ps.server.errors import exception_from_response, status_for
+from tests._servers import (
+    BINARY,
+    JSON,
+    TOKEN,
+    assert_error,
+    in_process,
+    in_process_cluster,
+    pull_json,
+    push_binary,
+    real_server,
+)
+
+SETTINGS = dict(bits=12, group_size=64, token=TOKEN, max_body_mb=0.5)
+FLAGS = ["--bits", "12", "--group-size", "64", "--token", TOKEN, "--max-body-mb", "0.5"]
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+PROBE = [1, 2, 3, 100, 4096]
+
+
+@dataclass
+class Shard:
+    client: httpx.Client  # sends the token
+    anon: httpx.Client  # sends no token
+
+
+@pytest.fixture(scope="module")
+def real() -> Iterator[str]:
+    with real_server(FLAGS) as server:
+        yield server.url
+
+
+@pytest.fixture(params=["inprocess", "http"])
+def shard(request: pytest.FixtureRequest) -> Iterator[Shard]:
+    if request.param == "inprocess":
+        with in_process(**SETTINGS) as client:
+            client.headers.update(AUTH)
+            yield Shard(client, TestClient(client.app, base_url="http://shard"))
+    else:
+        url = request.getfixturevalue("real")
+        with httpx.Client(base_url=url, headers=AUTH) as client, httpx.Client(
+            base_url=url
+        ) as anon:
+            yield Shard(client, anon)
+
+
+# --- happy paths ---------------------------------------------------------------------
+def test_push_pull_binary_and_json(shard: Shard):
+    c = shard.client
+    before = np.array(pull_json(c, [10, 11, 12]))
+    resp = push_binary(c, [10, 12], [0.5, 1.0], [-2.0, 4.0])
+    assert resp.json() == {"applied": True, "keys": 2, "seq": 0}
+    resp = c.post("/v1/push", json={"keys": [11], "delta_n": [0.25], "delta_z": [1.0]})
+    assert resp.status_code == 200, resp.text
+    after = np.array(pull_json(c, [10, 11, 12]))
+    np.testing.assert_array_equal(after - before, [[0.5, 0.25, 1.0], [-2.0, 1.0, 4.0]])
+    # binary pull gives the same numbers; Accept picks the answer format
+    resp = c.post("/v1/pull", content=wire.encode_keys([10, 11, 12]), headers=BINARY)
+    assert resp.headers["content-type"] == wire.BINARY_MEDIA_TYPE
+    msg = wire.decode(resp.content, wire.VALUES)
+    np.testing.assert_array_equal(np.array(msg.values), after)
+    resp = c.post("/v1/pull", content=wire.encode_keys([10]),
+                  headers={"Content-Type": wire.BINARY_MEDIA_TYPE, "Accept": "application/json"})
+    assert resp.json()["n"] == [after[0][0]]
+
+
+def test_pull_groups_and_state_dump(shard: Shard):
+    c = shard.client
+    push_binary(c, [64, 4096], [1.0, 2.0], [0.0, 3.0])
+    resp = c.post("/v1/pull-groups", content=wire.encode_groups([1, 64]), headers=BINARY)
+    msg = wire.decode(resp.content, wire.ENTRIES)
+    assert msg.keys.tolist() == list(range(64, 128)) + [4096]
+    js = c.post("/v1/pull-groups", json={"groups": [1, 64]}).json()
+    assert js["keys"] == msg.keys.tolist() and js["n"] == msg.values[0].tolist()
+    dump = wire.decode(c.get("/v1/state").content, wire.ENTRIES)
+    assert {64, 4096} <= set(dump.keys.tolist())
+    as_json = c.get("/v1/state", headers={"Accept": "application/json"}).json()
+    assert as_json["keys"] == dump.keys.tolist()
+
+
+def test_retried_push_is_applied_once(shard: Shard):
+    c = shard.client
+    before = pull_json(c, [7])[0][0]
+    wid = 2**31 + 5  # unknown to the clock: the in-process app and real server have no workers
+    # pushes that name a worker need a registered one on shard 0 ...
+    assert push_binary(c, [7], [1.0], [1.0], worker_id=wid, seq=1).status_code == 404
+    # ... so register one (layout must match) and push twice with the same seq
+    layout = {"bits": 12, "group_size": 64, "num_shards": 1}
+    resp = c.post("/v1/workers", json={"worker_index": 0, "num_workers": 1, "layout": layout,
+                                       "instance": f"dedup-{time.time()}"})
+    assert resp.status_code == 200, resp.text
+    wid = resp.json()["worker_id"]
+    first = push_binary(c, [7], [1.0], [1.0], worker_id=wid, seq=1).json()
+    again = push_binary(c, [7], [1.0], [1.0], worker_id=wid, seq=1).json()
+    older = c.post("/v1/push", json={"keys": [7], "delta_n": [1.0], "delta_z": [1.0],
+                                     "worker_id": wid, "seq": 1}).json()
+    assert (first["applied"], again["applied"], older["applied"]) == (True, False, False)
+    assert pull_json(c, [7])[0][0] == before + 1.0
+    push_binary(c, [7], [1.0], [1.0], worker_id=wid, seq=2)
+    assert pull_json(c, [7])[0][0] == before + 2.0
+    counters = c.get("/v1/status").json()["counters"]
+    assert counters["duplicate_pushes"] >= 2
+    c.post(f"/v1/workers/{wid}/finish")
+
+
+def test_health_status_and_openapi(shard: Shard):
+    c = shard.client
+    assert c.get("/health").json() == {"status": "ok", "shard": 0}
+    st = c.get("/v1/status").json()
+    assert st["layout"] == {"bits": 12, "group_size": 64, "num_shards": 1}
+    assert st["shard"] == {"index": 0, "num_shards": 1, "begin": 0, "end": 4097,
+                           "groups": [0, 65]}
+    assert st["clock_authority"] and st["settings"]["auth"] is True
+    assert TOKEN not in str(st)
+    paths = c.get("/openapi.json").json()["paths"]
+    for path in ("/v1/pull", "/v1/pull-groups", "/v1/push", "/v1/workers",
+                 "/v1/workers/{worker_id}/clock", "/v1/status", "/v1/state", "/health"):
+        assert path in paths
+
+
+# --- bad requests: right status, JSON error body, state unchanged ------------------------
+def _big_body() -> bytes:
+    keys = np.arange(100_000)  # 1.2 MB > 0.5 MiB
+    return wire.encode_push(keys, np.ones(keys.size), np.ones(keys.size))
+
+
+def _chunks() -> Iterator[bytes]:
+    for _ in range(12):
+        yield b"\0" * 65536
+
+
+LAYOUT = {"bits": 12, "group_size": 64, "num_shards": 1}
+Case = tuple[str, Callable[[Shard], httpx.Response], int, str, str]
+CASES: list[Case] = [
+    ("lengths", lambda s: s.client.post("/v1/push", json={
+        "keys": [1, 2], "delta_n": [1.0], "delta_z": [1.0, 1.0]}),
+     400, "ProtocolError", "delta_n has 1 values"),
+    ("unsorted", lambda s: push_binary(s.client, [3, 1], [1, 1], [1, 1]),
+     400, "ProtocolError", "sorted"),
+    ("duplicate", lambda s: push_binary(s.client, [2, 2], [1, 1], [1, 1]),
+     400, "ProtocolError", "unique"),
+    ("out of range", lambda s: push_binary(s.client, [1, 4097], [1, 1], [1, 1]),
+     400, "ProtocolError", "outside"),
+    ("nan", lambda s: push_binary(s.client, [1, 2], [1, np.nan], [1, 1]),
+     400, "ProtocolError", "finite"),
+    ("inf json", lambda s: s.client.post("/v1/push", content=b'{"keys": [1], "delta_n": [1],'
+                                         b' "delta_z": [Infinity]}', headers=JSON),
+     400, "ProtocolError", "finite"),
+    ("negative n", lambda s: push_binary(s.client, [1, 2], [1, -1], [1, 1]),
+     400, "ProtocolError", "negative"),
+    ("truncated", lambda s: s.client.post(
+        "/v1/push", content=wire.encode_push([1, 2], [1, 1], [1, 1])[:-3], headers=BINARY),
+     400, "ProtocolError", "truncated"),
+    ("bad magic", lambda s: s.client.post("/v1/push", content=b"x" * 40, headers=BINARY),
+     400, "ProtocolError", "magic"),
+    ("wrong kind", lambda s: s.client.post(
+        "/v1/push", content=wire.encode_keys([1]), headers=BINARY),
+     400, "ProtocolError", "expected a PUSH"),
+    ("content type", lambda s: s.client.post(
+        "/v1/push", content=b"1,2", headers={"Content-Type": "text/csv"}),
+     400, "ProtocolError", "Content-Type"),
+    ("bad json", lambda s: s.client.post("/v1/push", content=b"{oops", headers=JSON),
+     400, "ProtocolError", "invalid JSON"),
+    ("huge", lambda s: s.client.post("/v1/push", content=_big_body(), headers=BINARY),
+     413, "PayloadTooLargeError", "limit"),
+    ("huge chunked", lambda s: s.client.post("/v1/push", content=_chunks(), headers=BINARY),
+     413, "PayloadTooLargeError", "limit"),
+    ("huge register", lambda s: s.client.post(
+        "/v1/workers", content=b" " * 600_000, headers=JSON),
+     413, "PayloadTooLargeError", "limit"),
+    ("unknown worker push", lambda s: push_binary(s.client, [1], [1], [1], worker_id=999, seq=1),
+     404, "UnknownWorkerError", "999"),
+    ("unknown worker route", lambda s: s.client.post("/v1/workers/999/heartbeat"),
+     404, "UnknownWorkerError", "999"),
+    ("no token", lambda s: push_binary(s.anon, [1], [1], [1]),
+     401, "AuthError", "Bearer"),
+    ("wrong token", lambda s: s.anon.post(
+        "/v1/push", json={"keys": [1], "delta_n": [1], "delta_z": [1]},
+        headers={"Authorization": "Bearer nope"}),
+     401, "AuthError", "wrong"),
+    ("no token register", lambda s: s.anon.post("/v1/workers", json={
+        "worker_index": 0, "num_workers": 1, "layout": LAYOUT}),
+     401, "AuthError", ""),
+    ("layout mismatch", lambda s: s.client.post("/v1/workers", json={
+        "worker_index": 0, "num_workers": 1, "layout": {**LAYOUT, "bits": 13}}),
+     409, "LayoutMismatchError", "bits: worker has 13, server has 12"),
+    ("bad register body", lambda s: s.client.post("/v1/workers", json={"worker_index": 0}),
+     400, "ProtocolError", "num_workers"),
+    ("bad worker id", lambda s: s.client.post("/v1/workers/abc/heartbeat"),
+     400, "ProtocolError", "worker_id"),
+    ("pull unsorted", lambda s: s.client.post("/v1/pull", json={"keys": [5, 4]}),
+     400, "ProtocolError", "sorted"),
+    ("pull groups out of range", lambda s: s.client.post("/v1/pull-groups",
+                                                         json={"groups": [65]}),
+     400, "ProtocolError", "outside"),
+    ("no such route", lambda s: s.client.get("/v2/pull"), 404, "NotFound", ""),
+]
+
+
+@pytest.mark.parametrize(("case", "send", "status", "error", "match"), CASES,
+                         ids=[c[0] for c in CASES])
+def test_bad_requests(shard: Shard, case, send, status, error, match):
+    before = pull_json(shard.client, PROBE)
+    resp = send(shard)
+    assert_error(resp, status, error, match)
+    assert pull_json(shard.client, PROBE) == before
+    if status == 401:
+        assert resp.headers.get("www-authenticate") == "Bearer"
+
+
+def test_reads_need_no_token(shard: Shard):
+    assert shard.anon.post("/v1/pull", json={"keys": [1]}).status_code == 200
+    assert shard.anon.get("/v1/status").status_code == 200
+
+
+# --- workers and the clock (in-process, fresh app per test) --------------------------------
+def register(c: httpx.Client, index: int, num: int, **layout: int) -> int:
+    lay = {"bits": 12, "group_size": 64, "num_shards": 1, **layout}
+    resp = c.post("/v1/workers", json={"worker_index": index, "num_workers": num, "layout": lay})
+    assert resp.status_code == 200, resp.text
+    return int(resp.json()["worker_id"])
+
+
+def test_clock_routes_ssp_zero():
+    with in_process(bits=12, group_size=64, staleness=0, clock_wait_timeout=0.2) as c:
+        a, b = register(c, 0, 2), register(c, 1, 2)
+        t0 = time.monotonic()
+        first = c.post(f"/v1/workers/{a}/clock", json={"clock": 1, "stats": {"rows": 10}})
+        assert first.json()["ready"] is False and time.monotonic() - t0 >= 0.15
+        retried = c.post(f"/v1/workers/{a}/clock", json={"clock": 1}).json()  # idempotent
+        assert retried["clock"] == 1 and retried["ready"] is False
+        assert c.post(f"/v1/workers/{b}/clock", json={"clock": 1}).json()["ready"] is True
+        assert c.post(f"/v1/workers/{a}/wait").json()["ready"] is True
+        assert_error(c.post(f"/v1/workers/{a}/clock", json={"clock": 5}), 409,
+                     "WorkerStateError", "cannot tick to 5")
+        assert_error(c.post(f"/v1/workers/{a}/clock", json={"stats": {"x": "nan"}}), 400,
+                     "ProtocolError", "stats")
+        st = c.get("/v1/status").json()["clock"]
+        assert st["min_clock"] == 1 and st["max_gap_allowed"] == 0
+        assert st["workers"][0]["stats"] == {"rows": 10.0}
+        c.post(f"/v1/workers/{b}/finish")
+        assert c.post(f"/v1/workers/{a}/clock", json={"clock": 2}).json()["ready"] is True
+        assert_error(c.post(f"/v1/workers/{b}/heartbeat"), 409, "WorkerStateError", "finished")
+
+
+def test_dead_worker_is_refused_and_can_register_again():
+    with in_process(bits=12, group_size=64, staleness=1, worker_timeout=0.3) as c:
+        a, b = register(c, 0, 2), register(c, 1, 2)
+        deadline = time.monotonic() + 5
+        while c.get("/v1/status").json()["clock"]["workers"][1]["state"] != "dead":
+            c.post(f"/v1/workers/{a}/heartbeat")
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert_error(c.post(f"/v1/workers/{b}/heartbeat"), 409, "WorkerStateError", "dead")
+        assert_error(push_binary(c, [1], [1], [1], worker_id=b, seq=1), 409,
+                     "WorkerStateError", "dead")
+        assert register(c, 1, 2) != b
+
+
+def test_other_shards_refuse_clock_routes_but_dedup_pushes():
+    with in_process_cluster(2, bits=12, group_size=64) as (s0, s1):
+        resp = s1.post("/v1/workers", json={"worker_index": 0, "num_workers": 1,
+                                            "layout": {**LAYOUT, "num_shards": 2}})
+        assert_error(resp, 400, "ConfigError", "shard 0")
+        assert_error(s1.post("/v1/workers/0/clock"), 400, "ConfigError", "clock authority")
+        for _ in range(2):  # shard 1 does not know worker 5, but still deduplicates
+            push_binary(s1, [3000], [1], [1], worker_id=5, seq=1)
+        assert pull_json(s1, [3000])[0] == [1.0]
+        assert_error(s1.post("/v1/pull", json={"keys": [5]}), 400, "ProtocolError", "outside")
+        assert s0.get("/v1/status").json()["shard"]["end"] == 2048
+
+
+def test_float64_server_keeps_float64():
+    with in_process(bits=8, dtype="float64") as c:
+        value = 0.1  # not exact in float32
+        body = wire.encode_push([3], [value], [value], dtype=np.float64)
+        c.post("/v1/push", content=body, headers=BINARY)
+        msg = wire.decode(c.post("/v1/pull", content=wire.encode_keys([3]),
+                                 headers=BINARY).content, wire.VALUES)
+        assert msg.values[0].dtype == np.float64 and msg.values[0][0] == value
+
+
+def test_error_mapping_round_trip():
+    from ftrl_ps import errors as E
+
+    for cls in (E.ConfigError, E.LayoutMismatchError, E.ProtocolError, E.PayloadTooLargeError,
+                E.AuthError, E.UnknownWorkerError, E.WorkerStateError, E.ClockTimeoutError):
+        exc = cls("boom")
+        back = exception_from_response(status_for(exc), {"error": cls.__name__,
+                                                         "detail": "boom"})
+        assert type(back) is cls and str(back) == "boom"
+    assert status_for(RuntimeError()) == 500 and status_for(E.DataError()) == 500
+    assert isinstance(exception_from_response(502, "bad gateway"), E.ServerError)
+    assert isinstance(exception_from_response(404, {"error": "NotFound", "detail": "x"}),
+                      E.ProtocolError)
+
+
+# --- real processes -------------------------------------------------------------------
+PUSHER = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from ftrl_ps.client import PSClient
+    url, token, proc = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    with PSClient(url, token=token) as ps:
+        shared = np.arange(2000, 3000)
+        own = np.arange(3000 + proc, 4000, 3)
+        keys = np.union1d(shared, own)
+        dn = np.where(keys < 3000, 0.5, 0.25)
+        for _ in range(40):
+            ps.push(keys, dn, -dn)
+""")
+
+
+@pytest.mark.timeout(120)
+def test_concurrent_pushes_from_processes_give_exact_sums(real: str):
+    probe = list(range(2000, 4000))
+    with httpx.Client(base_url=real) as c:
+        n0, z0 = (np.array(a) for a in pull_json(c, probe))
+        procs = [subprocess.Popen([sys.executable, "-c", PUSHER, real, TOKEN, str(p)])
+                 for p in range(3)]
+        for p in procs:
+            assert p.wait(90) == 0
+        n1, z1 = (np.array(a) for a in pull_json(c, probe))
+    expected = np.where(np.arange(2000, 4000) < 3000, 0.5 * 3 * 40, 0.25 * 40)
+    np.testing.assert_array_equal(n1 - n0, expected)
+    np.testing.assert_array_equal(z1 - z0, -expected)
+
+
+def test_server_cli_help_lists_every_flag(capsys: pytest.CaptureFixture[str]):
+    with pytest.raises(SystemExit) as exc:
+        cli_main(["server", "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for flag in ("--host", "--port", "--bits", "--group-size", "--shard-index", "--num-shards",
+                 "--staleness", "--worker-timeout", "--registration-timeout", "--num-workers",
+                 "--token", "--max-body-mb", "--dtype", "--init-model", "--clock-wait-timeout",
+                 "--log-level", "FTRL_PS_TOKEN", "listening on"):
+        assert flag in out, flag
+
+
+@pytest.mark.parametrize("argv", [
+    ["--shard-index", "2", "--num-shards", "2"],
+    ["--staleness", "-1"],
+    ["--worker-timeout", "0"],
+    ["--bits", "40"],
+    ["--num-shards", "0"],
+    ["--port", "70000"],
+])
+def test_server_cli_bad_arguments_exit_2(argv, capsys: pytest.CaptureFixture[str]):
+    with pytest.raises(SystemExit) as exc:
+        cli_main(["server", *argv])
+    assert exc.value.code == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_init_model_loads_this_shards_keys(tmp_path):
+    modelio = pytest.importorskip("ftrl_ps.modelio")
+    from ftrl_ps.ftrl import FTRLParams
+
+    keys = np.array([5, 3000, 4096], dtype=np.uint32)
+    saved = modelio.SavedModel(bits=12, params=FTRLParams(), dtype="float32", keys=keys,
+                               n=np.array([1.0, 2.0, 3.0]), z=np.array([-1.0, 0.5, 4.0]))
+    path = modelio.save_model(tmp_path / "m.ftrl", saved)
+    with in_process_cluster(2, bits=12, group_size=64, init_model=str(path)) as (s0, s1):
+        assert pull_json(s0, [5, 6]) == ([1.0, 0.0], [-1.0, 0.0])
+        assert pull_json(s1, [3000, 4096]) == ([2.0, 3.0], [0.5, 4.0])
+        assert s1.get("/v1/status").json()["initial_keys"] == 2
+    from ftrl_ps.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="bits=12"), in_process(bits=13, init_model=str(path)):
+        pass

@@ -1,0 +1,196 @@
+"""Parameter store: against a dict reference, validation, concurrency."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from ftrl_ps._kernels import store as kernels
+from ftrl_ps.errors import ConfigError, ProtocolError
+from ftrl_ps.layout import Layout
+from ftrl_ps.store import ParameterStore
+
+
+class DictStore:
+    """Slow, obvious reference: ``store[key] += val``."""
+
+    def __init__(self) -> None:
+        self.n: dict[int, float] = {}
+        self.z: dict[int, float] = {}
+
+    def push(self, keys, dn, dz) -> None:
+        for k, a, b in zip(keys.tolist(), dn.tolist(), dz.tolist(), strict=True):
+            self.n[k] = self.n.get(k, 0.0) + a
+            self.z[k] = self.z.get(k, 0.0) + b
+
+    def pull(self, keys):
+        return ([self.n.get(k, 0.0) for k in keys.tolist()],
+                [self.z.get(k, 0.0) for k in keys.tolist()])
+
+
+def random_push(rng, begin, end, size):
+    keys = np.unique(rng.integers(begin, end, size))
+    return keys, rng.integers(0, 8, keys.size) / 4.0, rng.integers(-8, 8, keys.size) / 4.0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize(("shard", "num_shards"), [(0, 1), (1, 3), (2, 3)])
+def test_push_pull_match_dict_reference(dtype, shard, num_shards):
+    layout = Layout(bits=12, group_size=64, num_shards=num_shards)
+    store = ParameterStore(layout, shard, dtype)
+    ref = DictStore()
+    rng = np.random.default_rng(shard)
+    for _ in range(30):
+        keys, dn, dz = random_push(rng, store.begin, store.end, 200)
+        store.push(keys, dn, dz)
+        ref.push(keys, dn, dz)
+    probe = np.arange(store.begin, store.end)
+    n, z = store.pull(probe)
+    rn, rz = ref.pull(probe)
+    assert n.dtype == np.dtype(dtype) and z.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(n, rn)
+    np.testing.assert_array_equal(z, rz)
+    keys, dn_all, dz_all = store.dump()
+    assert keys.dtype == np.uint32
+    touched = sorted(k for k in ref.n if ref.n[k] != 0 or ref.z[k] != 0)
+    assert keys.tolist() == touched
+    np.testing.assert_array_equal(dn_all, [ref.n[k] for k in touched])
+
+
+def test_pull_groups_returns_whole_groups():
+    layout = Layout(bits=8, group_size=16, num_shards=2)
+    store = ParameterStore(layout, 1)  # groups 8..16 (the last one holds only the bias)
+    store.push(np.array([130, 256]), np.array([1.0, 2.0]), np.array([3.0, 4.0]))
+    keys, n, z = store.pull_groups(np.array([8, 16]))
+    assert keys.tolist() == list(range(128, 144)) + [256]
+    assert n[2] == 1.0 and n[-1] == 2.0 and z[-1] == 4.0 and n.sum() == 3.0
+    with pytest.raises(ProtocolError, match="group ids"):
+        store.pull_groups(np.array([7]))  # owned by shard 0
+    with pytest.raises(ProtocolError):
+        store.pull_groups(np.array([9, 9]))
+
+
+def test_load_sets_values_and_dump_round_trips():
+    layout = Layout(bits=10, group_size=32)
+    a = ParameterStore(layout, dtype="float64")
+    rng = np.random.default_rng(3)
+    keys, dn, dz = random_push(rng, 0, layout.num_keys, 300)
+    a.push(keys, dn, dz)
+    b = ParameterStore(layout, dtype="float64")
+    b.load(*a.dump())
+    for x, y in zip(a.dump(), b.dump(), strict=True):
+        np.testing.assert_array_equal(x, y)
+    b.load(np.array([keys[0]]), np.array([5.0]), np.array([-1.0]))  # set, not add
+    assert b.pull(np.array([keys[0]]))[0][0] == 5.0
+
+
+
+
+BAD_PUSHES = [
+    ("lengths", [1, 2, 3], [1.0, 1.0], [1.0, 1.0, 1.0], "delta_n has 2 values"),
+    ("unsorted", [5, 3], [1.0, 1.0], [1.0, 1.0], "sorted strictly increasing"),
+    ("duplicate", [3, 3], [1.0, 1.0], [1.0, 1.0], "sorted strictly increasing"),
+    ("below range", [-1, 3], [1.0, 1.0], [1.0, 1.0], "outside"),
+    ("above range", [3, 2000], [1.0, 1.0], [1.0, 1.0], "outside"),
+    ("nan", [3, 4], [1.0, float("nan")], [1.0, 1.0], "finite"),
+    ("inf", [3, 4], [1.0, 1.0], [float("inf"), 1.0], "finite"),
+    ("overflow", [3, 4], [1.0, 1.0], [1e300, 1.0], "finite"),  # inf once cast to float32
+    ("negative n", [3, 4], [1.0, -0.5], [1.0, 1.0], "negative"),
+    ("float keys", [3.0, 4.0], [1.0, 1.0], [1.0, 1.0], "integers"),
+    ("2-D keys", [[3, 4]], [1.0, 1.0], [1.0, 1.0], "one-dimensional"),
+    ("text values", [3, 4], ["a", "b"], [1.0, 1.0], "real numbers"),
+]
+
+
+@pytest.mark.parametrize(("case", "keys", "dn", "dz", "message"), BAD_PUSHES,
+                         ids=[c[0] for c in BAD_PUSHES])
+def test_bad_push_raises_and_changes_nothing(case, keys, dn, dz, message):
+    store = ParameterStore(Layout(bits=10, group_size=4))
+    store.push(np.array([1, 3, 4, 100]), np.full(4, 0.5), np.full(4, -0.5))
+    before = store.dump()
+    counters = store.counters()
+    with pytest.raises(ProtocolError, match=message):
+        store.push(keys, dn, dz)
+    for x, y in zip(before, store.dump(), strict=True):
+        np.testing.assert_array_equal(x, y)
+    assert store.counters() == counters
+
+
+def test_bad_pull_and_load_raise_protocol_error():
+    store = ParameterStore(Layout(bits=6, group_size=8, num_shards=2), 1)
+    with pytest.raises(ProtocolError, match=r"outside this shard's range \[32, 65\)"):
+        store.pull(np.array([31, 40]))
+    with pytest.raises(ProtocolError):
+        store.pull(np.array([40, 40]))
+    with pytest.raises(ProtocolError, match="negative"):
+        store.load(np.array([40]), np.array([-1.0]), np.array([0.0]))
+    assert store.dump()[0].size == 0
+
+
+def test_empty_requests_are_fine():
+    store = ParameterStore(Layout(bits=6))
+    n, z = store.pull(np.zeros(0, np.uint32))
+    assert n.size == z.size == 0
+    store.push([], [], [])
+    assert store.pull_groups([])[0].size == 0
+    assert store.counters()["pushes"] == 1
+
+
+def test_counters():
+    store = ParameterStore(Layout(bits=6))
+    store.push([1, 2], [1.0, 1.0], [0.0, 0.0])
+    store.pull([1, 2, 3])
+    store.pull_groups([0])
+    c = store.counters()
+    assert (c["pushes"], c["pulls"], c["group_pulls"], c["keys_pushed"]) == (1, 1, 1, 2)
+    assert c["keys_pulled"] == 3 + 65
+
+
+def test_bad_dtype_is_config_error():
+    with pytest.raises(ConfigError):
+        ParameterStore(Layout(bits=6), dtype="float16")
+
+
+def test_segment_bounds_kernel_matches_numpy():
+    for groups in ([], [0], [0, 0, 1, 1, 1, 3], [2, 3, 4], [5] * 7):
+        arr = np.array(groups, dtype=np.int64)
+        expected = [0] + [i for i in range(1, len(arr)) if arr[i] != arr[i - 1]]
+        expected += [len(arr)] if len(arr) else []
+        assert kernels.segment_bounds(arr).tolist() == expected
+
+
+def test_concurrent_pushes_give_exact_sums():
+    """16 threads push overlapping keys; every delta is exactly representable,
+    so any lost or torn update would show up as a wrong sum."""
+    layout = Layout(bits=14, group_size=256)
+    store = ParameterStore(layout)
+    store.warmup()
+    threads, rounds = 16, 40
+    shared = np.arange(0, layout.num_keys, 7)  # touched by every thread
+    barrier = threading.Barrier(threads)
+
+    def work(t: int) -> None:
+        own = np.arange(t, layout.num_keys, 97)
+        keys = np.union1d(shared, own)
+        dn = np.where(np.isin(keys, shared), 0.5, 0.0) + np.where(np.isin(keys, own), 0.25, 0)
+        dz = -dn
+        barrier.wait()
+        for _ in range(rounds):
+            store.push(keys, dn, dz)
+            store.pull(keys)  # reads interleave with writes
+
+    pool = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    for th in pool:
+        th.start()
+    for th in pool:
+        th.join()
+    expected = np.zeros(layout.num_keys)
+    expected[shared] += 0.5 * threads * rounds
+    for t in range(threads):
+        expected[np.arange(t, layout.num_keys, 97)] += 0.25 * rounds
+    n, z = store.pull(np.arange(layout.num_keys))
+    np.testing.assert_array_equal(n, expected)
+    np.testing.assert_array_equal(z, -expected)
+    assert store.counters()["pushes"] == threads * rounds

@@ -1,0 +1,170 @@
+"""Wire format: round trips, the documented byte layout, and every malformed body."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import numpy as np
+import pytest
+
+from ftrl_ps import wire
+from ftrl_ps.errors import ProtocolError
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("count", [0, 1, 3, 1000])
+def test_push_round_trip(dtype, count):
+    rng = np.random.default_rng(count)
+    keys = np.sort(rng.choice(2**20, count, replace=False)).astype(np.uint32)
+    dn, dz = rng.random(count).astype(dtype), rng.normal(size=count).astype(dtype)
+    body = wire.encode_push(keys, dn, dz, worker_id=7, seq=2**40 + 3, dtype=dtype)
+    msg = wire.decode(body, wire.PUSH)
+    np.testing.assert_array_equal(msg.keys, keys)
+    np.testing.assert_array_equal(msg.delta_n, dn)
+    np.testing.assert_array_equal(msg.delta_z, dz)
+    assert msg.delta_n.dtype == np.dtype(dtype)
+    assert (msg.worker_id, msg.seq) == (7, 2**40 + 3)
+    # values start at a multiple of their item size
+    itemsize = np.dtype(dtype).itemsize
+    keys_end = wire.HEADER_SIZE + 4 * count
+    assert len(body) == keys_end + (-keys_end % itemsize) + 2 * count * itemsize
+
+
+def test_decoding_is_zero_copy():
+    body = wire.encode_values(np.arange(4.0), np.ones(4))
+    msg = wire.decode(body, wire.VALUES)
+    n = msg.values[0]
+    assert not n.flags.writeable and not n.flags.owndata
+    assert np.shares_memory(n, np.frombuffer(body, dtype=np.uint8))
+
+
+def test_documented_header_layout():
+    body = wire.encode_keys(np.array([5, 9], dtype=np.uint32), worker_id=3)
+    magic, version, kind, flags, count, worker, seq = struct.unpack_from("<4sBBHIIQ", body)
+    assert (magic, version, kind, count, worker, seq) == (b"FTPS", 1, wire.KEYS, 2, 3, 0)
+    assert flags == wire.FLAG_WORKER
+    assert body[24:] == struct.pack("<2I", 5, 9)
+    plain = wire.decode(wire.encode_keys([1]), wire.KEYS)
+    assert plain.worker_id is None and plain.seq == 0
+
+
+@pytest.mark.parametrize("kind", [wire.KEYS, wire.GROUPS, wire.VALUES, wire.ENTRIES])
+def test_other_kinds_round_trip(kind):
+    keys = np.array([0, 4, 2**32 - 1], dtype=np.uint32)
+    vals = (np.array([1.5, 0.0, 2.0]), np.array([-1.0, 3.0, 0.25]))
+    has_keys = kind != wire.VALUES
+    has_vals = kind in (wire.VALUES, wire.ENTRIES)
+    body = wire.encode(kind, keys if has_keys else None, vals if has_vals else None)
+    msg = wire.decode(body, kind)
+    if has_keys:
+        np.testing.assert_array_equal(msg.keys, keys)
+    if has_vals:
+        np.testing.assert_array_equal(msg.values[0], vals[0])
+    obj = json.loads(json.dumps(wire.to_json(kind, keys if has_keys else None,
+                                             vals if has_vals else None)))
+    back = wire.decode_json(json.dumps(obj).encode(), kind)
+    if has_keys:
+        assert back.keys.tolist() == keys.tolist()
+    if has_vals:
+        assert back.values[1].tolist() == vals[1].tolist()
+
+
+def _good() -> bytes:
+    return wire.encode_push(np.array([1, 2, 3]), np.ones(3), np.zeros(3))
+
+
+def _patch(body: bytes, offset: int, fmt: str, value: int) -> bytes:
+    out = bytearray(body)
+    struct.pack_into(fmt, out, offset, value)
+    return bytes(out)
+
+
+MALFORMED = [
+    ("empty", b"", "shorter than the 24-byte header"),
+    ("short header", _good()[:10], "shorter than"),
+    ("truncated body", _good()[:-1], "truncated"),
+    ("truncated keys", _good()[:30], "truncated"),
+    ("trailing bytes", _good() + b"\0", "too long"),
+    ("count too big", _patch(_good(), 8, "<I", 4), "truncated"),
+    ("count too small", _patch(_good(), 8, "<I", 2), "too long"),
+    ("huge count", _patch(_good(), 8, "<I", 2**32 - 1), "truncated"),
+    ("bad magic", b"XXXX" + _good()[4:], "bad magic"),
+    ("bad version", _patch(_good(), 4, "<B", 9), "version 9"),
+    ("bad kind", _patch(_good(), 5, "<B", 77), "unknown message kind"),
+    ("wrong kind", wire.encode_keys([1, 2]), "expected a PUSH body, got KEYS"),
+    ("unknown flag", _patch(_good(), 6, "<H", 0x80), "unknown flags"),
+    ("float64 flag on float32 body", _patch(_good(), 6, "<H", 1), "too long|truncated"),
+]
+
+
+@pytest.mark.parametrize(("case", "body", "message"), MALFORMED, ids=[m[0] for m in MALFORMED])
+def test_malformed_binary_bodies(case, body, message):
+    with pytest.raises(ProtocolError, match=message):
+        wire.decode(body, wire.PUSH)
+
+
+BAD_JSON = [
+    (b"{", "invalid JSON"),
+    (b"\xff\xfe", "invalid JSON"),
+    (b"[1, 2]", "must be an object"),
+    (b'{"keys": [1], "delta_n": [1]}', "missing fields"),
+    (b'{"keys": [1], "delta_n": [1], "delta_z": [1], "x": 1}', "unknown fields"),
+    (b'{"keys": [1.5], "delta_n": [1], "delta_z": [1]}', "integers"),
+    (b'{"keys": [true], "delta_n": [1], "delta_z": [1]}', "integers"),
+    (b'{"keys": [1, true], "delta_n": [1, 1], "delta_z": [1, 1]}', "integers"),
+    (b'{"keys": [-1], "delta_n": [1], "delta_z": [1]}', r"\[0, 2\*\*32\)"),
+    (b'{"keys": [4294967296], "delta_n": [1], "delta_z": [1]}', r"\[0, 2\*\*32\)"),
+    (b'{"keys": [99999999999999999999999], "delta_n": [1], "delta_z": [1]}', "integers"),
+    (b'{"keys": [[1]], "delta_n": [1], "delta_z": [1]}', "integers"),
+    (b'{"keys": 1, "delta_n": [1], "delta_z": [1]}', "list of integers"),
+    (b'{"keys": [1], "delta_n": ["a"], "delta_z": [1]}', "numbers"),
+    (b'{"keys": [1], "delta_n": [true], "delta_z": [1]}', "numbers"),
+    (b'{"keys": [1], "delta_n": [1], "delta_z": [1], "seq": 3}', "needs a 'worker_id'"),
+    (b'{"keys": [1], "delta_n": [1], "delta_z": [1], "worker_id": -2}', "worker_id"),
+]
+
+
+@pytest.mark.parametrize(("body", "message"), BAD_JSON)
+def test_malformed_json_bodies(body, message):
+    with pytest.raises(ProtocolError, match=message):
+        wire.decode_json(body, wire.PUSH)
+
+
+def test_json_nan_parses_but_stays_nan():
+    """JSON NaN/Infinity literals are parsed; the store's validation rejects them."""
+    msg = wire.decode_json(b'{"keys": [1], "delta_n": [NaN], "delta_z": [Infinity]}', wire.PUSH)
+    assert np.isnan(msg.delta_n[0]) and np.isinf(msg.delta_z[0])
+
+
+def test_json_push_with_worker_fields():
+    msg = wire.decode_json(
+        b'{"keys": [1, 2], "delta_n": [1, 2], "delta_z": [0.5, 0], "worker_id": 4, "seq": 9}',
+        wire.PUSH,
+    )
+    assert msg.keys.tolist() == [1, 2] and msg.delta_z.tolist() == [0.5, 0.0]
+    assert (msg.worker_id, msg.seq) == (4, 9)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((wire.PUSH, [1, 2], ([1.0], [1.0, 2.0])), "1-D with 2 entries"),
+        ((wire.KEYS, [-1]), "uint32"),
+        ((wire.KEYS, [2**32]), "uint32"),
+        ((wire.KEYS, [1.5]), "integer"),
+        ((wire.KEYS, None), "needs keys"),
+        ((wire.VALUES, [1], ([1.0], [1.0])), "needs keys=False"),
+        ((99, [1]), "unknown message kind"),
+    ],
+)
+def test_encode_rejects_bad_input(args, message):
+    with pytest.raises(ProtocolError, match=message):
+        wire.encode(*args)
+
+
+def test_encode_rejects_bad_worker_fields_and_dtype():
+    with pytest.raises(ProtocolError):
+        wire.encode_push([1], [1.0], [1.0], worker_id=2**32)
+    with pytest.raises(ProtocolError):
+        wire.encode_push([1], [1.0], [1.0], dtype=np.int32)

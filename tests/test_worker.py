@@ -1,0 +1,94 @@
+"""The worker loop against an in-memory parameter server (no network)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ftrl_ps.ftrl import FTRL, FTRLParams
+from ftrl_ps.libsvm import Batch
+from ftrl_ps.worker import Worker, WorkerConfig
+from tests.test_ftrl import random_rows
+
+
+class MemoryServer:
+    """A dict-free dense store with the client's pull/push/clock verbs."""
+
+    def __init__(self, size: int) -> None:
+        self.n = np.zeros(size)
+        self.z = np.zeros(size)
+        self.clocks = 0
+        self.pushed_keys: list[np.ndarray] = []
+
+    def pull(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        assert np.all(np.diff(keys.astype(np.int64)) > 0)
+        return self.n[keys].copy(), self.z[keys].copy()
+
+    def push(self, keys: np.ndarray, dn: np.ndarray, dz: np.ndarray) -> None:
+        assert np.all(np.diff(keys.astype(np.int64)) > 0) and np.all(dn >= 0)
+        self.n[keys] += dn
+        self.z[keys] += dz
+        self.pushed_keys.append(keys)
+
+    def clock(self, stats: dict[str, Any] | None = None) -> None:
+        self.clocks += 1
+
+
+def as_batches(labels, indptr, indices, values, per: int) -> list[Batch]:
+    out = []
+    for a in range(0, labels.size, per):
+        b = min(a + per, labels.size)
+        out.append(
+            Batch(
+                labels=labels[a:b],
+                indptr=indptr[a : b + 1] - indptr[a],
+                indices=indices[indptr[a] : indptr[b]],
+                values=values[indptr[a] : indptr[b]],
+            )
+        )
+    return out
+
+
+@pytest.mark.parametrize("fetch_step, push_step", [(1, 1), (3, 3), (2, 5), (5, 2)])
+def test_one_worker_equals_single_process(fetch_step: int, push_step: int) -> None:
+    rng = np.random.default_rng(11)
+    data = random_rows(rng, 600, 64)
+    params = FTRLParams(l1=0.2)
+    ref = FTRL(6, params, dtype="float64")
+    ref_loss = ref.fit_rows(*data)
+    server = MemoryServer(ref.state.shape[0])
+    cfg = WorkerConfig(batch_size=7, fetch_step=fetch_step, push_step=push_step)
+    worker = Worker(server, 6, params, cfg)
+    worker.train_batches(iter(as_batches(*data, per=45)))
+    worker.push()
+    assert worker.report.rows == 600
+    assert worker.report.loss_sum == pytest.approx(ref_loss, rel=1e-9)
+    # the server holds everything the worker learned (deltas cross the wire as float32)
+    np.testing.assert_allclose(server.n, ref.n, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(server.z, ref.z, rtol=1e-4, atol=1e-5)
+    assert server.clocks == worker.report.pushes
+
+
+def test_pull_keeps_unpushed_local_updates() -> None:
+    """Goline's bug: a pull must not overwrite the worker's own unpushed updates."""
+    params = FTRLParams()
+    server = MemoryServer(FTRL(4, params).state.shape[0])
+    worker = Worker(server, 4, params, WorkerConfig(batch_size=1, fetch_step=1, push_step=100))
+    rows = (
+        np.array([1.0, 1.0], np.float32),
+        np.array([0, 1, 2]),
+        np.array([3, 3], np.int32),
+        np.ones(2, np.float32),
+    )
+    worker.train_batches(iter(as_batches(*rows, per=2)))
+    local_before = worker.model.state.copy()
+    # another worker pushes to key 3 meanwhile
+    server.push(np.array([3], np.uint32), np.array([0.5]), np.array([-0.25]))
+    worker._pull(np.array([3], np.uint32))
+    assert worker.model.n[3] == pytest.approx(local_before[3, 0] + 0.5)
+    assert worker.model.z[3] == pytest.approx(local_before[3, 1] - 0.25)
+    worker.push()
+    # the server now has the other worker's delta plus all of ours, exactly once
+    assert server.n[3] == pytest.approx(local_before[3, 0] + 0.5)
