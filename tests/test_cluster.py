@@ -1,0 +1,135 @@
+"""The local cluster (``ftrl-ps train --workers N``): real uvicorn servers and worker processes."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from ftrl_ps.modelio import load_model
+from tests.conftest import REPO, run_cli
+
+COMMON = ["--bits", "18", "--batch-size", "100", "--fetch-step", "2", "--push-step", "2", "-q"]
+
+
+@pytest.fixture(scope="module")
+def single_a9a(a9a: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> float:
+    train, test = a9a
+    out = tmp_path_factory.mktemp("single") / "m.json"
+    res = run_cli(
+        "train", str(train), "--test", str(test), "--bits", "18", "-q", "--metrics-json", str(out)
+    )
+    assert res.returncode == 0, res.stderr
+    got = json.loads(out.read_text())["test_logloss"]
+    assert got <= 0.326
+    return float(got)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [2, 4])
+@pytest.mark.parametrize("staleness", ["0", "3", "inf"])
+def test_cluster_quality_matches_single_process(
+    a9a: tuple[Path, Path], single_a9a: float, tmp_path: Path, workers: int, staleness: str
+) -> None:
+    train, test = a9a
+    metrics, model = tmp_path / "m.json", tmp_path / "m.ftrl"
+    res = run_cli(
+        "train",
+        str(train),
+        "--test",
+        str(test),
+        "--workers",
+        str(workers),
+        "--staleness",
+        staleness,
+        "--model",
+        str(model),
+        "--metrics-json",
+        str(metrics),
+        *COMMON,
+        timeout=240,
+    )
+    assert res.returncode == 0, res.stderr
+    got = json.loads(metrics.read_text())
+    assert got["rows"] == 32561  # every line read exactly once across the workers
+    assert abs(got["test_logloss"] - single_a9a) <= 0.003, (got["test_logloss"], single_a9a)
+    if staleness != "inf":
+        assert got["max_gap_allowed"] <= int(staleness)
+    saved = load_model(model)
+    assert saved.bits == 18 and saved.keys.size > 100
+
+
+def _children_of(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def test_failing_worker_stops_the_cluster(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.svm"
+    lines = [f"{i % 2} {i % 50}:1 {50 + i % 7}:1" for i in range(4000)]
+    lines[3500] = "1 7:oops"  # in the last worker's share
+    bad.write_text("\n".join(lines) + "\n")
+    res = run_cli("train", str(bad), "--workers", "2", *COMMON, timeout=120)
+    assert res.returncode == 1
+    assert "worker 1 exited with code 1" in res.stderr
+    assert "bad.svm:3501" in res.stderr  # the worker's own message is shown
+    assert "Traceback" not in res.stderr.split("its log")[0]
+
+
+def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
+    data = tmp_path / "d.svm"
+    data.write_text("".join(f"{i % 2} {i % 97}:1 {100 + i % 13}:1\n" for i in range(200000)))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ftrl_ps",
+            "train",
+            str(data),
+            "--workers",
+            "2",
+            "--bits",
+            "10",
+            "--batch-size",
+            "10",
+            "--fetch-step",
+            "1",
+            "--push-step",
+            "1",
+            "-q",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(_children_of(proc.pid)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        children = _children_of(proc.pid)
+        assert len(children) >= 3, "servers and workers did not start"
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 130, err
+        gone, alive = psutil.wait_procs(children, timeout=10)
+        assert not alive, f"left running: {alive}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_workers_zero_is_single_process(tmp_path: Path) -> None:
+    data = tmp_path / "d.svm"
+    data.write_text("1 1:1\n0 2:1\n")
+    res = run_cli("train", str(data), "--workers", "0", "--bits", "4", "-q")
+    assert res.returncode == 0 and "trained 2 rows" in res.stdout
