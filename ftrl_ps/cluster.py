@@ -249,6 +249,7 @@ def run_cluster(args: argparse.Namespace) -> int:
             progress.close()
             keys, n, z = client.dump_state()
             status = client.status()
+            shard_counters = [client.status(i).get("counters", {}) for i in range(len(urls))]
         train_seconds = time.perf_counter() - started
         reports = [_read_json(m) for m in metrics]
         rows = sum(int(r.get("rows", 0)) for r in reports)
@@ -262,6 +263,8 @@ def run_cluster(args: argparse.Namespace) -> int:
             z=np.asarray(z),
         )
         results = _finish(args, saved_model, rows, loss_sum, train_seconds, reports, status)
+        results["shard_keys_pushed"] = [int(sc.get("keys_pushed", 0)) for sc in shard_counters]
+        results["shard_keys_pulled"] = [int(sc.get("keys_pulled", 0)) for sc in shard_counters]
         results["cluster_seconds"] = time.perf_counter() - started
         c.write_json(args.metrics_json, results)
         ok = True

@@ -1,0 +1,142 @@
+"""Cluster benchmark: ftrl-ps local clusters against Vowpal Wabbit and ftrl-ps single process.
+
+Usage::
+
+    python benchmarks/bench_cluster.py [--rows 1000000] [--test-rows 100000] [--bits 22]
+        [--workers 2] [--servers 1] [--staleness 0,3,inf] [--data-dir DIR] [--json OUT]
+
+On the same generated data as ``bench_single.py`` (cached in ``--data-dir``) it
+runs, in one go: Vowpal Wabbit (one pass, parsing included), ftrl-ps in one
+process, and ``ftrl-ps train --workers W --servers S --staleness s`` for every
+combination asked for. Rows/s is train rows divided by the wall time of the
+whole command, from process start to model saved (and the test file scored).
+Bytes per row is the pull/push payload (keys 4 B, n/z 4 B each) divided by the
+train rows; HTTP headers are not counted. Shard load is the share of pushed
+keys each shard received.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _harness as h  # noqa: E402
+import bench_single as single  # noqa: E402
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rows", type=int, default=1_000_000)
+    p.add_argument("--test-rows", type=int, default=100_000)
+    p.add_argument("--bits", type=int, default=22)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workers", type=_ints, default=[2], help="comma list, e.g. 2,4")
+    p.add_argument("--servers", type=_ints, default=[1], help="comma list, e.g. 1,2")
+    p.add_argument("--staleness", default="0,3,inf", help="comma list of 0..N or inf")
+    p.add_argument("--extra", default="", help="extra flags for ftrl-ps train (quoted)")
+    p.add_argument("--data-dir", type=Path, default=h.DEFAULT_DATA_DIR)
+    p.add_argument("--json", type=Path)
+    return p.parse_args(argv)
+
+
+def _run_cluster(args: argparse.Namespace, train: Path, test: Path, work: Path,
+                 workers: int, servers: int, staleness: str) -> dict[str, Any]:
+    tag = f"cluster_w{workers}_s{servers}_st{staleness}"
+    metrics = work / f"{tag}.json"
+    cmd = [sys.executable, "-m", "ftrl_ps", "train", str(train), "--test", str(test),
+           "--bits", str(args.bits), "--workers", str(workers), "--servers", str(servers),
+           "--staleness", staleness, "--model", str(work / f"{tag}.model"),
+           "--metrics-json", str(metrics), "-q", *shlex.split(args.extra)]
+    run = h.run_measured(cmd, work / tag)
+    if run.returncode != 0:
+        raise RuntimeError(f"{shlex.join(cmd)} failed ({run.returncode}):\n{run.tail()}")
+    m = json.loads(metrics.read_text())
+    payload = 12 * (m["keys_pushed"] + m["keys_pulled"])
+    return {
+        "workers": workers, "servers": servers, "staleness": staleness,
+        "wall_seconds": run.wall_seconds, "rows_per_s": args.rows / run.wall_seconds,
+        "test_logloss": m["test_logloss"], "test_auc": m["test_auc"],
+        "progressive_logloss": m["progressive_logloss"],
+        "max_gap_allowed": m.get("max_gap_allowed"),
+        "bytes_per_row": payload / max(m["rows"], 1),
+        "shard_load": m.get("shard_keys_pushed"),
+        "launcher_rss_mib": run.max_rss_mib,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
+    args.data_dir.mkdir(parents=True, exist_ok=True)
+    folder, truth, _ = h.ensure_synth_data(args.data_dir, args.rows, args.test_rows, args.bits,
+                                           args.seed)
+    train, test = folder / "train.svm", folder / "test.svm"
+    train_vw, test_vw = h.libsvm_to_vw(train, folder / "train.vw"), h.libsvm_to_vw(
+        test, folder / "test.vw")
+    prefix = [sys.executable, "-m", "ftrl_ps"]
+    result: dict[str, Any] = {"rows": args.rows, "bits": args.bits, "clusters": []}
+    with tempfile.TemporaryDirectory(dir=args.data_dir, prefix="cluster_") as tmp:
+        work = Path(tmp)
+        print("warm-up (numba cache)", file=sys.stderr)
+        single._run_ftrl(prefix, h.head_lines(train, folder / "train_head10000.svm", 10_000),
+                         test, args.bits, work, "warmup")
+        print("vowpal wabbit", file=sys.stderr)
+        vw = single._train_vw(train_vw, args.bits, work, "vw")
+        _, vw_ll, vw_auc = single._score_vw(test_vw, test, work)
+        result["vw"] = {"rows_per_s": args.rows / vw.wall_seconds, "test_logloss": vw_ll,
+                        "test_auc": vw_auc, "wall_seconds": vw.wall_seconds}
+        print("ftrl-ps single process", file=sys.stderr)
+        run, m = single._run_ftrl(prefix, train, test, args.bits, work, "single")
+        result["single"] = {"rows_per_s": args.rows / run.wall_seconds,
+                            "test_logloss": m["test_logloss"], "test_auc": m["test_auc"],
+                            "wall_seconds": run.wall_seconds}
+        combos = itertools.product(args.servers, args.workers, args.staleness.split(","))
+        for servers, workers, staleness in combos:
+            print(f"cluster: {servers} server(s), {workers} workers, staleness {staleness}",
+                  file=sys.stderr)
+            result["clusters"].append(
+                _run_cluster(args, train, test, work, workers, servers, staleness))
+    _print(result, truth)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+def _print(r: dict[str, Any], truth: dict[str, Any]) -> None:
+    vw, one = r["vw"], r["single"]
+    header = ["system", "rows/s", "vs VW", "wall s", "test logloss", "d(single)", "AUC",
+              "bytes/row", "max gap"]
+    rows = [["vowpal wabbit", f"{vw['rows_per_s']:,.0f}", "1.00x", f"{vw['wall_seconds']:.2f}",
+             f"{vw['test_logloss']:.4f}", "", f"{vw['test_auc']:.4f}", "", ""],
+            ["ftrl-ps 1 process", f"{one['rows_per_s']:,.0f}",
+             f"{one['rows_per_s'] / vw['rows_per_s']:.2f}x", f"{one['wall_seconds']:.2f}",
+             f"{one['test_logloss']:.4f}", "", f"{one['test_auc']:.4f}", "", ""]]
+    for c in r["clusters"]:
+        rows.append([f"{c['servers']} srv + {c['workers']} wrk, s={c['staleness']}",
+                     f"{c['rows_per_s']:,.0f}", f"{c['rows_per_s'] / vw['rows_per_s']:.2f}x",
+                     f"{c['wall_seconds']:.2f}", f"{c['test_logloss']:.4f}",
+                     f"{c['test_logloss'] - one['test_logloss']:+.4f}", f"{c['test_auc']:.4f}",
+                     f"{c['bytes_per_row']:.0f}", str(c["max_gap_allowed"])])
+    print(f"\n{r['rows']:,} train rows, 2^{r['bits']} slots, one pass; rows/s = train rows / "
+          f"wall time from process start to model saved")
+    print(h.format_table(header, rows))
+    print(f"true model (Bayes) test logloss {truth['stats']['bayes_test_logloss']:.4f}")
+    for c in r["clusters"]:
+        if c.get("shard_load"):
+            print(f"shard load ({c['servers']} srv, {c['workers']} wrk, s={c['staleness']}): "
+                  f"{c['shard_load']}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
