@@ -15,11 +15,12 @@ last line may lack its newline.
   ``:`` has value 1.0. The value is a decimal float (``[+-]digits[.digits]
   [e[+-]digits]``). NaN, inf, values beyond float32 range, an empty name
   (``:3``), an empty value (``5:``) or an unparsable value are errors.
-  Explicit zero values are dropped (they cannot change the model).
+  Zero values (also those that round to 0 in float32) are dropped: they
+  cannot change the model.
 * Names map to slots in ``[0, 2**bits)`` as specified in :mod:`ftrl_ps.hashing`.
 * Within a row, slots are sorted ascending and unique: repeated features and
-  hash collisions are merged by **summing** their values (a sum of exactly 0
-  is dropped). Rows already strictly increasing are not sorted.
+  hash collisions are merged by **summing** their values (a sum that is 0 in
+  float32 is dropped). Rows already strictly increasing are not sorted.
 
 A bad line raises :class:`~ftrl_ps.errors.ParseError` (file, 1-based line,
 token, reason). With ``skip_bad_lines=True`` it is skipped and counted in
@@ -185,7 +186,11 @@ class LibsvmReader:
     -----
     A path can be iterated several times (one pass per ``iter``; ``stats``
     is reset at the start of each pass); a file object or stdin only once.
-    Memory stays bounded by a few times ``chunk_bytes`` (plus the longest line).
+    One batch per chunk; chunks without rows yield nothing. Memory stays
+    bounded by a few times ``chunk_bytes`` (plus the longest line). With a
+    ``byte_range``, line numbers in errors are still those of the whole file:
+    the newlines before the range are counted, once, only when a bad line is
+    reported.
     """
 
     def __init__(self, source: str | os.PathLike[str] | BinaryIO, bits: int, *,
@@ -227,7 +232,10 @@ class LibsvmReader:
         if not self.is_path:
             return self._maybe_gunzip(self.source), False
         if self.name == "<stdin>":
-            return self._maybe_gunzip(sys.stdin.buffer), False
+            stdin = getattr(sys.stdin, "buffer", None)
+            if stdin is None:
+                raise DataError("cannot read <stdin>: no standard input")
+            return self._maybe_gunzip(stdin), False
         try:
             f = open(self.name, "rb")  # noqa: SIM115 - closed by __iter__
         except OSError as exc:
@@ -315,6 +323,7 @@ class LibsvmReader:
         buf = bytearray(self.chunk_bytes)
         view = memoryview(buf)
         have = 0  # bytes of data at the front of buf (a carried partial line first)
+        clean = 0  # buf[:clean] is known to hold no newline (keeps long lines linear)
         base = self._stream_start  # file offset of buf[0]
         line_base = 0  # lines read before buf[0]
         eof = False
@@ -331,20 +340,21 @@ class LibsvmReader:
                 eof = got == 0
                 have += got
             cut, last = -1, False
-            if end is not None and base + have > end - 1:
-                k = buf.find(b"\n", end - 1 - base, have)
+            if end is not None and base + have > end - 1:  # holds the line of byte end-1
+                k = buf.find(b"\n", max(end - 1 - base, clean), have)
                 if k >= 0 or eof:
                     cut, last = (k + 1 if k >= 0 else have), True
             if cut < 0:
-                cut = have if eof else buf.rfind(b"\n", 0, have) + 1
+                cut = have if eof else buf.rfind(b"\n", clean, have) + 1
                 last = eof
+            clean = have
             if cut > 0:
                 batch, lines = self._parse(view, cut, line_base)
                 line_base += lines
                 self.stats.bytes_read += cut
                 rest = have - cut
                 buf[:rest] = buf[cut:have]
-                have, base = rest, base + cut
+                have, base, clean = rest, base + cut, rest
                 if batch.rows:
                     yield batch
             if last:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-import numpy as np
-
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.libsvm import Batch
 
@@ -24,22 +22,6 @@ def slice_rows(batch: Batch, start: int, stop: int) -> Batch:
         indptr=batch.indptr[start : stop + 1] - a,
         indices=batch.indices[a:b],
         values=batch.values[a:b],
-    )
-
-
-def concat(parts: list[Batch]) -> Batch:
-    """Rows of ``parts`` one after the other."""
-    if len(parts) == 1:
-        return parts[0]
-    offsets = np.cumsum([0] + [int(p.indptr[-1]) for p in parts[:-1]])
-    return Batch(
-        labels=np.concatenate([p.labels for p in parts]),
-        indptr=np.concatenate(
-            [np.zeros(1, np.int64)]
-            + [p.indptr[1:] + off for p, off in zip(parts, offsets, strict=True)]
-        ),
-        indices=np.concatenate([p.indices for p in parts]),
-        values=np.concatenate([p.values for p in parts]),
     )
 
 
@@ -60,7 +42,7 @@ def minibatches(batches: Iterable[Batch], batch_size: int) -> Iterator[Batch]:
             pos = take
             if carried < batch_size:
                 continue
-            yield concat(carry)
+            yield Batch.concat(carry)
             carry, carried = [], 0
         while rows - pos >= batch_size:
             yield slice_rows(batch, pos, pos + batch_size)
@@ -69,4 +51,4 @@ def minibatches(batches: Iterable[Batch], batch_size: int) -> Iterator[Batch]:
             carry.append(slice_rows(batch, pos, rows))
             carried = rows - pos
     if carried:
-        yield concat(carry)
+        yield Batch.concat(carry)

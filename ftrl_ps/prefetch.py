@@ -75,12 +75,13 @@ class _Channel:
 
 
 def _produce(iterable: Iterable[object], channel: _Channel) -> None:
-    it = iter(iterable)
+    it: Iterator[object] | None = None
     try:
+        it = iter(iterable)
         for item in it:
             if not channel.put(item):
                 break
-    except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+    except BaseException as exc:  # handed to the consumer
         channel.finish(exc)
         return
     finally:
@@ -88,7 +89,7 @@ def _produce(iterable: Iterable[object], channel: _Channel) -> None:
         if close is not None and channel.stopped:
             try:
                 close()  # e.g. let a reader close its file
-            except Exception:  # noqa: BLE001 - the consumer is gone; nobody to tell
+            except Exception:  # the consumer is gone: nobody to tell
                 pass
     channel.finish()
 

@@ -6,6 +6,8 @@ import gzip
 import io
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -98,7 +100,7 @@ TRICKY = (
     b"-1\t7\t2:-1.5e-1\r\n"
     b"0 5:1 5:2 1:1 5:3\n"  # duplicates summed, unsorted
     b"1.0 qid:4 |ns user=123:1 site_abc 123456789:2\n"
-    b"-1.0 4:0 6:0.0 8:1E+2 9:.5 10:5.\n"  # explicit zeros dropped
+    b"-1.0 4:0 6:0.0 8:1E+2 9:.5 10:5. 11:1e-60 12:-0e5\n"  # zeros (after float32) dropped
     b"0.0 a:b:3 2:1 2:-1\n"  # name 'a:b'; 2 sums to zero and is dropped
     b"1 00012:1 12:1\n"  # same slot: 2.0
     b"1"  # label only, no trailing newline
@@ -111,6 +113,8 @@ def test_tricky_input_matches_reference(tmp_path: Path) -> None:
     assert batch.labels.tolist() == [1, 0, 0, 1, 0, 0, 1, 1]
     assert batch.indices[:5].tolist() == [1, 3, 2, 7, 1]
     assert batch.values[:5].tolist() == pytest.approx([2, 0.5, -0.15, 1, 1])
+    assert np.all(batch.values != 0)
+    assert batch.indices[batch.indptr[4]:batch.indptr[5]].tolist() == [8, 9, 10]
     assert batch.indices[batch.indptr[2]:batch.indptr[3]].tolist() == [1, 5]
     assert batch.values[batch.indptr[2]:batch.indptr[3]].tolist() == [1.0, 6.0]
     assert batch.indices[batch.indptr[5]:batch.indptr[6]].tolist() == [slot_of("a:b", 20)]
@@ -136,7 +140,8 @@ def test_random_input_matches_reference(tmp_path: Path) -> None:
     rng = np.random.default_rng(7)
     names = ["0", "1", "5", "17", "99999", "123456789012", "98765432109876543210123",
              "user=1", "é", "a:b", "-3", "1.5"]
-    vals = ["1", "2.5", "-0.25", "1e-3", "-7E+2", ".5", "3.", "0", "+4", "6.2699720e-02"]
+    vals = ["1", "2.5", "-0.25", "1e-3", "-7E+2", ".5", "3.", "0", "+4", "6.2699720e-02", "1e-60",
+            "123456789012345678901234", "-1.5e-40"]
     lines = []
     for _ in range(400):
         if rng.random() < 0.1:
@@ -226,6 +231,25 @@ def test_source_errors(tmp_path: Path) -> None:
 
 def test_kernel_releases_the_gil() -> None:
     assert kernels.parse_chunk.targetoptions["nogil"] is True
+    line = b"1 " + b" ".join(b"%d:1" % (1000000 + 7919 * i) for i in range(39)) + b"\n"
+    data = np.frombuffer(bytearray(line * 100_000), dtype=np.uint8)  # ~40 MB
+    window: list[float] = []
+
+    def work() -> None:
+        window.append(time.perf_counter())
+        kernels.parse_chunk(data, len(data), 24, False, 10)
+        window.append(time.perf_counter())
+
+    worker = threading.Thread(target=work)
+    ticks = []
+    worker.start()
+    while worker.is_alive():
+        ticks.append(time.perf_counter())
+        time.sleep(0.001)
+    worker.join()
+    start, stop = window
+    # with the GIL held, this thread could not run while the kernel ran
+    assert sum(start < t < stop for t in ticks) >= 3, (stop - start, len(ticks))
 
 
 # --------------------------------------------------------------------------- bad input

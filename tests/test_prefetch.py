@@ -121,3 +121,34 @@ def test_depth_is_checked() -> None:
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ConfigError):
             prefetch(range(3), depth=bad)  # type: ignore[arg-type]
+
+
+def test_with_reader_same_rows_and_early_stop_closes_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    psutil = pytest.importorskip("psutil")
+    from ftrl_ps.libsvm import Batch, LibsvmReader, read_all
+
+    path = tmp_path / "data.txt"
+    path.write_bytes(b"".join(f"{i % 2} {i}:1 {i + 1}:0.5\n".encode() for i in range(2000)))
+    reader = LibsvmReader(path, 20, chunk_bytes=1000)
+    whole = Batch.concat(list(prefetch(reader, depth=3)))
+    expected = read_all(path, 20)
+    assert whole.indices.tolist() == expected.indices.tolist()
+    assert whole.labels.tolist() == expected.labels.tolist()
+
+    def is_open() -> bool:
+        return any(f.path == str(path) for f in psutil.Process().open_files())
+
+    it = prefetch(reader, depth=2)
+    next(it)
+    assert is_open()
+    it.close()  # type: ignore[attr-defined]
+    assert _wait_until(lambda: not is_open())
+
+
+def test_error_from_iter_itself() -> None:
+    class NotIterable:
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            raise OSError("cannot start")
+
+    with pytest.raises(OSError, match="cannot start"):
+        list(prefetch(NotIterable()))  # type: ignore[arg-type]

@@ -8,12 +8,14 @@ lock-striped parameter store).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numba
 
 JIT_FLAGS: dict[str, bool] = {"nogil": True, "cache": True, "fastmath": False}
 
 
-def njit(*args, **kwargs):  # type: ignore[no-untyped-def]
+def njit(*args: Any, **kwargs: Any) -> Any:
     """``numba.njit`` with the project's flags."""
     flags = dict(JIT_FLAGS)
     flags.update(kwargs)

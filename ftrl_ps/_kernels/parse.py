@@ -66,7 +66,7 @@ def fnv1a64(buf: np.ndarray, start: int, end: int) -> np.uint64:
 
 
 @njit(inline="always")
-def slot_of_bytes(buf: np.ndarray, start: int, end: int, bits: int) -> int:
+def slot_of_bytes(buf: np.ndarray, start: int, end: int, bits: int) -> np.int64:
     """Slot of the feature name ``buf[start:end]`` (non-empty) in ``[0, 2**bits)``."""
     size = _ONE << np.uint64(bits)
     mask = size - _ONE
@@ -115,7 +115,7 @@ def parse_float(buf: np.ndarray, s: int, e: int) -> tuple[int, float]:
         p += 1
     m = np.int64(0)
     nsig = 0
-    exp10 = 0
+    exp10 = np.int64(0)
     any_digit = False
     while p < e:
         d = np.int64(buf[p]) - 48
@@ -150,7 +150,7 @@ def parse_float(buf: np.ndarray, s: int, e: int) -> tuple[int, float]:
         if p < e and (buf[p] == 43 or buf[p] == 45):
             eneg = buf[p] == 45
             p += 1
-        ev = 0
+        ev = np.int64(0)
         edig = False
         while p < e:
             d = np.int64(buf[p]) - 48
@@ -221,7 +221,7 @@ def _sort_merge(idx: np.ndarray, vals: np.ndarray, s: int, e: int) -> tuple[int,
         while i < e and idx[i] == slot:
             acc += np.float64(vals[i])
             i += 1
-        if acc != 0.0:
+        if np.float32(acc) != 0.0:
             if not abs(acc) < _F32_LIMIT:
                 return w, R_SUM_RANGE
             idx[w] = slot
@@ -240,7 +240,9 @@ for _c in b" \t\r\n#":
 
 
 @njit
-def parse_chunk(buf, n, bits, skip_bad, max_examples):  # type: ignore[no-untyped-def]
+def parse_chunk(buf: np.ndarray, n: int, bits: int, skip_bad: bool,
+                max_examples: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                            int, int, np.ndarray]:
     """Parse the whole lines in ``buf[:n]``.
 
     Returns ``(labels f32, indptr i64, indices i32, values f32, n_lines,
@@ -281,7 +283,7 @@ def parse_chunk(buf, n, bits, skip_bad, max_examples):  # type: ignore[no-untype
         err_s = 0
         err_e = 0
         row0 = nnz
-        last = -1
+        last = np.int64(-1)
         in_order = True
         while True:
             while p < n and (buf[p] == 32 or buf[p] == 9 or buf[p] == 13):
@@ -367,7 +369,7 @@ def parse_chunk(buf, n, bits, skip_bad, max_examples):  # type: ignore[no-untype
                     if code != 0:
                         err, err_s, err_e = code, ts, te
                         break
-                    if v == 0.0:
+                    if np.float32(v) == 0.0:  # also drops float32 underflow
                         continue
             else:
                 name_dig = dig
