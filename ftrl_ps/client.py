@@ -26,6 +26,7 @@ Example (needs a running server)::
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 import uuid
@@ -243,16 +244,17 @@ class PSClient:
         """Tick this worker's clock, then block until the SSP bound lets it go on.
 
         ``stats`` (numbers, e.g. rows, logloss_sum, rows_per_s) show up in
-        ``/v1/status``. Raises :class:`~ftrl_ps.errors.ClockTimeoutError` if
-        ``timeout`` seconds pass first (default: wait as long as it takes).
-        Returns the new clock.
+        ``/v1/status`` (non-finite values are left out). Raises
+        :class:`~ftrl_ps.errors.ClockTimeoutError` if ``timeout`` seconds pass
+        first (default: wait as long as it takes). Returns the new clock.
         """
         wid = self._require_worker()
         deadline = None if timeout is None else time.monotonic() + timeout
         target = self.worker_clock + 1
         body: dict[str, Any] = {"clock": target}
         if stats:
-            body["stats"] = {str(k): float(v) for k, v in stats.items()}
+            clean = {str(k): float(v) for k, v in stats.items()}
+            body["stats"] = {k: v for k, v in clean.items() if math.isfinite(v)}
         if deadline is not None:
             body["timeout"] = max(0.0, deadline - time.monotonic())
         answer = self._post_json(0, f"/v1/workers/{wid}/clock", body, idempotent=True,

@@ -4,9 +4,10 @@ The store is FTRL-agnostic (as ps-lite's default server handler,
 ``store[key] += val``): it keeps two arrays over the shard's key range
 ``[begin, end)`` and adds the deltas workers push. Each parameter group (see
 :mod:`ftrl_ps.layout`) has its own :class:`threading.Lock`; a push or pull
-takes the lock of each group it touches in turn and runs a numba ``nogil``
-kernel on that group's segment, so requests touching different groups run in
-parallel ("lock striping"). A push is atomic per group, not across groups.
+takes the locks of the groups it touches (in ascending order, a batch of up
+to ``GROUPS_PER_CALL`` groups at a time) and runs a numba ``nogil`` kernel on
+those groups' segments, so requests touching different groups run in parallel
+("lock striping"). A push is atomic per group, not across all its groups.
 
 Preconditions of every key array (ps-lite's rule): keys are **sorted in
 strictly increasing order (unique)** and inside the shard's range. The public
@@ -34,6 +35,7 @@ Examples
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -45,6 +47,9 @@ from ftrl_ps.layout import Layout
 __all__ = ["ParameterStore", "check_keys", "check_values"]
 
 _DTYPES = {"float32": np.float32, "float64": np.float64}
+
+#: most parameter groups whose locks one kernel call holds (see ``_locked_runs``)
+GROUPS_PER_CALL = 32
 
 
 def check_keys(
@@ -156,10 +161,8 @@ class ParameterStore:
         local = arr.astype(np.int64) - self.begin
         out_n = np.empty(arr.size, dtype=self.dtype)
         out_z = np.empty(arr.size, dtype=self.dtype)
-        bounds, groups = self._segments(arr)
-        for j, g in enumerate(groups):
-            with self._locks[g]:
-                _k.gather_segment(self._n, self._z, local, bounds[j], bounds[j + 1], out_n, out_z)
+        for lo, hi in self._locked_runs(arr):
+            _k.gather_segment(self._n, self._z, local, lo, hi, out_n, out_z)
         self._count(pulls=1, keys_pulled=arr.size)
         return out_n, out_z
 
@@ -194,10 +197,8 @@ class ParameterStore:
         dn = check_values(delta_n, "delta_n", arr.size, self.dtype, non_negative=True)
         dz = check_values(delta_z, "delta_z", arr.size, self.dtype)
         local = arr.astype(np.int64) - self.begin
-        bounds, groups = self._segments(arr)
-        for j, g in enumerate(groups):
-            with self._locks[g]:
-                _k.scatter_add_segment(self._n, self._z, local, dn, dz, bounds[j], bounds[j + 1])
+        for lo, hi in self._locked_runs(arr):
+            _k.scatter_add_segment(self._n, self._z, local, dn, dz, lo, hi)
         self._count(pushes=1, keys_pushed=arr.size)
 
     def load(self, keys: Any, n: Any, z: Any) -> None:
@@ -207,10 +208,8 @@ class ParameterStore:
         nv = check_values(n, "n", arr.size, self.dtype, non_negative=True)
         zv = check_values(z, "z", arr.size, self.dtype)
         local = arr.astype(np.int64) - self.begin
-        bounds, groups = self._segments(arr)
-        for j, g in enumerate(groups):
-            with self._locks[g]:
-                _k.scatter_set_segment(self._n, self._z, local, nv, zv, bounds[j], bounds[j + 1])
+        for lo, hi in self._locked_runs(arr):
+            _k.scatter_set_segment(self._n, self._z, local, nv, zv, lo, hi)
         self._count(loads=1)
 
     def dump(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -239,25 +238,46 @@ class ParameterStore:
             return dict(self._counters)
 
     def warmup(self) -> None:
-        """Compile (or load from the numba cache) every kernel signature the
-        server uses, so the first request is not slow."""
+        """Compile (or load from the numba cache) the kernel signatures of pulls
+        and pushes, so the first request is not slow."""
         local = np.zeros(0, dtype=np.int64)
         out = np.zeros(0, dtype=self.dtype)
         ro = np.frombuffer(b"", dtype=self.dtype)  # read-only, as decoded request bodies
         _k.gather_segment(self._n, self._z, local, 0, 0, out, out)
         for vals in (out, ro):
             _k.scatter_add_segment(self._n, self._z, local, vals, vals, 0, 0)
-            _k.scatter_set_segment(self._n, self._z, local, vals, vals, 0, 0)
         _k.segment_bounds(local)
 
     # --- internals ---------------------------------------------------------------
-    def _segments(self, keys: np.ndarray) -> tuple[list[int], list[int]]:
-        """Run boundaries of the (sorted) keys by group, and the local group index
-        (into ``self._locks``) of each run."""
+    def _locked_runs(self, keys: np.ndarray) -> Iterator[tuple[int, int]]:
+        """Yield ``(lo, hi)`` position ranges of the sorted ``keys`` while holding
+        the locks of the parameter groups they fall in.
+
+        Consecutive touched groups are taken in batches of up to
+        :data:`GROUPS_PER_CALL`: the batch's locks are acquired in ascending
+        group order (so two requests can never deadlock), the caller runs one
+        kernel over the batch, and the locks are released before the next
+        batch. Each group's segment is thus applied atomically, requests on
+        other groups proceed in parallel, and a request spread over many
+        groups pays one numba dispatch per batch instead of one per group.
+        """
+        if keys.size == 0:
+            return
         groups = keys.astype(np.int64) // self.layout.group_size
-        bounds = _k.segment_bounds(groups)
-        local_groups = groups[bounds[:-1]] - self.group_begin
-        return bounds.tolist(), local_groups.tolist()
+        bounds = _k.segment_bounds(groups).tolist()
+        local_groups = (groups[bounds[:-1]] - self.group_begin).tolist()
+        for start in range(0, len(local_groups), GROUPS_PER_CALL):
+            batch = local_groups[start : start + GROUPS_PER_CALL]
+            held: list[threading.Lock] = []
+            try:
+                for g in batch:
+                    lock = self._locks[g]
+                    lock.acquire()
+                    held.append(lock)
+                yield bounds[start], bounds[start + len(batch)]
+            finally:
+                for lock in reversed(held):
+                    lock.release()
 
     def _count(self, **increments: int) -> None:
         with self._counter_lock:

@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from ftrl_ps import wire
 from ftrl_ps.server.app import create_app
 from ftrl_ps.server.settings import ServerSettings
-from ftrl_ps.server.spawn import ServerProcess, spawn_cluster, spawn_server
+from ftrl_ps.server.spawn import ServerProcess, spawn_cluster, spawn_server, spawn_servers
 
 __all__ = [
     "BINARY",
@@ -29,6 +29,7 @@ __all__ = [
     "in_process_cluster",
     "real_cluster",
     "real_server",
+    "real_servers",
 ]
 
 TOKEN = "s3cret-token"
@@ -68,6 +69,17 @@ def real_server(args: Sequence[str] = ()) -> Iterator[ServerProcess]:
 def real_cluster(num_shards: int, args: Sequence[str] = ()) -> Iterator[list[ServerProcess]]:
     """``num_shards`` real server processes, started in parallel."""
     servers = spawn_cluster(num_shards, list(args))
+    try:
+        yield servers
+    finally:
+        for s in servers:
+            s.stop()
+
+
+@contextlib.contextmanager
+def real_servers(arg_lists: Sequence[Sequence[str]]) -> Iterator[list[ServerProcess]]:
+    """Several independent real server processes, started in parallel."""
+    servers = spawn_servers([list(a) for a in arg_lists])
     try:
         yield servers
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -386,3 +387,27 @@ def test_init_model_loads_this_shards_keys(tmp_path):
 
     with pytest.raises(ConfigError, match="bits=12"), in_process(bits=13, init_model=str(path)):
         pass
+
+
+@pytest.mark.timeout(60)
+def test_blocked_clock_waits_do_not_starve_pushes_and_pulls():
+    """50 SSP waits block on the server (more than the 40 threads of the request
+    pool); pushes and pulls must still be answered at once."""
+    with in_process(bits=12, group_size=64, staleness=0, clock_wait_timeout=3) as c:
+        a, _ = register(c, 0, 2), register(c, 1, 2)
+        c.post(f"/v1/workers/{a}/clock", json={"clock": 1, "timeout": 0})
+        answers: list[bool] = []
+        waiters = [threading.Thread(target=lambda: answers.append(
+            c.post(f"/v1/workers/{a}/wait").json()["ready"])) for _ in range(50)]
+        for t in waiters:
+            t.start()
+        time.sleep(0.5)  # let them all block
+        t0 = time.monotonic()
+        assert push_binary(c, [5], [1.0], [1.0]).status_code == 200
+        assert pull_json(c, [5]) == ([1.0], [1.0])
+        assert c.get("/health").status_code == 200
+        elapsed = time.monotonic() - t0
+        for t in waiters:
+            t.join(10)
+        assert answers == [False] * 50  # all timed out: worker 1 never ticked
+        assert elapsed < 1.5, elapsed  # starved, it would be about 2.5 s

@@ -10,7 +10,7 @@
   :class:`~ftrl_ps.errors.PayloadTooLargeError`, and whatever answer the app
   then produces is replaced by the 413.
 
-The 413 has the usual JSON error body.
+The answer's status and JSON body come from :mod:`ftrl_ps.server.errors`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import json
 from typing import Any
 
 from ftrl_ps.errors import PayloadTooLargeError
+from ftrl_ps.server.errors import error_payload, status_for
 
 __all__ = ["DRAIN_LIMIT", "BodyLimitMiddleware"]
 
@@ -46,18 +47,20 @@ class BodyLimitMiddleware:
         self.app = app
         self.max_bytes = max_bytes
 
-    def _message(self, size: int | None) -> bytes:
-        mib = self.max_bytes / (1 << 20)
+    def _error(self, size: int | None) -> PayloadTooLargeError:
         what = f"{size} bytes" if size is not None else "the request body"
-        detail = f"{what} exceed(s) the limit of {self.max_bytes} bytes ({mib:g} MiB)"
-        return json.dumps({"error": "PayloadTooLargeError", "detail": detail}).encode()
+        mib = self.max_bytes / (1 << 20)
+        return PayloadTooLargeError(
+            f"{what} exceed(s) the limit of {self.max_bytes} bytes ({mib:g} MiB)"
+        )
 
     async def _reject(self, send: Any, size: int | None) -> None:
-        body = self._message(size)
+        exc = self._error(size)
+        body = json.dumps(error_payload(exc)).encode()
         await send(
             {
                 "type": "http.response.start",
-                "status": 413,
+                "status": status_for(exc),
                 "headers": [
                     (b"content-type", b"application/json"),
                     (b"content-length", str(len(body)).encode()),
@@ -89,9 +92,7 @@ class BodyLimitMiddleware:
                 total += len(message.get("body", b""))
                 if total > self.max_bytes:
                     exceeded = True
-                    raise PayloadTooLargeError(
-                        f"request body exceeds the limit of {self.max_bytes} bytes"
-                    )
+                    raise self._error(None)
             return message
 
         async def guarded_send(message: Message) -> None:

@@ -7,6 +7,8 @@ that touch different parameter groups run in parallel.
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
@@ -24,23 +26,18 @@ __all__ = ["router"]
 
 router = APIRouter(prefix="/v1", tags=["parameters"])
 
-_BODY_DOC = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            wire.BINARY_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}},
-            wire.JSON_MEDIA_TYPE: {"schema": {"type": "object"}},
-        },
+
+def _doc(example: dict[str, Any]) -> dict[str, Any]:
+    """OpenAPI request body: binary or JSON (with an example)."""
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                wire.BINARY_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}},
+                wire.JSON_MEDIA_TYPE: {"schema": {"type": "object"}, "example": example},
+            },
+        }
     }
-}
-
-
-def _doc(example: dict[str, object]) -> dict[str, object]:
-    doc = {"requestBody": dict(_BODY_DOC["requestBody"])}
-    content = dict(doc["requestBody"]["content"])  # type: ignore[index]
-    content[wire.JSON_MEDIA_TYPE] = {"schema": {"type": "object"}, "example": example}
-    doc["requestBody"]["content"] = content  # type: ignore[index]
-    return doc
 
 
 @router.post(

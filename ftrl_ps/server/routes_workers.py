@@ -70,6 +70,11 @@ class WaitRequest(_Strict):
     timeout: float | None = Field(default=None, ge=0)
 
 
+#: bodies used when a clock/wait request has none (all fields optional)
+_EMPTY_CLOCK = ClockRequest()
+_EMPTY_WAIT = WaitRequest()
+
+
 class RegisterAnswer(BaseModel):
     worker_id: int
     clock: int
@@ -115,21 +120,20 @@ async def _wait(state: ServerState, clock: SSPClock, worker_id: int,
 
 
 @router.post("/{worker_id}/clock", summary="tick, then wait for SSP", response_model=ClockAnswer)
-async def tick(worker_id: int, state: StateDep, req: ClockRequest | None = None) -> dict[str, Any]:
+async def tick(worker_id: int, state: StateDep, req: ClockRequest = _EMPTY_CLOCK) -> dict[str, Any]:
     """Advance the worker's clock by one, then wait until it is at most
     ``staleness`` clocks ahead of the slowest live worker, or until the server's
     wait timeout (``"ready": false``; the client then calls ``/wait``)."""
     clock = state.require_clock()
-    req = req or ClockRequest()
     await run_in_threadpool(clock.tick, worker_id, req.stats, req.clock)
     return await _wait(state, clock, worker_id, req.timeout)
 
 
 @router.post("/{worker_id}/wait", summary="wait for SSP again", response_model=ClockAnswer)
-async def wait(worker_id: int, state: StateDep, req: WaitRequest | None = None) -> dict[str, Any]:
+async def wait(worker_id: int, state: StateDep, req: WaitRequest = _EMPTY_WAIT) -> dict[str, Any]:
     """Wait (without ticking) until the worker may proceed or the timeout passes."""
     clock = state.require_clock()
-    return await _wait(state, clock, worker_id, req.timeout if req else None)
+    return await _wait(state, clock, worker_id, req.timeout)
 
 
 @router.post("/{worker_id}/heartbeat", summary="sign of life")

@@ -25,7 +25,7 @@ from typing import IO
 
 from ftrl_ps.errors import ServerError
 
-__all__ = ["ServerProcess", "spawn_cluster", "spawn_server"]
+__all__ = ["ServerProcess", "spawn_cluster", "spawn_server", "spawn_servers"]
 
 READY_PREFIX = "listening on "
 
@@ -132,19 +132,15 @@ def spawn_server(
     return _await_ready(*_start(args, env), time.monotonic() + timeout)
 
 
-def spawn_cluster(
-    num_shards: int,
-    args: Sequence[str] = (),
+def spawn_servers(
+    arg_lists: Sequence[Sequence[str]],
     *,
     env: Mapping[str, str] | None = None,
     timeout: float = 60.0,
 ) -> list[ServerProcess]:
-    """Start ``num_shards`` servers in parallel (``--shard-index i --num-shards M``
-    added to ``args``); returns them in shard order."""
-    started = [
-        _start([*args, "--shard-index", str(i), "--num-shards", str(num_shards)], env)
-        for i in range(num_shards)
-    ]
+    """Start several servers in parallel, one per argument list; returns them
+    in order. If one fails, the others are stopped and the error is raised."""
+    started = [_start(args, env) for args in arg_lists]
     deadline = time.monotonic() + timeout
     servers: list[ServerProcess] = []
     try:
@@ -161,3 +157,20 @@ def spawn_cluster(
             path.unlink(missing_ok=True)
         raise
     return servers
+
+
+def spawn_cluster(
+    num_shards: int,
+    args: Sequence[str] = (),
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 60.0,
+) -> list[ServerProcess]:
+    """Start the ``num_shards`` shards of one cluster in parallel
+    (``--shard-index i --num-shards M`` added to ``args``), in shard order."""
+    return spawn_servers(
+        [[*args, "--shard-index", str(i), "--num-shards", str(num_shards)]
+         for i in range(num_shards)],
+        env=env,
+        timeout=timeout,
+    )
