@@ -29,10 +29,21 @@ DEFAULT_DATA_DIR = Path(__file__).resolve().parent / ".data"
 #: ``vw`` binary, but ``Workspace`` runs the command-line parser itself when
 #: given ``-d`` (``pyvw.Workspace.__init__`` calls ``run_parser``), and
 #: ``finish()`` writes the model (``-f``) and the predictions (``-p``).
+#: runs VW's own C++ driver (parse + train + model write) and prints the time
+#: of that phase alone, after the interpreter and the vowpalwabbit import
 VW_DRIVER = (
-    "import sys; from vowpalwabbit import Workspace; "
-    "Workspace(arg_list=sys.argv[1:]).finish()"
+    "import sys, time; from vowpalwabbit import Workspace; t = time.perf_counter(); "
+    "Workspace(arg_list=sys.argv[1:]).finish(); "
+    "print(f'phase_seconds {time.perf_counter() - t!r}', file=sys.stderr)"
 )
+
+
+def phase_seconds(stderr: Path) -> float:
+    """The ``phase_seconds`` line VW_DRIVER prints."""
+    for line in stderr.read_text(errors="replace").splitlines():
+        if line.startswith("phase_seconds "):
+            return float(line.split()[1])
+    raise RuntimeError(f"no phase_seconds line in {stderr}")
 
 _metrics_checked = False
 

@@ -44,7 +44,9 @@ import io
 import os
 import sys
 import zlib
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -195,8 +197,13 @@ class LibsvmReader:
 
     def __init__(self, source: str | os.PathLike[str] | BinaryIO, bits: int, *,
                  chunk_bytes: int = 4 << 20, skip_bad_lines: bool = False,
-                 byte_range: tuple[int, int] | None = None) -> None:
+                 byte_range: tuple[int, int] | None = None, threads: int = 1) -> None:
         self.bits = check_bits(bits)
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise ConfigError(f"threads must be a positive integer, got {threads!r}")
+        #: parser threads; with more than one, chunks are parsed concurrently (the
+        #: kernel releases the GIL) and yielded in file order
+        self.threads = threads
         if isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int) or chunk_bytes < 1:
             raise ConfigError(f"chunk_bytes must be a positive integer, got {chunk_bytes!r}")
         self.chunk_bytes = chunk_bytes
@@ -303,15 +310,19 @@ class LibsvmReader:
     def __iter__(self) -> Iterator[Batch]:
         self.stats = ReaderStats()
         f, owned = self._open()
+        pool = ThreadPoolExecutor(self.threads, "libsvm-parse") if self.threads > 1 else None
         try:
-            yield from self._batches(f)
+            yield from self._batches(f, pool)
         except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
             raise DataError(f"cannot read {self.name}: {exc}") from exc
         finally:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
             if owned:
                 f.close()
 
-    def _batches(self, f: Any) -> Iterator[Batch]:
+    def _batches(self, f: Any, pool: ThreadPoolExecutor | None = None) -> Iterator[Batch]:
+        pending: deque[tuple[np.ndarray, Future[Any]]] = deque()
         end = None
         self._stream_start = 0
         self._prefix_lines = None
@@ -349,21 +360,51 @@ class LibsvmReader:
                 last = eof
             clean = have
             if cut > 0:
-                batch, lines = self._parse(view, cut, line_base)
-                line_base += lines
-                self.stats.bytes_read += cut
+                if pool is None:
+                    batch, lines = self._parse(view, cut, line_base)
+                    line_base += lines
+                    self.stats.bytes_read += cut
+                    if batch.rows:
+                        yield batch
+                else:  # parse an owned copy in the pool; finish results in file order
+                    arr = np.frombuffer(bytearray(view[:cut]), dtype=np.uint8)
+                    pending.append((arr, pool.submit(self._kernel, arr, cut)))
+                    while len(pending) > self.threads:
+                        batch, line_base = self._finish_pending(pending.popleft(), line_base)
+                        if batch.rows:
+                            yield batch
                 rest = have - cut
                 buf[:rest] = buf[cut:have]
                 have, base, clean = rest, base + cut, rest
-                if batch.rows:
-                    yield batch
             if last:
+                while pending:
+                    batch, line_base = self._finish_pending(pending.popleft(), line_base)
+                    if batch.rows:
+                        yield batch
                 return
+
+    def _kernel(self, arr: np.ndarray, n: int) -> tuple[Any, ...]:
+        result: tuple[Any, ...] = _k.parse_chunk(
+            arr, n, self.bits, self.skip_bad_lines, MAX_BAD_EXAMPLES)
+        return result
+
+    def _finish_pending(self, item: tuple[np.ndarray, Future[Any]], line_base: int
+                        ) -> tuple[Batch, int]:
+        arr, future = item
+        batch, lines = self._finish(arr, future.result(), line_base)
+        self.stats.bytes_read += arr.size
+        return batch, line_base + lines
 
     def _parse(self, view: memoryview, n: int, line_base: int) -> tuple[Batch, int]:
         arr = np.frombuffer(view, dtype=np.uint8, count=n)
-        labels, indptr, indices, values, n_lines, n_bad, bad = _k.parse_chunk(
-            arr, n, self.bits, self.skip_bad_lines, MAX_BAD_EXAMPLES)
+        batch, lines = self._finish(arr, self._kernel(arr, n), line_base)
+        del arr
+        return batch, lines
+
+    def _finish(self, arr: np.ndarray, result: tuple[Any, ...], line_base: int
+                ) -> tuple[Batch, int]:
+        """Stats, errors and the Batch of one parsed chunk (called in file order)."""
+        labels, indptr, indices, values, n_lines, n_bad, bad = result
         st = self.stats
         st.lines += n_lines
         if n_bad:
@@ -377,7 +418,6 @@ class LibsvmReader:
                     raw = bytes(arr[s:e])
                     st.bad_examples.append((self._line_number(line_base + line_idx),
                                             _shorten(raw), _reason(code, raw)))
-        del arr
         st.rows += len(labels)
         return Batch(labels, indptr, indices, values), n_lines
 

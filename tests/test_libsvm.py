@@ -370,3 +370,26 @@ def test_split_ranges_checks(tmp_path: Path) -> None:
         split_ranges(write(tmp_path, b"1\n"), 0)
     with pytest.raises(DataError):
         split_ranges(tmp_path / "missing", 2)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_parallel_parsing_matches_sequential(tmp_path: Path, threads: int) -> None:
+    rng = np.random.default_rng(3)
+    lines = []
+    for i in range(3000):
+        feats = " ".join(f"{j}:{rng.integers(1, 9)}" for j in sorted(rng.choice(500, 5, False)))
+        lines.append(f"{i % 2} {feats}")
+    lines[1234] = "1 4:nope"
+    lines[2500] = "7 1:1"
+    path = tmp_path / "p.svm"
+    path.write_text("\n".join(lines) + "\n")
+    seq = LibsvmReader(path, 12, chunk_bytes=2048, skip_bad_lines=True)
+    par = LibsvmReader(path, 12, chunk_bytes=2048, skip_bad_lines=True, threads=threads)
+    a, b = Batch.concat(list(seq)), Batch.concat(list(par))
+    for name in ("labels", "indptr", "indices", "values"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    assert seq.stats == par.stats
+    assert [ex[0] for ex in par.stats.bad_examples] == [1235, 2501]
+    with pytest.raises(ParseError) as info:
+        list(LibsvmReader(path, 12, chunk_bytes=2048, threads=threads))
+    assert info.value.line == 1235  # the first bad line in file order, not in finish order

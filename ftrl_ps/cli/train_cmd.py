@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 from ftrl_ps.cli import _common as c
 from ftrl_ps.errors import ConfigError
@@ -154,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
         )
         results.update({f"test_{k}": v for k, v in ev.items()})
     if args.model:
+        t_save = time.perf_counter()
         path = save_model(
             args.model,
             model,
@@ -162,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
             train=str(args.train),
             progressive_logloss=report.progressive_logloss,
         )
+        results["save_seconds"] = time.perf_counter() - t_save
         print(f"model saved to {path} ({model.touched_keys().size:,} keys with state)")
     c.write_json(args.metrics_json, results)
     sys.stdout.flush()
