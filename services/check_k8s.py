@@ -1,0 +1,254 @@
+"""Check Kubernetes manifests (deploy/k8s/*.yaml) against the real parser and each other.
+
+Each pod a workload creates is simulated: a StatefulSet pod gets its hostname
+``<name>-<ordinal>``, a pod of an Indexed Job its ``JOB_COMPLETION_INDEX``,
+every pod ``KUBERNETES_SERVICE_HOST``; secrets referenced by ``secretKeyRef``
+are looked up in the Secret manifests. The service then builds its argv from
+that environment and the real parser must accept it (see :mod:`services.check`).
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from services.check import Launch, launch, server_urls
+
+__all__ = ["check_k8s", "pod_instances"]
+
+WORKLOADS = ("StatefulSet", "Job", "Deployment", "DaemonSet", "Pod")
+
+
+def _name(doc: Mapping[str, Any]) -> str:
+    return str((doc.get("metadata") or {}).get("name", "?"))
+
+
+def _pod(doc: Mapping[str, Any]) -> dict[str, Any]:
+    if doc.get("kind") == "Pod":
+        return dict(doc.get("spec") or {})
+    return dict(((doc.get("spec") or {}).get("template") or {}).get("spec") or {})
+
+
+def pod_instances(doc: Mapping[str, Any]) -> list[tuple[str, dict[str, str]]]:
+    """``(label, environment Kubernetes adds)`` for every pod the workload creates."""
+    name, spec = _name(doc), doc.get("spec") or {}
+    base = {"KUBERNETES_SERVICE_HOST": "10.96.0.1"}
+    if doc.get("kind") == "StatefulSet":
+        return [(f"pod {name}-{i}", {**base, "HOSTNAME": f"{name}-{i}"})
+                for i in range(int(spec.get("replicas", 1)))]
+    if doc.get("kind") == "Job" and spec.get("completionMode") == "Indexed":
+        return [(f"index {i}", {**base, "HOSTNAME": f"{name}-{i}-x7k2p",
+                                "JOB_COMPLETION_INDEX": str(i)})
+                for i in range(int(spec.get("completions", 1)))]
+    return [("pod", {**base, "HOSTNAME": f"{name}-x7k2p"})]
+
+
+def _secrets(docs: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
+    out = {}
+    for doc in docs:
+        if doc.get("kind") == "Secret":
+            for key, value in (doc.get("stringData") or {}).items():
+                out[(_name(doc), key)] = str(value)
+            for key, value in (doc.get("data") or {}).items():
+                out[(_name(doc), key)] = base64.b64decode(str(value)).decode()
+    return out
+
+
+def _container_env(where: str, container: Mapping[str, Any],
+                   secrets: Mapping[tuple[str, str], str], problems: list[str]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    if container.get("envFrom"):
+        problems.append(f"{where}: envFrom hides the variables from this check; use env")
+    for item in container.get("env") or []:
+        name, source = str(item.get("name")), item.get("valueFrom") or {}
+        if "value" in item:
+            env[name] = str(item["value"])
+        elif "secretKeyRef" in source:
+            ref = source["secretKeyRef"]
+            key = (str(ref.get("name")), str(ref.get("key")))
+            if key not in secrets:
+                problems.append(f"{where}: {name} refers to a missing secret key {key}")
+            env[name] = secrets.get(key, "<secret>")
+        else:
+            env[name] = f"<{name}>"  # fieldRef, configMapKeyRef...: some non-empty value
+    return env
+
+
+def _mount_of(path: str, container: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    best = None
+    for m in container.get("volumeMounts") or []:
+        target = str(m.get("mountPath", "")).rstrip("/")
+        if (path == target or path.startswith(target + "/")) and (
+            best is None or len(target) > len(str(best.get("mountPath")))
+        ):
+            best = m
+    return best
+
+
+def _check_pod_storage(where: str, pod: Mapping[str, Any], claims: set[str],
+                       problems: list[str]) -> None:
+    volumes = {v.get("name"): v for v in pod.get("volumes") or []}
+    for v in volumes.values():
+        claim = (v.get("persistentVolumeClaim") or {}).get("claimName")
+        if claim is not None and claim not in claims:
+            problems.append(f"{where}: volume {v.get('name')} uses a missing PVC {claim}")
+    for c in [*(pod.get("initContainers") or []), *(pod.get("containers") or [])]:
+        for m in c.get("volumeMounts") or []:
+            if m.get("name") not in volumes:
+                problems.append(f"{where}: container {c.get('name')} mounts an undefined "
+                                f"volume {m.get('name')}")
+
+
+def _check_paths(where: str, la: Launch, container: Mapping[str, Any], pod: Mapping[str, Any],
+                 problems: list[str]) -> str | None:
+    """Files must be on mounted volumes (written ones not read-only); the data claim."""
+    volumes = {v.get("name"): v for v in pod.get("volumes") or []}
+    claim = None
+    reads = {"worker": ["input"], "export": ["test"]}.get(la.module, [])
+    writes = {"export": ["model", "metrics_json"], "gen": ["outdir"]}.get(la.module, [])
+    for attr in reads + writes:
+        path = getattr(la.args, attr, None)
+        if not path or path == "-":
+            continue
+        mount = _mount_of(str(path), container)
+        if mount is None:
+            problems.append(f"{where}: {path} is on no mounted volume")
+            continue
+        if attr in writes and mount.get("readOnly"):
+            problems.append(f"{where}: {path} is written but mounted read-only")
+        if attr in ("input", "outdir"):
+            vol = volumes.get(mount.get("name")) or {}
+            claim = (vol.get("persistentVolumeClaim") or {}).get("claimName")
+    return claim
+
+
+def check_k8s(docs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Problems of a set of parsed manifests (all documents of deploy/k8s)."""
+    problems: list[str] = []
+    docs = [d for d in docs if d]
+    for d in docs:
+        if not (d.get("apiVersion") and d.get("kind") and _name(d) != "?"):
+            problems.append(f"k8s: a document lacks apiVersion/kind/metadata.name: {d}")
+    secrets = _secrets(docs)
+    claims = {_name(d) for d in docs if d.get("kind") == "PersistentVolumeClaim"}
+    found: list[tuple[Mapping[str, Any], str, dict[str, str], Launch]] = []
+    data_claims: dict[str, set[str | None]] = {"worker": set(), "gen": set()}
+    for doc in docs:
+        if doc.get("kind") not in WORKLOADS:
+            continue
+        pod = _pod(doc)
+        where_doc = f"k8s {doc['kind']} {_name(doc)}"
+        _check_pod_storage(where_doc, pod, claims, problems)
+        mains = {c.get("name"): c for c in pod.get("containers") or []}
+        for label, added in pod_instances(doc):
+            for c in [*(pod.get("initContainers") or []), *mains.values()]:
+                where = f"{where_doc} container {c.get('name')} ({label})"
+                env = _container_env(where, c, secrets, problems)
+                la = launch(where, c.get("command") or [], {**env, **added}, problems)
+                if la is None:
+                    continue
+                found.append((doc, label, env, la))
+                if la.waits_for and not any(m.get("env") == c.get("env") for m in mains.values()):
+                    problems.append(f"{where}: its env differs from the main container's")
+                if not la.waits_for:
+                    claim = _check_paths(where, la, c, pod, problems)
+                    if la.module in data_claims:
+                        data_claims[la.module].add(claim)
+    if data_claims["gen"] and data_claims["worker"] != data_claims["gen"]:
+        problems.append(f"k8s: workers read claim(s) {data_claims['worker']}, gen writes "
+                        f"{data_claims['gen']}")
+    problems += _check_topology(docs, found)
+    return problems
+
+
+def _check_topology(docs: Sequence[Mapping[str, Any]],
+                    found: Sequence[tuple[Mapping[str, Any], str, dict[str, str], Launch]]
+                    ) -> list[str]:
+    problems: list[str] = []
+    servers = [(d, la) for d, _l, _e, la in found if la.module == "server"]
+    sets = {_name(d): d for d, _la in servers if d.get("kind") == "StatefulSet"}
+    if len(sets) != 1 or len(sets) != len({_name(d) for d, _la in servers}):
+        problems.append(f"k8s: the servers must be one StatefulSet, got {sorted(sets)}")
+        return problems
+    sts = next(iter(sets.values()))
+    sts_name, replicas = _name(sts), int(sts["spec"].get("replicas", 1))
+    port = servers[0][1].args.port
+    for i, (_d, la) in enumerate(servers):
+        if la.args.shard_index != i or la.args.num_shards != replicas:
+            problems.append(f"{la.where}: shard {la.args.shard_index} of {la.args.num_shards}, "
+                            f"expected {i} of {replicas} (the pod ordinal)")
+        if la.args.host in ("127.0.0.1", "localhost", "::1"):
+            problems.append(f"{la.where}: binds {la.args.host}; other pods cannot reach it")
+        if la.args.port != port:
+            problems.append(f"{la.where}: port {la.args.port} differs from shard 0's {port}")
+    problems += _check_server_pod(docs, sts, port)
+    svc_name = str(sts["spec"].get("serviceName"))
+    host = re.compile(rf"{re.escape(sts_name)}-(\d+)\.{re.escape(svc_name)}"
+                      r"(\.[a-z0-9-]+(\.svc(\.cluster\.local)?)?)?")
+    tokens = {la.args.token for _d, la in servers}
+    expected_workers = {la.args.num_workers for _d, la in servers}
+    if None in tokens or len(tokens) != 1:
+        problems.append("k8s: every server needs the same token")
+    for doc, label, _env, la in found:
+        if la.module not in ("worker", "export"):
+            continue
+        urls = server_urls(la.args)
+        if len(urls) != replicas:
+            problems.append(f"{la.where}: {len(urls)} server URL(s) for {replicas} shards")
+        for i, (name, url_port) in enumerate(urls):
+            m = host.fullmatch(name)
+            if m is None or int(m.group(1)) != i or url_port != port:
+                problems.append(f"{la.where}: shard {i} URL {name}:{url_port} is not "
+                                f"{sts_name}-{i}.{svc_name}:{port}")
+        if la.args.token not in tokens:
+            problems.append(f"{la.where}: token differs from the servers'")
+        if la.module == "export" and not la.args.wait:
+            problems.append(f"{la.where}: export should wait for the workers (FTRL_PS_WAIT=1)")
+        if la.module == "worker":
+            spec = doc.get("spec") or {}
+            completions = int(spec.get("completions", 1))
+            if spec.get("completionMode") != "Indexed" or doc.get("kind") != "Job":
+                problems.append(f"{la.where}: workers must be an Indexed Job")
+            if int(spec.get("parallelism", 1)) != completions:
+                problems.append(f"{la.where}: parallelism must equal completions "
+                                "(missing workers hold back the SSP clock)")
+            if {la.args.num_workers} | (expected_workers - {None}) != {completions}:
+                problems.append(f"{la.where}: --num-workers {la.args.num_workers} / servers' "
+                                f"{expected_workers} != completions {completions}")
+            if label.startswith("index ") and str(la.args.worker_index) != label[6:]:
+                problems.append(f"{la.where}: worker index {la.args.worker_index} is not the "
+                                f"completion index {label[6:]}")
+    return problems
+
+
+def _check_server_pod(docs: Sequence[Mapping[str, Any]], sts: Mapping[str, Any],
+                      port: int) -> list[str]:
+    """Container port, readiness probe and the headless Service of the StatefulSet."""
+    problems: list[str] = []
+    where = f"k8s StatefulSet {_name(sts)}"
+    labels = ((sts["spec"].get("template") or {}).get("metadata") or {}).get("labels") or {}
+    container = next(c for c in _pod(sts).get("containers") or []
+                     if "services.server" in (c.get("command") or []))
+    named = {p.get("name"): p.get("containerPort") for p in container.get("ports") or []}
+    if port not in named.values():
+        problems.append(f"{where}: no containerPort {port}")
+    probe = (container.get("readinessProbe") or {}).get("httpGet") or {}
+    if probe.get("path") != "/health" or named.get(probe.get("port"), probe.get("port")) != port:
+        problems.append(f"{where}: readinessProbe must GET /health on port {port}")
+    svc_name = sts["spec"].get("serviceName")
+    svc = next((d for d in docs if d.get("kind") == "Service" and _name(d) == svc_name), None)
+    if svc is None:
+        return [*problems, f"{where}: serviceName {svc_name} names no Service"]
+    spec = svc.get("spec") or {}
+    if spec.get("clusterIP") != "None":
+        problems.append(f"k8s Service {svc_name}: must be headless (clusterIP: None)")
+    selector = spec.get("selector") or {}
+    if not selector or any(labels.get(k) != v for k, v in selector.items()):
+        problems.append(f"k8s Service {svc_name}: selector {selector} does not match the "
+                        f"server pods' labels {labels}")
+    if not any(p.get("port") == port and named.get(p.get("targetPort"), p.get("targetPort",
+               port)) == port for p in spec.get("ports") or []):
+        problems.append(f"k8s Service {svc_name}: no port {port} -> container port {port}")
+    return problems

@@ -1,0 +1,31 @@
+"""``python -m services.export``: save (and evaluate) the servers' model, configured by env.
+
+Typical use as the last step of a run::
+
+    FTRL_PS_SERVER=http://server-0:7000,http://server-1:7000 FTRL_PS_WAIT=1 \\
+    FTRL_PS_MODEL=/models/model.ftrl FTRL_PS_TEST=/data/test.svm python -m services.export
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from services.env import Service
+
+__all__ = ["SERVICE", "main"]
+
+SERVICE = Service(
+    name="export",
+    command="export",
+    notes={"FTRL_PS_TOKEN": "Keep it in a Secret; the service never prints it"},
+)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Wait (with FTRL_PS_WAIT), save the model, print test metrics; the exit code."""
+    return SERVICE.run(argv)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

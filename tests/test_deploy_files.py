@@ -1,0 +1,276 @@
+"""docker-compose.yml, Dockerfile and deploy/k8s/*.yaml agree with the real CLI parser.
+
+The checks live in :mod:`services.check` / :mod:`services.check_k8s`; here
+they run on the repository's files (no problem allowed) and on in-memory
+copies with one thing broken (the checker must report it).
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from services.check import check_compose
+from services.check_docker import check_dockerfile, dockerfile_instructions
+from services.check_k8s import check_k8s, pod_instances
+from services.table import embedded_table, markdown_table
+
+REPO = Path(__file__).resolve().parents[1]
+K8S = REPO / "deploy" / "k8s"
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    return yaml.safe_load((REPO / "docker-compose.yml").read_text())
+
+
+@pytest.fixture(scope="module")
+def dockerfile() -> str:
+    return (REPO / "Dockerfile").read_text()
+
+
+@pytest.fixture(scope="module")
+def k8s() -> list[dict[str, Any]]:
+    docs = []
+    for path in sorted(K8S.glob("*.yaml")):
+        docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return docs
+
+
+def reported(problems: list[str], *needles: str) -> bool:
+    return any(all(n in p for n in needles) for p in problems)
+
+
+# --- the repository's files ----------------------------------------------------------
+
+def test_compose_is_consistent(compose: dict[str, Any]) -> None:
+    assert check_compose(compose) == []
+
+
+def test_compose_with_user_data_and_more_workers(compose: dict[str, Any]) -> None:
+    variables = {"FTRL_PS_NUM_WORKERS": "5", "DATA_DIR": "./mydata", "TRAIN_PATH": "/data/a9a",
+                 "TEST_PATH": "", "FTRL_PS_TOKEN": "0123abcd"}
+    assert check_compose(compose, variables) == []
+
+
+def test_compose_shape(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    assert services["worker"]["environment"]["FTRL_PS_WORKER_INDEX"] == "auto"
+    assert services["worker"]["deploy"]["replicas"] == "${FTRL_PS_NUM_WORKERS:-3}"
+    assert services["server-0"]["environment"]["FTRL_PS_SHARD_INDEX"] == "0"
+    assert services["export"]["environment"]["FTRL_PS_WAIT"] == "1"
+    assert services["gen"]["command"] == ["python", "-m", "services.gen"]
+
+
+def test_dockerfile_is_consistent(dockerfile: str) -> None:
+    assert check_dockerfile(dockerfile) == []
+
+
+def test_k8s_manifests_are_consistent(k8s: list[dict[str, Any]]) -> None:
+    kinds = sorted(d["kind"] for d in k8s)
+    assert kinds.count("Job") == 3 and "StatefulSet" in kinds and "Secret" in kinds, kinds
+    assert check_k8s(k8s) == []
+
+
+def test_k8s_pods_are_simulated(k8s: list[dict[str, Any]]) -> None:
+    sts = next(d for d in k8s if d["kind"] == "StatefulSet")
+    job = next(d for d in k8s if d.get("spec", {}).get("completionMode") == "Indexed")
+    assert [env["HOSTNAME"] for _, env in pod_instances(sts)] == [
+        "ftrl-ps-server-0", "ftrl-ps-server-1"]
+    assert [env["JOB_COMPLETION_INDEX"] for _, env in pod_instances(job)] == ["0", "1", "2"]
+
+
+def test_env_table_in_docs_is_up_to_date() -> None:
+    text = (REPO / "docs" / "deployment.md").read_text()
+    assert embedded_table(text) == markdown_table(), (
+        "run: python -m services.env --write docs/deployment.md")
+
+
+def test_dockerignore_keeps_the_source() -> None:
+    patterns = [ln.strip() for ln in (REPO / ".dockerignore").read_text().splitlines()
+                if ln.strip() and not ln.startswith("#")]
+    for needed in ("pyproject.toml", "ftrl_ps", "services"):
+        assert not any(fnmatch.fnmatch(needed, p) for p in patterns), needed
+    assert "**/__pycache__" in patterns and ".git" in patterns
+
+
+# --- the checker can fail ------------------------------------------------------------
+
+def _set(doc: Any, path: str, value: Any) -> Any:
+    doc = copy.deepcopy(doc)
+    *parents, last = [key.replace("~1", "/") for key in path.split("/")]  # JSON-pointer style
+    node = doc
+    for key in parents:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    if value is _DELETE:
+        del node[last]
+    elif isinstance(node, list):
+        node[int(last)] = value
+    else:
+        node[last] = value
+    return doc
+
+
+_DELETE = object()
+
+
+def test_compose_renamed_flag_is_reported(compose: dict[str, Any]) -> None:
+    broken = copy.deepcopy(compose)
+    env = broken["services"]["worker"]["environment"]
+    env["FTRL_PS_BATCH_SIZ"] = env.pop("FTRL_PS_BATCH_SIZE")
+    problems = check_compose(broken)
+    assert reported(problems, "compose service worker", "FTRL_PS_BATCH_SIZ",
+                    "did you mean FTRL_PS_BATCH_SIZE")
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "needle"),
+    [
+        ("services/server-1/environment/FTRL_PS_PORT", "70o0", "argument --port"),
+        ("services/export/environment/FTRL_PS_WAIT", "maybe", "FTRL_PS_WAIT='maybe'"),
+        ("services/export/environment/FTRL_PS_FETCH_STEP", "2", "FTRL_PS_FETCH_STEP"),
+        ("services/export/command", ["python", "-m", "services.exporter"], "services.exporter"),
+        ("services/export/environment/FTRL_PS_SERVER",
+         "http://server-0:7000,http://server-1:7001", "shard 1 URL server-1:7001"),
+        ("services/export/environment/FTRL_PS_SERVER", "http://server-0:7000", "1 server URL"),
+        ("services/server-1/environment/FTRL_PS_SHARD_INDEX", "0", "shard indices"),
+        ("services/server-1/environment/FTRL_PS_HOST", "127.0.0.1", "binds 127.0.0.1"),
+        ("services/server-1/environment/FTRL_PS_BITS", "22", "disagree on --bits"),
+        ("services/server-0/environment/FTRL_PS_NUM_WORKERS", "4", "replicas but --num-workers"),
+        ("services/export/environment/FTRL_PS_TOKEN", "other", "token differs"),
+        ("services/server-1/healthcheck", {"disable": True}, "healthcheck"),
+        ("services/export/depends_on/server-1/condition", "service_started", "service_healthy"),
+        ("services/export/depends_on/gen/condition", "service_started", "completed"),
+        ("services/export/volumes", ["models:/models"], "/data/test.svm is on no volume"),
+        ("services/export/volumes/1", "models:/models:ro", "not on a writable volume"),
+        ("services/gen/environment/FTRL_PS_SKIP_IF_EXISTS", "/data/x", "SKIP_IF_EXISTS"),
+        ("services/worker/deploy/replicas", 4, "4 replicas"),
+        ("services/worker/environment/FTRL_PS_WORKER_INDEX", "0", "WORKER_INDEX=auto"),
+        ("services/worker/restart", _DELETE, "on-failure"),
+    ],
+)
+def test_compose_mutation_is_reported(compose: dict[str, Any], path: str, value: Any,
+                                      needle: str) -> None:
+    assert not reported(check_compose(compose), needle)
+    problems = check_compose(_set(compose, path, value))
+    assert reported(problems, needle), problems
+
+
+def test_compose_variable_without_default_is_reported(compose: dict[str, Any]) -> None:
+    broken = _set(compose, "services/export/environment/FTRL_PS_MODEL", "/models/${NAME}")
+    assert reported(check_compose(broken), "NAME is unset")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle"),
+    [
+        ("COPY ftrl_ps ./ftrl_ps\n", "", "before the source"),  # moved before pip, below
+        ("USER app\n", "USER root\n", "non-root USER"),
+        ("USER app\n", "", "non-root USER"),
+        ("PYTHONUNBUFFERED=1", "PYTHONUNBUFFERED=0", "PYTHONUNBUFFERED"),
+        ("NUMBA_CACHE_DIR=", "NUMBA_CACHE=", "NUMBA_CACHE_DIR"),
+        ("HEALTHCHECK", "#HEALTHCHECK", "HEALTHCHECK missing"),
+        ("/health'", "/status'", "GET /health"),
+        ('"services.server"]', '"services.serve"]', "services.serve"),
+        ("--test-rows 500", "--test-rowz 500", "--test-rowz"),
+        ("--workers 1 --servers 1", "--workers 1 --shards 1", "--shards"),
+        ("FROM python:3.11-slim", "FROM python:3.12", "python:3.11-slim"),
+    ],
+)
+def test_dockerfile_mutation_is_reported(dockerfile: str, old: str, new: str,
+                                         needle: str) -> None:
+    assert old in dockerfile
+    broken = dockerfile.replace(old, new, 1)
+    if old.startswith("COPY ftrl_ps"):
+        broken = broken.replace("COPY pyproject.toml ./\n", "COPY pyproject.toml ./\n" + old)
+    problems = check_dockerfile(broken)
+    assert reported(problems, needle), problems
+
+
+def test_dockerfile_continuation_lines_are_joined(dockerfile: str) -> None:
+    ins = dockerfile_instructions(dockerfile)
+    run = [a for k, a in ins if k == "RUN" and "ftrl_ps train" in a]
+    assert run and "--servers 1" in run[0] and "rm -rf" in run[0]
+
+
+def _k8s(docs: list[dict[str, Any]], kind: str, name: str) -> int:
+    return next(i for i, d in enumerate(docs) if d["kind"] == kind and
+                d["metadata"]["name"] == name)
+
+
+def _env_index(container: dict[str, Any], name: str) -> int:
+    return next(i for i, e in enumerate(container["env"]) if e["name"] == name)
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "path", "value", "needle"),
+    [
+        ("StatefulSet", "ftrl-ps-server", "spec/replicas", 3, "expected 0 of 3"),
+        ("StatefulSet", "ftrl-ps-server", "spec/serviceName", "nope", "names no Service"),
+        ("Service", "ftrl-ps-server", "spec/clusterIP", _DELETE, "headless"),
+        ("Service", "ftrl-ps-server", "spec/selector/app.kubernetes.io~1component", "x",
+         "selector"),
+        ("Service", "ftrl-ps-server", "spec/ports/0/port", 7001, "no port 7000"),
+        ("Job", "ftrl-ps-worker", "spec/completions", 4, "completions 4"),
+        ("Job", "ftrl-ps-worker", "spec/parallelism", 2, "parallelism"),
+        ("Job", "ftrl-ps-worker", "spec/completionMode", "NonIndexed",
+         "required: --worker-index"),
+        ("Job", "ftrl-ps-worker", "spec/template/spec/volumes/0/persistentVolumeClaim/"
+         "claimName", "nope", "missing PVC nope"),
+        ("Secret", "ftrl-ps-token", "stringData", {"tokn": "x"}, "missing secret key"),
+    ],
+)
+def test_k8s_mutation_is_reported(k8s: list[dict[str, Any]], kind: str, name: str, path: str,
+                                  value: Any, needle: str) -> None:
+    assert not reported(check_k8s(k8s), needle)
+    docs = copy.deepcopy(k8s)
+    i = _k8s(docs, kind, name)
+    docs[i] = _set(docs[i], path, value)
+    problems = check_k8s(docs)
+    assert reported(problems, needle), problems
+
+
+@pytest.mark.parametrize(
+    ("job", "container", "var", "value", "needle"),
+    [
+        ("ftrl-ps-worker", "worker", "FTRL_PS_BATCH_SIZE", None, "FTRL_PS_BATCH_SIZ"),
+        ("ftrl-ps-worker", "wait", "FTRL_PS_INPUT", "/elsewhere/train.svm", "env differs"),
+        ("ftrl-ps-worker", "worker", "FTRL_PS_SERVER",
+         "http://ftrl-ps-server-1.ftrl-ps-server:7000,http://ftrl-ps-server-0.ftrl-ps-server:7000",
+         "shard 0 URL ftrl-ps-server-1"),
+        ("ftrl-ps-worker", "worker", "FTRL_PS_INPUT", "/tmp/train.svm", "on no mounted volume"),
+        ("ftrl-ps-worker", "worker", "FTRL_PS_NUM_WORKERS", "2", "--num-workers 2"),
+        ("ftrl-ps-export", "export", "FTRL_PS_WAIT", "0", "should wait"),
+        ("ftrl-ps-export", "export", "FTRL_PS_MODEL", "/data/model.ftrl", "read-only"),
+        ("ftrl-ps-server", "server", "FTRL_PS_NUM_SHARDS", "3", "expected 0 of 2"),
+        ("ftrl-ps-server", "server", "FTRL_PS_PORT", "7001", "no containerPort 7001"),
+    ],
+)
+def test_k8s_env_mutation_is_reported(k8s: list[dict[str, Any]], job: str, container: str,
+                                      var: str, value: str | None, needle: str) -> None:
+    assert not reported(check_k8s(k8s), needle)
+    docs = copy.deepcopy(k8s)
+    doc = next(d for d in docs if d["metadata"]["name"] == job and d["kind"] != "Service")
+    spec = doc["spec"]["template"]["spec"]
+    c = next(c for c in spec["containers"] + spec.get("initContainers", [])
+             if c["name"] == container)
+    entry = c["env"][_env_index(c, var)]
+    if value is None:
+        entry["name"] = var[:-1]  # a typo
+    else:
+        entry["value"] = value
+    problems = check_k8s(docs)
+    assert reported(problems, needle), problems
+
+
+def test_k8s_explicit_shard_index_is_reported(k8s: list[dict[str, Any]]) -> None:
+    docs = copy.deepcopy(k8s)
+    sts = docs[_k8s(docs, "StatefulSet", "ftrl-ps-server")]
+    sts["spec"]["template"]["spec"]["containers"][0]["env"].append(
+        {"name": "FTRL_PS_SHARD_INDEX", "value": "0"})
+    assert reported(check_k8s(docs), "shard 0 of 2, expected 1 of 2")
