@@ -111,7 +111,11 @@ class PSClient:
         else:
             limits = httpx.Limits(max_keepalive_connections=8, keepalive_expiry=60)
             self._http = [
-                httpx.Client(base_url=u, headers=headers, timeout=self.timeout, limits=limits)
+                # trust_env=False: cluster traffic never goes through an HTTP(S)_PROXY
+                httpx.Client(
+                    base_url=u, headers=headers, timeout=self.timeout, limits=limits,
+                    trust_env=False,
+                )
                 for u in self.urls
             ]
         self._pool = (
@@ -120,6 +124,7 @@ class PSClient:
         )
         self._lock = threading.Lock()
         self.worker_id: int | None = None
+        self.worker_index: int | None = None
         self.worker_clock = 0
         self._seq = 0
         self._instance = uuid.uuid4().hex
@@ -223,8 +228,13 @@ class PSClient:
         return self._concat3(self._each(one, range(self.layout.num_shards)))
 
     # --- workers and the SSP clock (shard 0) ------------------------------------------
-    def register(self, worker_index: int, num_workers: int, layout: Layout | None = None) -> int:
+    def register(
+        self, worker_index: int | None, num_workers: int, layout: Layout | None = None
+    ) -> int:
         """Register this worker with shard 0 and return its worker id.
+
+        ``worker_index=None`` lets the server assign the index (then in
+        :attr:`worker_index`).
 
         ``layout`` (default: the servers' layout) is checked by the server;
         a mismatch raises :class:`~ftrl_ps.errors.LayoutMismatchError`.
@@ -236,6 +246,7 @@ class PSClient:
         }, idempotent=True).json()
         with self._lock:
             self.worker_id = int(answer["worker_id"])
+            self.worker_index = int(answer.get("worker_index", worker_index))
             self.worker_clock = int(answer["clock"])
             self._seq = 0
         return self.worker_id

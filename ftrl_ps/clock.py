@@ -143,8 +143,14 @@ class SSPClock:
         self._closed = False
 
     # --- registration -----------------------------------------------------------
-    def register(self, worker_index: int, num_workers: int, instance: str | None = None) -> int:
+    def register(
+        self, worker_index: int | None, num_workers: int, instance: str | None = None
+    ) -> int:
         """Register worker ``worker_index`` of ``num_workers``; returns its worker id.
+
+        ``worker_index=None`` asks the clock to assign one: the lowest index
+        that never registered or whose worker was marked dead (a restarted
+        container takes over its dead predecessor's share).
 
         Raises
         ------
@@ -155,7 +161,9 @@ class SSPClock:
             ``instance``) or has finished.
         """
         self._check_num_workers(num_workers)
-        if isinstance(worker_index, bool) or not isinstance(worker_index, int):
+        if worker_index is not None and (
+            isinstance(worker_index, bool) or not isinstance(worker_index, int)
+        ):
             raise ConfigError(f"worker_index must be an int, got {worker_index!r}")
         with self._cond:
             if self.num_workers is None:
@@ -165,6 +173,8 @@ class SSPClock:
                     f"the cluster expects {self.num_workers} workers, "
                     f"this worker says {num_workers}"
                 )
+            if worker_index is None:
+                worker_index = self._free_index_locked(num_workers, instance)
             if not 0 <= worker_index < num_workers:
                 raise ConfigError(f"worker_index {worker_index} outside [0, {num_workers})")
             now = self._now()
@@ -279,6 +289,21 @@ class SSPClock:
         """The worker's record (raises UnknownWorkerError)."""
         with self._cond:
             return self._get(worker_id)
+
+    def _free_index_locked(self, num_workers: int, instance: str | None) -> int:
+        """The index an auto-assigned registration gets (see :meth:`register`)."""
+        self._sweep_locked(self._now())
+        if instance is not None:
+            for idx, info in self._by_index.items():
+                if info.instance == instance and info.state == LIVE:
+                    return idx  # a retried registration
+        for idx in range(num_workers):
+            info = self._by_index.get(idx)
+            if info is None or info.state == DEAD:
+                return idx
+        raise WorkerStateError(
+            f"no free worker index: all {num_workers} workers are registered and live or finished"
+        )
 
     def snapshot(self) -> dict[str, Any]:
         """JSON-ready status: staleness, expected workers, per-worker state, minimum."""

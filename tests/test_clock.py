@@ -310,3 +310,21 @@ def test_no_deadlock_in_a_random_mix_of_calls():
     assert not any(t.is_alive() for t in threads), "deadlock"
     assert errors == []
     assert clock.max_gap_allowed <= 1
+
+
+def test_auto_index_takes_lowest_free_then_dead_ones() -> None:
+    now = [0.0]
+    clock = SSPClock(1, num_workers=3, worker_timeout=5.0, time_source=lambda: now[0])
+    a = clock.register(None, 3, instance="a")
+    b = clock.register(1, 3, instance="b")
+    c = clock.register(None, 3, instance="c")
+    assert [clock.worker(w).index for w in (a, b, c)] == [0, 1, 2]
+    assert clock.register(None, 3, instance="c") == c  # a retried registration
+    with pytest.raises(WorkerStateError, match="no free worker index"):
+        clock.register(None, 3, instance="d")
+    now[0] = 3.0
+    clock.heartbeat(a)
+    clock.heartbeat(c)
+    now[0] = 6.0  # b missed its heartbeats: dead, its index is free again
+    d = clock.register(None, 3, instance="d")
+    assert clock.worker(d).index == 1

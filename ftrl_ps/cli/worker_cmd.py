@@ -27,6 +27,12 @@ example:
 """
 
 
+def _worker_index(text: str) -> int | None:
+    if text.strip().lower() == "auto":
+        return None
+    return c.non_negative_int(text)
+
+
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     """Batching and communication flags shared by ``worker`` and ``train --workers``."""
     g = parser.add_argument_group("worker communication")
@@ -57,9 +63,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input", required=True, metavar="FILE", help="training data (libsvm)")
     parser.add_argument(
         "--worker-index",
-        type=c.non_negative_int,
+        type=_worker_index,
         required=True,
-        help="this worker's index, 0-based",
+        metavar="I|auto",
+        help="this worker's index, 0-based; 'auto': the server assigns the lowest free one "
+        "(never registered, or its worker was marked dead), e.g. for replicated containers",
     )
     parser.add_argument(
         "--num-workers", type=c.positive_int, required=True, help="how many workers share INPUT"
@@ -87,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     c.check_input(args.input)
     if args.input == "-":
         raise ConfigError("a worker needs a file it can split into byte ranges, not stdin")
-    if args.worker_index >= args.num_workers:
+    if args.worker_index is not None and args.worker_index >= args.num_workers:
         raise ConfigError(f"--worker-index {args.worker_index} must be < --num-workers")
     urls = [u.strip() for u in args.server.split(",") if u.strip()]
     cfg = WorkerConfig(
@@ -108,15 +116,16 @@ def run(args: argparse.Namespace) -> int:
             num_shards=len(urls),
         )
         client.register(args.worker_index, args.num_workers, layout)
+        index = client.worker_index if client.worker_index is not None else args.worker_index
         client.start_heartbeat()
-        byte_range = share_of(args.input, args.worker_index, args.num_workers)
+        byte_range = share_of(args.input, index, args.num_workers)
         worker = Worker(client, layout.bits, params, cfg)
         report = worker.run(args.input, byte_range)
         client.finish()
     c.report_bad_lines(report.bad_lines, report.bad_examples)
     if not args.quiet:
         print(
-            f"worker {args.worker_index}/{args.num_workers}: {report.rows:,} rows in "
+            f"worker {index}/{args.num_workers}: {report.rows:,} rows in "
             f"{report.seconds:.2f} s, progressive logloss {report.progressive_logloss:.5f}, "
             f"{report.pushes} pushes ({report.keys_pushed:,} keys), "
             f"{report.pulls} pulls ({report.keys_pulled:,} keys)",
@@ -125,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     c.write_json(
         args.metrics_json,
         {
-            "worker_index": args.worker_index,
+            "worker_index": index,
             "rows": report.rows,
             "loss_sum": report.loss_sum,
             "seconds": report.seconds,

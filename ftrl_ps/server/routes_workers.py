@@ -42,7 +42,11 @@ class LayoutModel(_Strict):
 
 
 class RegisterRequest(_Strict):
-    worker_index: int = Field(ge=0, description="0-based index of this worker")
+    worker_index: int | None = Field(
+        default=None, ge=0,
+        description="0-based index of this worker; null: the server assigns the lowest index "
+        "that is not registered, or whose worker was marked dead",
+    )
     num_workers: int = Field(ge=1, description="number of workers in the cluster")
     layout: LayoutModel
     instance: str | None = Field(
@@ -77,6 +81,7 @@ _EMPTY_WAIT = WaitRequest()
 
 class RegisterAnswer(BaseModel):
     worker_id: int
+    worker_index: int
     clock: int
     staleness: int | None
     layout: LayoutModel
@@ -96,9 +101,11 @@ def register(req: RegisterRequest, state: StateDep) -> dict[str, Any]:
     clock = state.require_clock()
     state.layout.check_same(Layout(**req.layout.model_dump()))
     worker_id = clock.register(req.worker_index, req.num_workers, req.instance)
+    info = clock.worker(worker_id)
     return {
         "worker_id": worker_id,
-        "clock": clock.worker(worker_id).clock,
+        "worker_index": info.index,
+        "clock": info.clock,
         "staleness": clock.staleness,
         "layout": state.layout.to_dict(),
     }
