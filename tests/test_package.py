@@ -1,0 +1,33 @@
+"""The public face of the package (as httpx tests its exported names)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import ftrl_ps
+
+
+def test_all_is_sorted_and_complete() -> None:
+    assert ftrl_ps.__all__ == sorted(ftrl_ps.__all__)
+    for name in ftrl_ps.__all__:
+        assert hasattr(ftrl_ps, name), name
+    public = {n for n in dir(ftrl_ps) if not n.startswith("_")}
+    modules = {n for n in public if type(getattr(ftrl_ps, n)).__name__ == "module"}
+    assert public - modules - {"annotations"} == set(ftrl_ps.__all__) - {"__version__"}
+
+
+def test_errors_share_one_root() -> None:
+    for name in ftrl_ps.__all__:
+        obj = getattr(ftrl_ps, name)
+        if isinstance(obj, type) and issubclass(obj, Exception):
+            assert issubclass(obj, ftrl_ps.FTRLPSError)
+
+
+def test_import_does_not_pull_in_the_server_stack() -> None:
+    code = (
+        "import sys, ftrl_ps; "
+        "print(any(m.startswith(('fastapi', 'uvicorn')) for m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
