@@ -30,9 +30,9 @@ import numpy as np
 
 from ftrl_ps.cli import _common as c
 from ftrl_ps.errors import ConfigError, FTRLPSError, ServerError
-from ftrl_ps.ftrl import FTRL
 from ftrl_ps.modelio import SavedModel, load_model, save_model
 from ftrl_ps.progress import Progress
+from ftrl_ps.server.serve import bind_socket, socket_url
 from ftrl_ps.train import evaluate
 
 START_TIMEOUT = 60.0
@@ -73,7 +73,14 @@ class Cluster:
     servers: list[Proc] = field(default_factory=list)
     workers: list[Proc] = field(default_factory=list)
 
-    def spawn(self, name: str, argv: list[str], *, stdout: int | IO[bytes] | None = None) -> Proc:
+    def spawn(
+        self,
+        name: str,
+        argv: list[str],
+        *,
+        stdout: int | IO[bytes] | None = None,
+        pass_fds: tuple[int, ...] = (),
+    ) -> Proc:
         log = self.logdir / f"{name.replace(' ', '-')}.log"
         with open(log, "wb") as errf:
             popen = subprocess.Popen(
@@ -82,15 +89,29 @@ class Cluster:
                 stderr=errf,
                 stdin=subprocess.DEVNULL,
                 env=self.env,
+                pass_fds=pass_fds,
                 preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             )
         return Proc(name, popen, log)
 
     def start_server(self, index: int, argv: list[str]) -> Proc:
-        proc = self.spawn(f"server {index}", argv, stdout=subprocess.PIPE)
+        """Start a shard on a socket bound here, so its URL is known at once.
+
+        Connections made before the server is up wait in the socket's backlog,
+        so workers can start at the same time as the servers.
+        """
+        sock = bind_socket("127.0.0.1", 0)
+        try:
+            proc = self.spawn(
+                f"server {index}",
+                [*argv, "--fd", str(sock.fileno())],
+                stdout=subprocess.PIPE,
+                pass_fds=(sock.fileno(),),
+            )
+            proc.url = socket_url(sock)
+        finally:
+            sock.close()  # the server holds its own copy; a dead server refuses connections
         self.servers.append(proc)
-        url = _read_listening_line(proc, START_TIMEOUT)
-        proc.url = url
         return proc
 
     def stop(self) -> None:
@@ -244,6 +265,8 @@ def run_cluster(args: argparse.Namespace) -> int:
         for i in range(args.workers):
             argv = _worker_argv(args, urls, params.as_dict(), bits, i, metrics[i])
             cluster.workers.append(cluster.spawn(f"worker {i}", argv))
+        for p in cluster.servers:  # started meanwhile; a failure to start is reported here
+            _read_listening_line(p, START_TIMEOUT)
         with PSClient(urls, token=env["FTRL_PS_TOKEN"]) as client:
             _wait_for_workers(cluster, client, progress)
             progress.close()
@@ -262,7 +285,9 @@ def run_cluster(args: argparse.Namespace) -> int:
             n=np.asarray(n),
             z=np.asarray(z),
         )
-        results = _finish(args, saved_model, rows, loss_sum, train_seconds, reports, status)
+        results = _finish(
+            args, saved_model, rows, loss_sum, train_seconds, reports, status, started
+        )
         results["shard_keys_pushed"] = [int(sc.get("keys_pushed", 0)) for sc in shard_counters]
         results["shard_keys_pulled"] = [int(sc.get("keys_pulled", 0)) for sc in shard_counters]
         results["cluster_seconds"] = time.perf_counter() - started
@@ -322,6 +347,7 @@ def _finish(
     seconds: float,
     reports: list[dict[str, Any]],
     status: dict[str, Any],
+    started: float,
 ) -> dict[str, Any]:
     plog = loss_sum / rows if rows else float("nan")
     pushed = sum(int(r.get("keys_pushed", 0)) for r in reports)
@@ -347,17 +373,6 @@ def _finish(
         "bits": saved.bits,
         "params": saved.params.as_dict(),
     }
-    model: FTRL | None = None
-    if args.test:
-        model = saved.to_ftrl()
-        ev = evaluate(
-            model, args.test, chunk_bytes=args.chunk_mb << 20, skip_bad_lines=args.skip_bad_lines
-        )
-        print(
-            f"test {args.test}: logloss {ev['logloss']:.5f}  AUC {ev['auc']:.5f}  "
-            f"rows {ev['rows']:,}  positive rate {ev['positive_rate']:.4f}"
-        )
-        results.update({f"test_{k}": v for k, v in ev.items()})
     if args.model:
         path = save_model(
             args.model,
@@ -370,4 +385,17 @@ def _finish(
             progressive_logloss=plog,
         )
         print(f"model saved to {path} ({saved.keys.size:,} keys with state)")
+        results["saved_seconds"] = time.perf_counter() - started
+    if args.test:
+        ev = evaluate(
+            saved.to_ftrl(),
+            args.test,
+            chunk_bytes=args.chunk_mb << 20,
+            skip_bad_lines=args.skip_bad_lines,
+        )
+        print(
+            f"test {args.test}: logloss {ev['logloss']:.5f}  AUC {ev['auc']:.5f}  "
+            f"rows {ev['rows']:,}  positive rate {ev['positive_rate']:.4f}"
+        )
+        results.update({f"test_{k}": v for k, v in ev.items()})
     return results

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ftrl_ps._kernels import worker as _k
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.ftrl import FTRL, FTRLParams
 from ftrl_ps.libsvm import Batch, LibsvmReader, split_ranges
@@ -45,9 +46,9 @@ class ParamClient(Protocol):
 class WorkerConfig:
     """How a worker trains and talks to the servers."""
 
-    batch_size: int = 500
-    fetch_step: int = 4
-    push_step: int = 4
+    batch_size: int = 1000
+    fetch_step: int = 10
+    push_step: int = 10
     epochs: int = 1
     chunk_bytes: int = 4 << 20
     skip_bad_lines: bool = False
@@ -99,31 +100,43 @@ class Worker:
         # float64 locally: deltas are differences of accumulated sums
         self.model = FTRL(bits, params, dtype="float64")
         self.base = np.zeros_like(self.model.state)
+        self._stamp = np.zeros(self.model.state.shape[0], dtype=np.int32)
+        self._token = 0
         self.report = WorkerReport()
         self._dirty: list[np.ndarray] = []  # indices trained on since the last push
         self._since_push = 0
         self._started = time.perf_counter()
 
     # -- communication -------------------------------------------------
+    def _keys_of(self, parts: list[np.ndarray]) -> np.ndarray:
+        """Sorted unique keys (uint32) of ``parts`` plus the bias."""
+        self._token += 1
+        indices = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        keys: np.ndarray = _k.unique_keys(indices, self.model.bias_key, self._stamp, self._token)
+        return keys
+
     def _pull(self, keys: np.ndarray) -> None:
         n, z = self.client.pull(keys)
-        state, base = self.model.state, self.base
-        unpushed = state[keys] - base[keys]
-        base[keys, 0] = n
-        base[keys, 1] = z
-        state[keys] = base[keys] + unpushed
+        _k.merge_pulled(self.model.state, self.base, keys, n, z)
         self.report.pulls += 1
         self.report.keys_pulled += int(keys.size)
 
-    def push(self) -> None:
-        """Push every delta accumulated since the last push, then tick the clock."""
+    def push(self, keys: np.ndarray | None = None) -> None:
+        """Push every delta accumulated since the last push, then tick the clock.
+
+        ``keys``, if given, must cover every key trained on since the last push
+        (sorted, unique, uint32); by default they are computed from the steps.
+        """
         if not self._dirty:
             return
-        keys = np.union1d(np.concatenate(self._dirty), [self.model.bias_key]).astype(np.uint32)
+        if keys is None:
+            keys = self._keys_of(self._dirty)
         self._dirty = []
-        delta = self.model.state[keys] - self.base[keys]
-        self.client.push(keys, delta[:, 0].astype(np.float32), delta[:, 1].astype(np.float32))
-        self.base[keys] = self.model.state[keys]
+        delta_n = np.empty(keys.size, dtype=np.float32)
+        delta_z = np.empty(keys.size, dtype=np.float32)
+        _k.deltas(self.model.state, self.base, keys, delta_n, delta_z)
+        self.client.push(keys, delta_n, delta_z)
+        _k.commit(self.model.state, self.base, keys)
         self.report.pushes += 1
         self.report.keys_pushed += int(keys.size)
         self._since_push = 0
@@ -150,10 +163,11 @@ class Worker:
         cfg = self.config
         model = self.model
         for round_ in self._rounds(minibatches(batches, cfg.batch_size)):
-            keys = np.union1d(
-                np.unique(np.concatenate([mb.indices for mb in round_])), [model.bias_key]
-            ).astype(np.uint32)
+            keys = self._keys_of([mb.indices for mb in round_])
             self._pull(keys)
+            # a push due right at the end of a round that began with nothing
+            # unpushed covers exactly the keys just pulled: reuse them
+            reuse = not self._dirty and len(round_) == cfg.push_step
             for mb in round_:
                 self.report.loss_sum += model._fit(mb.labels, mb.indptr, mb.indices, mb.values)
                 self.report.rows += mb.rows
@@ -161,7 +175,7 @@ class Worker:
                 self._dirty.append(mb.indices)
                 self._since_push += 1
                 if self._since_push >= cfg.push_step:
-                    self.push()
+                    self.push(keys if reuse else None)
 
     def run(
         self, source: str | os.PathLike[str], byte_range: tuple[int, int] | None

@@ -57,6 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="address to bind (default 127.0.0.1, loopback only)")
     net.add_argument("--port", type=int, default=0,
                      help="TCP port; 0 (default) picks a free port and prints it")
+    net.add_argument("--fd", type=int, default=None, metavar="FD",
+                     help="serve on this already-listening socket inherited from a launcher "
+                          "(then --host and --port are not used)")
     net.add_argument("--token", default=None,
                      help="bearer token required on state-changing requests "
                           "(default: $FTRL_PS_TOKEN, else no authentication)")
@@ -111,7 +114,7 @@ def _is_loopback(host: str) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     from ftrl_ps.server.app import create_app
-    from ftrl_ps.server.serve import bind_socket, serve
+    from ftrl_ps.server.serve import bind_socket, serve, socket_from_fd
     from ftrl_ps.server.settings import ServerSettings
 
     try:
@@ -136,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"ftrl-ps server: warning: listening on {args.host} without --token",
               file=sys.stderr)
     app = create_app(settings)
-    sock = bind_socket(args.host, args.port)
+    sock = socket_from_fd(args.fd) if args.fd is not None else bind_socket(args.host, args.port)
 
     def ready(url: str) -> None:
         print(f"listening on {url}", flush=True)

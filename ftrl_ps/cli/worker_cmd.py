@@ -37,19 +37,19 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     """Batching and communication flags shared by ``worker`` and ``train --workers``."""
     g = parser.add_argument_group("worker communication")
     g.add_argument(
-        "--batch-size", type=c.positive_int, default=500, help="rows per step (default 500)"
+        "--batch-size", type=c.positive_int, default=1000, help="rows per step (default 1000)"
     )
     g.add_argument(
         "--fetch-step",
         type=c.positive_int,
-        default=4,
-        help="pull fresh state for the next N steps' keys every N steps (default 4)",
+        default=10,
+        help="pull fresh state for the next N steps' keys every N steps (default 10)",
     )
     g.add_argument(
         "--push-step",
         type=c.positive_int,
-        default=4,
-        help="push accumulated deltas and tick the SSP clock every N steps (default 4)",
+        default=10,
+        help="push accumulated deltas and tick the SSP clock every N steps (default 10)",
     )
 
 

@@ -38,6 +38,22 @@ def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
     return sock
 
 
+def socket_from_fd(fd: int) -> socket.socket:
+    """The listening TCP socket inherited as file descriptor ``fd`` (from a launcher)."""
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError as exc:
+        raise ConfigError(f"--fd {fd} is not an open socket: {exc.strerror or exc}") from exc
+    try:
+        listening = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+    except OSError as exc:
+        raise ConfigError(f"--fd {fd}: {exc.strerror or exc}") from exc
+    if sock.type != socket.SOCK_STREAM or not listening:
+        raise ConfigError(f"--fd {fd} is not a listening TCP socket")
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
 def socket_url(sock: socket.socket) -> str:
     """``http://host:port`` of a bound socket."""
     host, port = sock.getsockname()[:2]
