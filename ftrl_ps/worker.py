@@ -46,9 +46,9 @@ class ParamClient(Protocol):
 class WorkerConfig:
     """How a worker trains and talks to the servers."""
 
-    batch_size: int = 1000
-    fetch_step: int = 10
-    push_step: int = 10
+    batch_size: int = 500
+    fetch_step: int = 4
+    push_step: int = 4
     epochs: int = 1
     chunk_bytes: int = 4 << 20
     skip_bad_lines: bool = False

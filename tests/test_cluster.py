@@ -133,3 +133,34 @@ def test_workers_zero_is_single_process(tmp_path: Path) -> None:
     data.write_text("1 1:1\n0 2:1\n")
     res = run_cli("train", str(data), "--workers", "0", "--bits", "4", "-q")
     assert res.returncode == 0 and "trained 2 rows" in res.stdout
+
+
+@pytest.mark.slow
+def test_cluster_on_generated_ctr_data_matches_single_process(
+    synth_small: Path, tmp_path: Path
+) -> None:
+    """Dense numeric fields plus power-law categorical ones, launcher defaults."""
+    train, test = synth_small / "train.svm", synth_small / "test.svm"
+    one, two = tmp_path / "one.json", tmp_path / "two.json"
+    res = run_cli(
+        "train", str(train), "--test", str(test), "--bits", "18", "-q", "--metrics-json", str(one)
+    )
+    assert res.returncode == 0, res.stderr
+    res = run_cli(
+        "train",
+        str(train),
+        "--test",
+        str(test),
+        "--bits",
+        "18",
+        "-q",
+        "--workers",
+        "2",
+        "--metrics-json",
+        str(two),
+        timeout=240,
+    )
+    assert res.returncode == 0, res.stderr
+    single = json.loads(one.read_text())["test_logloss"]
+    cluster = json.loads(two.read_text())["test_logloss"]
+    assert abs(cluster - single) <= 0.003, (cluster, single)

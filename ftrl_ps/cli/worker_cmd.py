@@ -37,19 +37,25 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     """Batching and communication flags shared by ``worker`` and ``train --workers``."""
     g = parser.add_argument_group("worker communication")
     g.add_argument(
-        "--batch-size", type=c.positive_int, default=1000, help="rows per step (default 1000)"
+        "--batch-size",
+        type=c.positive_int,
+        default=None,
+        help="rows per step (default 500; 'train --workers N' uses 1000 // N). Keep "
+        "workers x batch-size x push-step to a few thousand rows: every worker trains that "
+        "far on state the others have not seen yet, and the summed deltas overshoot on "
+        "dense features if it is much larger",
     )
     g.add_argument(
         "--fetch-step",
         type=c.positive_int,
-        default=10,
-        help="pull fresh state for the next N steps' keys every N steps (default 10)",
+        default=4,
+        help="pull fresh state for the next N steps' keys every N steps (default 4)",
     )
     g.add_argument(
         "--push-step",
         type=c.positive_int,
-        default=10,
-        help="push accumulated deltas and tick the SSP clock every N steps (default 10)",
+        default=4,
+        help="push accumulated deltas and tick the SSP clock every N steps (default 4)",
     )
 
 
@@ -99,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--worker-index {args.worker_index} must be < --num-workers")
     urls = [u.strip() for u in args.server.split(",") if u.strip()]
     cfg = WorkerConfig(
-        batch_size=args.batch_size,
+        batch_size=args.batch_size if args.batch_size is not None else WorkerConfig.batch_size,
         fetch_step=args.fetch_step,
         push_step=args.push_step,
         epochs=args.epochs,
