@@ -208,6 +208,8 @@ def _worker_argv(
         str(args.fetch_step),
         "--push-step",
         str(args.push_step),
+        "--dense-fraction",
+        repr(args.dense_fraction),
         "--chunk-mb",
         str(args.chunk_mb),
         "--metrics-json",

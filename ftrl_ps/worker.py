@@ -11,6 +11,18 @@ Local state keeps the worker's own unpushed updates across a pull: for every
 pulled key, ``local = pulled + (local - base)`` where ``base`` is what the
 worker last saw on (or sent to) the server. (Goline overwrote them.)
 
+Dense keys are averaged, sparse keys summed. Between two syncs every worker
+trains on its own rows from the same pulled state. For a key that most rows
+contain (the bias, numeric fields) each worker's delta is the same journey
+towards the optimum, so the server's *sum* over N workers overshoots about
+N-fold and, with several workers, oscillates and diverges (measured: 4
+workers on the generated CTR data reached test logloss 6.2 instead of 0.40).
+A key that is present in at least ``dense_fraction`` of the rows of a push
+therefore has its ``n``/``z`` deltas divided by ``num_workers``: the workers'
+journeys are averaged, as if one learner had made them. Rarer keys are seen by
+few workers; their deltas carry separate information and are summed. With one
+worker nothing changes.
+
 The math lives in :mod:`ftrl_ps.ftrl`; the network in :mod:`ftrl_ps.client`.
 """
 
@@ -52,9 +64,16 @@ class WorkerConfig:
     epochs: int = 1
     chunk_bytes: int = 4 << 20
     skip_bad_lines: bool = False
+    #: workers training concurrently: dense keys' deltas are divided by it
+    num_workers: int = 1
+    #: a key in at least this share of a push's rows counts as dense (> 1: never)
+    dense_fraction: float = 0.5
 
     def __post_init__(self) -> None:
-        for name in ("batch_size", "fetch_step", "push_step", "epochs", "chunk_bytes"):
+        if not self.dense_fraction > 0:
+            raise ConfigError(f"dense_fraction must be > 0, got {self.dense_fraction}")
+        for name in ("batch_size", "fetch_step", "push_step", "epochs", "chunk_bytes",
+                     "num_workers"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
 
@@ -101,19 +120,23 @@ class Worker:
         self.model = FTRL(bits, params, dtype="float64")
         self.base = np.zeros_like(self.model.state)
         self._stamp = np.zeros(self.model.state.shape[0], dtype=np.int32)
+        self._counts = np.zeros(self.model.state.shape[0], dtype=np.int32)
         self._token = 0
         self.report = WorkerReport()
-        self._dirty: list[np.ndarray] = []  # indices trained on since the last push
+        self._dirty: list[Batch] = []  # mini-batches trained on since the last push
         self._since_push = 0
         self._started = time.perf_counter()
 
     # -- communication -------------------------------------------------
-    def _keys_of(self, parts: list[np.ndarray]) -> np.ndarray:
-        """Sorted unique keys (uint32) of ``parts`` plus the bias."""
+    def _keys_of(self, parts: list[Batch]) -> tuple[np.ndarray, np.ndarray]:
+        """Sorted unique keys (uint32) of ``parts`` plus the bias, and their row counts."""
         self._token += 1
-        indices = np.concatenate(parts) if len(parts) > 1 else parts[0]
-        keys: np.ndarray = _k.unique_keys(indices, self.model.bias_key, self._stamp, self._token)
-        return keys
+        arrays = [mb.indices for mb in parts]
+        indices = np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
+        keys, occurrences = _k.unique_keys(
+            indices, self.model.bias_key, self._stamp, self._token, self._counts
+        )
+        return keys, occurrences
 
     def _pull(self, keys: np.ndarray) -> None:
         n, z = self.client.pull(keys)
@@ -121,20 +144,24 @@ class Worker:
         self.report.pulls += 1
         self.report.keys_pulled += int(keys.size)
 
-    def push(self, keys: np.ndarray | None = None) -> None:
+    def push(self, keyed: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         """Push every delta accumulated since the last push, then tick the clock.
 
-        ``keys``, if given, must cover every key trained on since the last push
-        (sorted, unique, uint32); by default they are computed from the steps.
+        ``keyed``, if given, is ``(keys, occurrences)`` of exactly the steps
+        trained since the last push (as :meth:`_keys_of` returns them); by
+        default it is computed from those steps.
         """
         if not self._dirty:
             return
-        if keys is None:
-            keys = self._keys_of(self._dirty)
+        keys, occurrences = keyed if keyed is not None else self._keys_of(self._dirty)
+        rows = sum(mb.rows for mb in self._dirty)
         self._dirty = []
+        cfg = self.config
+        dense_rows = max(1.0, cfg.dense_fraction * rows)
         delta_n = np.empty(keys.size, dtype=np.float32)
         delta_z = np.empty(keys.size, dtype=np.float32)
-        _k.deltas(self.model.state, self.base, keys, delta_n, delta_z)
+        _k.deltas(self.model.state, self.base, keys, occurrences, dense_rows,
+                  1.0 / cfg.num_workers, delta_n, delta_z)
         self.client.push(keys, delta_n, delta_z)
         _k.commit(self.model.state, self.base, keys)
         self.report.pushes += 1
@@ -163,8 +190,8 @@ class Worker:
         cfg = self.config
         model = self.model
         for round_ in self._rounds(minibatches(batches, cfg.batch_size)):
-            keys = self._keys_of([mb.indices for mb in round_])
-            self._pull(keys)
+            keyed = self._keys_of(round_)
+            self._pull(keyed[0])
             # a push due right at the end of a round that began with nothing
             # unpushed covers exactly the keys just pulled: reuse them
             reuse = not self._dirty and len(round_) == cfg.push_step
@@ -172,10 +199,10 @@ class Worker:
                 self.report.loss_sum += model._fit(mb.labels, mb.indptr, mb.indices, mb.values)
                 self.report.rows += mb.rows
                 self.report.steps += 1
-                self._dirty.append(mb.indices)
+                self._dirty.append(mb)
                 self._since_push += 1
                 if self._since_push >= cfg.push_step:
-                    self.push(keys if reuse else None)
+                    self.push(keyed if reuse else None)
 
     def run(
         self, source: str | os.PathLike[str], byte_range: tuple[int, int] | None

@@ -92,3 +92,60 @@ def test_pull_keeps_unpushed_local_updates() -> None:
     worker.push()
     # the server now has the other worker's delta plus all of ours, exactly once
     assert server.n[3] == pytest.approx(local_before[3, 0] + 0.5)
+
+
+def _bsp_rounds(data: Batch, workers: int, cfg: WorkerConfig, params: FTRLParams) -> MemoryServer:
+    """``workers`` Workers in lockstep on contiguous shares: all pull, all train, all push."""
+    from ftrl_ps.minibatch import minibatches, slice_rows
+
+    bits = 18
+    server = MemoryServer(FTRL(bits, params).state.shape[0])
+    cuts = [data.rows * i // workers for i in range(workers + 1)]
+    shares = [
+        list(minibatches(iter([slice_rows(data, cuts[i], cuts[i + 1])]), cfg.batch_size))
+        for i in range(workers)
+    ]
+    ws = [Worker(server, bits, params, cfg) for _ in range(workers)]
+    step = cfg.fetch_step
+    r = 0
+    while any(r * step < len(s) for s in shares):
+        active = [(w, s[r * step : (r + 1) * step]) for w, s in zip(ws, shares, strict=True)]
+        active = [(w, rnd) for w, rnd in active if rnd]
+        keyed = []
+        for w, rnd in active:
+            keyed.append(w._keys_of(rnd))
+            w._pull(keyed[-1][0])
+        for w, rnd in active:
+            for mb in rnd:
+                w.model._fit(mb.labels, mb.indptr, mb.indices, mb.values)
+            w._dirty.extend(rnd)
+        for (w, _), k in zip(active, keyed, strict=True):
+            w.push(k)
+        r += 1
+    return server
+
+
+def test_dense_keys_are_averaged_so_many_workers_do_not_diverge(synth_small) -> None:
+    """Summed deltas of keys every row has overshoot N-fold; averaging them does not."""
+    from ftrl_ps.libsvm import read_all
+    from ftrl_ps.metrics import logloss
+
+    data = read_all(synth_small / "train.svm", 18)
+    test = read_all(synth_small / "test.svm", 18)
+    params = FTRLParams()
+    single = FTRL(18, params)
+    single.fit_rows(data.labels, data.indptr, data.indices, data.values)
+
+    def test_loss(server: MemoryServer) -> float:
+        model = FTRL(18, params)
+        model.state[:, 0] = server.n
+        model.state[:, 1] = server.z
+        return logloss(test.labels, model.predict_rows(test.indptr, test.indices, test.values))
+
+    base = logloss(test.labels, single.predict_rows(test.indptr, test.indices, test.values))
+    averaged = WorkerConfig(batch_size=250, fetch_step=4, push_step=4, num_workers=4)
+    summed = WorkerConfig(
+        batch_size=250, fetch_step=4, push_step=4, num_workers=4, dense_fraction=2.0
+    )
+    assert test_loss(_bsp_rounds(data, 4, averaged, params)) <= base + 0.01
+    assert test_loss(_bsp_rounds(data, 4, summed, params)) > base + 0.05  # the failure it fixes

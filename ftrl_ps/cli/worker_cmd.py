@@ -37,6 +37,15 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     """Batching and communication flags shared by ``worker`` and ``train --workers``."""
     g = parser.add_argument_group("worker communication")
     g.add_argument(
+        "--dense-fraction",
+        type=c.finite_float,
+        default=0.5,
+        metavar="F",
+        help="a key present in at least this share of the rows of a push (and the bias) "
+        "is dense: its deltas are averaged over the workers instead of summed, because "
+        "every worker makes the same move on it; > 1 sums everything (default 0.5)",
+    )
+    g.add_argument(
         "--batch-size",
         type=c.positive_int,
         default=None,
@@ -111,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
         epochs=args.epochs,
         chunk_bytes=args.chunk_mb << 20,
         skip_bad_lines=args.skip_bad_lines,
+        num_workers=args.num_workers,
+        dense_fraction=args.dense_fraction,
     )
     params = c.params_from(args)
     token = args.token if args.token is not None else os.environ.get("FTRL_PS_TOKEN")
