@@ -223,18 +223,35 @@ def _worker_argv(
     return argv
 
 
-def local_batch_size(args: argparse.Namespace) -> int:
-    """``--batch-size``, or by default ``1000 // workers`` (at least 50).
+#: rounds (pull, train ``fetch_step`` steps, push) each worker should get at least
+TARGET_ROUNDS = 50
+MIN_BATCH, MAX_BATCH = 50, 2000
 
-    The workers together then train about 4 x 1000 rows between two pushes
-    with the default ``--push-step 4``. Every worker starts a round from the
-    same state, so the summed deltas of a feature present in every row
-    overshoot when that total is large (measured on the generated data: 4
-    workers x 500 rows x 4 steps diverged, 4 x 250 x 4 matched one process).
+
+def estimate_rows(path: str, sample_bytes: int = 1 << 20) -> int:
+    """Rows in a libsvm file, estimated from the line length of its first MiB."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        head = f.read(sample_bytes)
+    lines = head.count(b"\n")
+    if not lines or size <= len(head):
+        return max(lines, 1)
+    return max(1, int(size / (len(head) / lines)))
+
+
+def local_batch_size(args: argparse.Namespace) -> int:
+    """``--batch-size``, or by default one that gives each worker about 50 rounds.
+
+    Between two syncs every worker trains ``batch_size x push_step`` rows from
+    the same state; fewer, longer rounds are faster but a worker that trains
+    its whole share in one or two rounds never sees the others' updates (a9a,
+    4 workers, one round each: test logloss 0.39 instead of 0.324). The
+    default is ``rows per worker / (50 x fetch_step)``, kept in [50, 2000].
     """
     if args.batch_size is not None:
         return int(args.batch_size)
-    return max(50, 1000 // max(args.workers, 1))
+    per_worker = estimate_rows(args.train) * args.epochs // max(args.workers, 1)
+    return min(MAX_BATCH, max(MIN_BATCH, per_worker // (TARGET_ROUNDS * args.fetch_step)))
 
 
 def _progress_line(client: Any) -> tuple[int, float, str]:

@@ -49,10 +49,10 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         "--batch-size",
         type=c.positive_int,
         default=None,
-        help="rows per step (default 500; 'train --workers N' uses 1000 // N). Keep "
-        "workers x batch-size x push-step to a few thousand rows: every worker trains that "
-        "far on state the others have not seen yet, and the summed deltas overshoot on "
-        "dense features if it is much larger",
+        help="rows per step (default 500; 'train --workers N' picks one that gives each "
+        "worker about 50 rounds, within 50..2000). A worker trains batch-size x "
+        "push-step rows on state the others have not seen yet; one that does its whole "
+        "share in a round or two learns little from the others",
     )
     g.add_argument(
         "--fetch-step",
