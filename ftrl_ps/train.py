@@ -57,6 +57,17 @@ def _size_of(source: Source) -> int | None:
     return None
 
 
+def _reader(source: Source, bits: int, chunk_bytes: int, skip_bad_lines: bool) -> LibsvmReader:
+    """The reader every pass uses: parallel parsing, bad lines as asked."""
+    return LibsvmReader(
+        source,
+        bits,
+        chunk_bytes=chunk_bytes,
+        skip_bad_lines=skip_bad_lines,
+        threads=PARSE_THREADS,
+    )
+
+
 def train(
     model: FTRL,
     source: Source,
@@ -75,13 +86,7 @@ def train(
     size = _size_of(source)
     start = time.perf_counter()
     for epoch in range(epochs):
-        reader = LibsvmReader(
-            source,
-            model.bits,
-            chunk_bytes=chunk_bytes,
-            skip_bad_lines=skip_bad_lines,
-            threads=PARSE_THREADS,
-        )
+        reader = _reader(source, model.bits, chunk_bytes, skip_bad_lines)
         for batch in prefetch(reader, depth=2):
             report.loss_sum += model._fit(batch.labels, batch.indptr, batch.indices, batch.values)
             report.rows += batch.rows
@@ -110,13 +115,7 @@ def evaluate(
 ) -> dict[str, float]:
     """Log loss, AUC, rows and positive rate of ``model`` on ``source``."""
     ev = Evaluation()
-    reader = LibsvmReader(
-        source,
-        model.bits,
-        chunk_bytes=chunk_bytes,
-        skip_bad_lines=skip_bad_lines,
-        threads=PARSE_THREADS,
-    )
+    reader = _reader(source, model.bits, chunk_bytes, skip_bad_lines)
     for batch in prefetch(reader, depth=2):
         ev.update(batch.labels, model._predict(batch.indptr, batch.indices, batch.values))
     result = ev.get()
@@ -134,13 +133,7 @@ def predict(
 ) -> int:
     """Write one probability per input row to ``out``; returns the row count."""
     rows = 0
-    reader = LibsvmReader(
-        source,
-        model.bits,
-        chunk_bytes=chunk_bytes,
-        skip_bad_lines=skip_bad_lines,
-        threads=PARSE_THREADS,
-    )
+    reader = _reader(source, model.bits, chunk_bytes, skip_bad_lines)
     for batch in prefetch(reader, depth=2):
         probs = model._predict(batch.indptr, batch.indices, batch.values)
         if probs.size:

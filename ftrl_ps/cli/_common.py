@@ -47,6 +47,28 @@ def finite_float(text: str) -> float:
     return value
 
 
+def positive_float(text: str) -> float:
+    value = finite_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def staleness_arg(text: str) -> int | None:
+    """SSP staleness: an integer >= 0, or ``inf`` (also ``none``/``async``) for None."""
+    if text.strip().lower() in ("inf", "infinity", "none", "async"):
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer >= 0 or 'inf', got {text!r}"
+        ) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"staleness must be >= 0, got {value}")
+    return value
+
+
 def bits_arg(text: str) -> int:
     try:
         return check_bits(int(text))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
-import math
 import sys
 
+from ftrl_ps.cli import _common as c
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.layout import DEFAULT_GROUP_SIZE
 
@@ -27,30 +27,6 @@ state-changing request must send 'Authorization: Bearer TOKEN'.
 """
 
 
-def _staleness(text: str) -> int | None:
-    if text.strip().lower() in ("inf", "infinity", "none", "async"):
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected an integer >= 0 or 'inf', got {text!r}"
-        ) from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"staleness must be >= 0, got {value}")
-    return value
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     net = parser.add_argument_group("network")
     net.add_argument("--host", default="127.0.0.1",
@@ -63,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     net.add_argument("--token", default=None,
                      help="bearer token required on state-changing requests "
                           "(default: $FTRL_PS_TOKEN, else no authentication)")
-    net.add_argument("--max-body-mb", type=_positive, default=64.0, metavar="MB",
+    net.add_argument("--max-body-mb", type=c.positive_float, default=64.0, metavar="MB",
                      help="largest accepted request body in MiB; larger -> 413 (default 64)")
     net.add_argument("--log-level", default="warning",
                      choices=("critical", "error", "warning", "info", "debug"),
@@ -85,20 +61,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="model file to start from (this shard loads its key range)")
 
     ssp = parser.add_argument_group("SSP clock (used by shard 0)")
-    ssp.add_argument("--staleness", type=_staleness, default=None, metavar="S",
+    ssp.add_argument("--staleness", type=c.staleness_arg, default=None, metavar="S",
                      help="max clock gap between fastest and slowest live worker: "
                           "0 = BSP lockstep, 'inf' (default) = asynchronous")
     ssp.add_argument("--num-workers", type=int, default=None,
                      help="expected number of workers; missing ones count at clock 0 "
                           "until they register (default: the first registration says)")
-    ssp.add_argument("--worker-timeout", type=_positive, default=30.0, metavar="SECONDS",
+    ssp.add_argument("--worker-timeout", type=c.positive_float, default=30.0, metavar="SECONDS",
                      help="a worker without heartbeat for this long is dead and no longer "
                           "holds back the others (default 30)")
-    ssp.add_argument("--registration-timeout", type=_positive, default=60.0,
+    ssp.add_argument("--registration-timeout", type=c.positive_float, default=60.0,
                      metavar="SECONDS",
                      help="after this long from the first registration, workers that never "
                           "registered stop holding back the others (default 60)")
-    ssp.add_argument("--clock-wait-timeout", type=_positive, default=5.0, metavar="SECONDS",
+    ssp.add_argument("--clock-wait-timeout", type=c.positive_float, default=5.0, metavar="SECONDS",
                      help="longest one clock/wait request blocks before answering "
                           "ready=false so the client asks again (default 5)")
 

@@ -49,13 +49,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_local_cluster_arguments(parser)
 
 
-def _staleness(text: str) -> int | None:
-    if text.strip().lower() in ("inf", "infinity"):
-        return None
-    value = c.non_negative_int(text)
-    return value
-
-
 def add_local_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group(
         "local cluster (with --workers N >= 1: servers and workers as processes on 127.0.0.1)"
@@ -71,7 +64,7 @@ def add_local_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--staleness",
-        type=_staleness,
+        type=c.staleness_arg,
         default=3,
         metavar="S",
         help="SSP bound: 0 = BSP lockstep, N = at most N clocks ahead of the slowest live "
@@ -82,7 +75,7 @@ def add_local_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--worker-timeout",
-        type=float,
+        type=c.positive_float,
         default=30.0,
         metavar="SECONDS",
         help="a worker silent this long is marked dead (default 30)",
