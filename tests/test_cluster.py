@@ -32,10 +32,17 @@ def single_a9a(a9a: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("workers", [2, 4])
-@pytest.mark.parametrize("staleness", ["0", "3", "inf"])
+@pytest.mark.parametrize(
+    "workers, staleness, servers",
+    [(w, s, 1) for w in (2, 4) for s in ("0", "3", "inf")] + [(2, "3", 2), (4, "inf", 2)],
+)
 def test_cluster_quality_matches_single_process(
-    a9a: tuple[Path, Path], single_a9a: float, tmp_path: Path, workers: int, staleness: str
+    a9a: tuple[Path, Path],
+    single_a9a: float,
+    tmp_path: Path,
+    workers: int,
+    staleness: str,
+    servers: int,
 ) -> None:
     train, test = a9a
     metrics, model = tmp_path / "m.json", tmp_path / "m.ftrl"
@@ -48,6 +55,8 @@ def test_cluster_quality_matches_single_process(
         str(workers),
         "--staleness",
         staleness,
+        "--servers",
+        str(servers),
         "--model",
         str(model),
         "--metrics-json",

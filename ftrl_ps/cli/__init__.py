@@ -22,7 +22,16 @@ from types import ModuleType
 from ftrl_ps.errors import ConfigError, FTRLPSError
 
 #: sub-command modules, in the order ``--help`` lists them
-COMMANDS: tuple[str, ...] = ("train", "eval", "predict", "gen", "server", "worker", "export")
+COMMANDS: tuple[str, ...] = (
+    "train",
+    "eval",
+    "predict",
+    "gen",
+    "server",
+    "worker",
+    "export",
+    "status",
+)
 
 
 def _load(name: str) -> ModuleType | None:
