@@ -8,6 +8,7 @@ lock-striped parameter store).
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numba
@@ -22,3 +23,31 @@ def njit(*args: Any, **kwargs: Any) -> Any:
     if args and callable(args[0]):
         return numba.njit(**flags)(args[0])
     return numba.njit(*args, **flags)
+
+
+class _NoScipyLinalg:
+    """Import hook that makes ``scipy.linalg`` look absent while it is installed."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name == "scipy.linalg" or name.startswith("scipy.linalg."):
+            raise ImportError(f"{name} skipped while loading numba's array maths")
+
+
+def skip_blas_probe() -> None:
+    """Load numba's array-math registry without importing scipy.
+
+    The first time a process compiles or loads any kernel, numba imports
+    ``numba.np.arraymath``, which imports ``scipy.linalg`` (0.35-0.45 s here)
+    only to offer ``np.linalg`` in nopython mode. No ftrl-ps kernel uses BLAS,
+    so the command line calls this once at start-up: numba then runs without
+    its optional BLAS support in that process. Library users, who may want
+    numba's linear algebra in their own code, are not affected.
+    """
+    if "scipy.linalg" in sys.modules or "numba.np.arraymath" in sys.modules:
+        return
+    hook = _NoScipyLinalg()
+    sys.meta_path.insert(0, hook)
+    try:
+        import numba.np.arraymath  # noqa: F401
+    finally:
+        sys.meta_path.remove(hook)

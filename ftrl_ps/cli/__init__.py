@@ -73,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from ftrl_ps._kernels._config import skip_blas_probe
+
+    skip_blas_probe()  # ~0.4 s less start-up in every ftrl-ps process
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
