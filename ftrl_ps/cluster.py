@@ -224,8 +224,8 @@ def _worker_argv(
 
 
 #: rounds (pull, train ``fetch_step`` steps, push) each worker should get at least
-TARGET_ROUNDS = 50
-MIN_BATCH, MAX_BATCH = 50, 2000
+TARGET_ROUNDS = 20
+MIN_BATCH, MAX_BATCH = 50, 5000
 
 
 def estimate_rows(path: str, sample_bytes: int = 1 << 20) -> int:
@@ -240,13 +240,13 @@ def estimate_rows(path: str, sample_bytes: int = 1 << 20) -> int:
 
 
 def local_batch_size(args: argparse.Namespace) -> int:
-    """``--batch-size``, or by default one that gives each worker about 50 rounds.
+    """``--batch-size``, or by default one that gives each worker about 20 rounds.
 
     Between two syncs every worker trains ``batch_size x push_step`` rows from
     the same state; fewer, longer rounds are faster but a worker that trains
     its whole share in one or two rounds never sees the others' updates (a9a,
     4 workers, one round each: test logloss 0.39 instead of 0.324). The
-    default is ``rows per worker / (50 x fetch_step)``, kept in [50, 2000].
+    default is ``rows per worker / (20 x fetch_step)``, kept in [50, 5000].
     """
     if args.batch_size is not None:
         return int(args.batch_size)
