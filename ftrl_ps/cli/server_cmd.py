@@ -46,8 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="uvicorn log level, logs go to stderr (default warning)")
 
     lay = parser.add_argument_group("layout (must match the workers)")
-    lay.add_argument("--bits", type=int, default=20,
-                     help="2**bits hashed feature slots plus one bias key (default 20)")
+    lay.add_argument("--bits", type=c.bits_arg, default=c.DEFAULT_BITS,
+                     help="2**bits hashed feature slots plus one bias key "
+                          f"(default {c.DEFAULT_BITS}, as 'ftrl-ps train')")
     lay.add_argument("--group-size", type=int, default=DEFAULT_GROUP_SIZE,
                      help=f"keys per parameter group, the unit of locking and of shard "
                           f"boundaries (default {DEFAULT_GROUP_SIZE})")
