@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from ftrl_ps.batch import Batch
 from ftrl_ps.errors import ConfigError
-from ftrl_ps.libsvm import Batch
 
 
 def slice_rows(batch: Batch, start: int, stop: int) -> Batch:

@@ -37,9 +37,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from ftrl_ps._kernels import worker as _k
+from ftrl_ps.batch import Batch
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.ftrl import FTRL, FTRLParams
-from ftrl_ps.libsvm import Batch, LibsvmReader, split_ranges
+from ftrl_ps.libsvm import LibsvmReader, split_ranges
 from ftrl_ps.minibatch import minibatches
 from ftrl_ps.prefetch import prefetch
 
