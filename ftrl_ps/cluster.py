@@ -274,6 +274,12 @@ def run_cluster(args: argparse.Namespace) -> int:
 
     if args.train == "-":
         raise ConfigError("--workers needs a training file, not stdin")
+    with open(args.train, "rb") as f:
+        if f.read(2) == b"\x1f\x8b":
+            raise ConfigError(
+                f"{args.train} is gzip-compressed; workers split the training file by byte "
+                "ranges, so --workers needs it uncompressed (e.g. gunzip -k it first)"
+            )
     if args.servers < 1:
         raise ConfigError("--servers must be >= 1")
     if args.resume:

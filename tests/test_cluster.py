@@ -175,3 +175,13 @@ def test_cluster_on_generated_ctr_data_matches_single_process(
     # even helps a little: measured 0.411 vs 0.414)
     assert cluster["test_logloss"] - single["test_logloss"] <= 0.003, (cluster, single)
     assert abs(cluster["test_auc"] - single["test_auc"]) <= 0.005
+
+
+def test_gzip_input_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    import gzip
+
+    data = tmp_path / "d.svm.gz"
+    data.write_bytes(gzip.compress(b"1 1:1\n0 2:1\n"))
+    res = run_cli("train", str(data), "--workers", "2", "--bits", "4", "-q")
+    assert res.returncode == 2
+    assert "gzip-compressed" in res.stderr and "worker 0" not in res.stderr
