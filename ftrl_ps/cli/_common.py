@@ -127,6 +127,29 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_server_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--server URL[,URL...]`` and ``--token`` of commands that talk to running servers."""
+    parser.add_argument(
+        "--server",
+        required=True,
+        metavar="URL[,URL...]",
+        help="parameter-server shard URLs in shard order, comma-separated",
+    )
+    parser.add_argument(
+        "--token", default=None, help="bearer token of the servers (default: $FTRL_PS_TOKEN)"
+    )
+
+
+def server_urls(args: argparse.Namespace) -> list[str]:
+    """The shard URLs of ``--server``."""
+    return [u.strip() for u in args.server.split(",") if u.strip()]
+
+
+def server_token(args: argparse.Namespace) -> str | None:
+    """``--token``, else ``$FTRL_PS_TOKEN``, else None."""
+    return args.token if args.token is not None else os.environ.get("FTRL_PS_TOKEN")
+
+
 def check_input(path: str, what: str = "input") -> str:
     if path != "-" and not os.path.exists(path):
         raise ConfigError(f"{what} file not found: {path}")

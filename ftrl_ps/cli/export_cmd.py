@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
@@ -30,9 +29,7 @@ example:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--server", required=True, metavar="URL[,URL...]", help="shard URLs in shard order"
-    )
+    c.add_server_arguments(parser)
     parser.add_argument("--model", required=True, metavar="OUT", help="model file to write")
     parser.add_argument("--test", metavar="TEST", help="evaluate the model on this libsvm file")
     parser.add_argument(
@@ -44,9 +41,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=86400.0,
         metavar="SECONDS",
         help="give up waiting after this long (default one day)",
-    )
-    parser.add_argument(
-        "--token", default=None, help="bearer token of the servers (default: $FTRL_PS_TOKEN)"
     )
     parser.add_argument("--metrics-json", metavar="FILE", help="write results as JSON")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress display")
@@ -68,9 +62,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.test:
         c.check_input(args.test, "test")
-    urls = [u.strip() for u in args.server.split(",") if u.strip()]
-    token = args.token if args.token is not None else os.environ.get("FTRL_PS_TOKEN")
-    with PSClient(urls, token=token) as client:
+    urls = c.server_urls(args)
+    with PSClient(urls, token=c.server_token(args)) as client:
         layout = client.layout
         if args.wait:
             deadline = time.monotonic() + args.timeout

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any
+
+from ftrl_ps.cli import _common as c
 
 NAME = "status"
 HELP = "show the status of every server shard (layout, workers and clocks, counters)"
@@ -21,12 +22,7 @@ example:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--server", required=True, metavar="URL[,URL...]", help="shard URLs in shard order"
-    )
-    parser.add_argument(
-        "--token", default=None, help="bearer token of the servers (default: $FTRL_PS_TOKEN)"
-    )
+    c.add_server_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the raw answers as JSON")
 
 
@@ -64,9 +60,8 @@ def summary(index: int, status: dict[str, Any]) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from ftrl_ps.client import PSClient
 
-    urls = [u.strip() for u in args.server.split(",") if u.strip()]
-    token = args.token if args.token is not None else os.environ.get("FTRL_PS_TOKEN")
-    with PSClient(urls, token=token) as client:
+    urls = c.server_urls(args)
+    with PSClient(urls, token=c.server_token(args)) as client:
         answers = [client.status(i) for i in range(len(urls))]
     if args.json:
         json.dump(answers, sys.stdout, indent=2, sort_keys=True)

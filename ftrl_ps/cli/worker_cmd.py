@@ -69,12 +69,7 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--server",
-        required=True,
-        metavar="URL[,URL...]",
-        help="parameter-server shard URLs in shard order, comma-separated",
-    )
+    c.add_server_arguments(parser)
     parser.add_argument("--input", required=True, metavar="FILE", help="training data (libsvm)")
     parser.add_argument(
         "--worker-index",
@@ -89,9 +84,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--epochs", type=c.positive_int, default=1, help="passes over the share")
     parser.add_argument(
-        "--token", default=None, help="bearer token of the servers (default: $FTRL_PS_TOKEN)"
-    )
-    parser.add_argument(
         "--metrics-json", metavar="FILE", help="write this worker's report as JSON ('-' = stdout)"
     )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress display")
@@ -101,7 +93,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
 
     from ftrl_ps.client import PSClient
     from ftrl_ps.layout import Layout
@@ -112,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("a worker needs a file it can split into byte ranges, not stdin")
     if args.worker_index is not None and args.worker_index >= args.num_workers:
         raise ConfigError(f"--worker-index {args.worker_index} must be < --num-workers")
-    urls = [u.strip() for u in args.server.split(",") if u.strip()]
+    urls = c.server_urls(args)
     cfg = WorkerConfig(
         batch_size=args.batch_size if args.batch_size is not None else WorkerConfig.batch_size,
         fetch_step=args.fetch_step,
@@ -124,8 +115,7 @@ def run(args: argparse.Namespace) -> int:
         dense_fraction=args.dense_fraction,
     )
     params = c.params_from(args)
-    token = args.token if args.token is not None else os.environ.get("FTRL_PS_TOKEN")
-    with PSClient(urls, token=token) as client:
+    with PSClient(urls, token=c.server_token(args)) as client:
         server_layout = client.layout
         layout = Layout(
             bits=args.bits if args.bits is not None else server_layout.bits,
