@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -43,6 +43,7 @@ from ftrl_ps.ftrl import FTRL, FTRLParams
 from ftrl_ps.libsvm import LibsvmReader, split_ranges
 from ftrl_ps.minibatch import minibatches
 from ftrl_ps.prefetch import prefetch
+from ftrl_ps.train import TrainReport
 
 
 class ParamClient(Protocol):
@@ -80,21 +81,14 @@ class WorkerConfig:
 
 
 @dataclass
-class WorkerReport:
-    rows: int = 0
-    loss_sum: float = 0.0
+class WorkerReport(TrainReport):
+    """A :class:`~ftrl_ps.train.TrainReport` plus the worker's traffic."""
+
     steps: int = 0
     pushes: int = 0
     pulls: int = 0
     keys_pushed: int = 0
     keys_pulled: int = 0
-    seconds: float = 0.0
-    bad_lines: int = 0
-    bad_examples: list[Any] = field(default_factory=list)
-
-    @property
-    def progressive_logloss(self) -> float:
-        return self.loss_sum / self.rows if self.rows else float("nan")
 
 
 class Worker:
@@ -220,6 +214,7 @@ class Worker:
             )
             self.train_batches(prefetch(reader, depth=2))
             self.report.bad_lines += reader.stats.bad_lines
+            self.report.epochs += 1
             self.report.bad_examples.extend(reader.stats.bad_examples)
         self.push()
         self.report.seconds = time.perf_counter() - self._started
