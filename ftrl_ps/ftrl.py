@@ -226,6 +226,28 @@ class FTRL:
         self.state[keys, 1] = z
 
 
+def fit_compact(
+    state: np.ndarray,
+    params: FTRLParams,
+    labels: np.ndarray,
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    values: np.ndarray,
+) -> float:
+    """Train rows on a compact ``(k, 2)`` float64 state whose last row is the bias.
+
+    Unchecked fast path for a worker's working set: ``indices`` are positions
+    in ``[0, k - 1)`` (not feature slots), inputs as the reader yields them.
+    Returns the summed progressive log loss.
+    """
+    flat = state.reshape(-1)
+    bias = state.shape[0] - 1
+    return float(
+        _k.train_rows(flat, labels, indptr, indices, values, bias,
+                      params.alpha, params.beta, params.l1, params.l2)
+    )
+
+
 def logloss_sum(labels: np.ndarray, probs: np.ndarray) -> float:
     """Summed clipped log loss (the same clipping as training)."""
     return float(_k.logloss_sum(np.ascontiguousarray(labels), np.ascontiguousarray(probs)))

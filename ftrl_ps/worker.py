@@ -1,15 +1,19 @@
-"""The worker loop: train a local FTRL copy, pull fresh state, push deltas, tick the SSP clock.
+"""The worker loop: train on a compact copy of each round's keys, pull, push, tick the clock.
 
-One *step* is one mini-batch of ``batch_size`` rows. Every ``fetch_step``
-steps the worker reads the next ``fetch_step`` mini-batches ahead, pulls the
-state of exactly the keys they touch (plus the bias) from the servers, and
-trains on them. Every ``push_step`` steps it pushes the ``n``/``z`` deltas it
-accumulated since its last push and ticks its SSP clock (which may wait for
-slower workers).
+One *step* is one mini-batch of ``batch_size`` rows; ``fetch_step`` steps make
+a *round*. At the start of a round the worker reads the round's mini-batches
+ahead, numbers their distinct keys (plus the bias) ``0..k-1``, pulls exactly
+those keys' ``n``/``z`` from the servers into a compact ``(k, 2)`` working set
+and trains on it: a few hundred KiB that stay in cache, instead of a local
+copy of the whole key space. Every ``push_step`` steps it pushes the ``n``/``z``
+deltas accumulated since its last push and ticks its SSP clock (which may
+wait for slower workers).
 
-Local state keeps the worker's own unpushed updates across a pull: for every
-pulled key, ``local = pulled + (local - base)`` where ``base`` is what the
-worker last saw on (or sent to) the server. (Goline overwrote them.)
+The worker's own unpushed updates survive a pull (Goline overwrote them):
+when a round ends with deltas not pushed yet (``push_step`` not a multiple of
+``fetch_step``), they are kept as sparse *pending* deltas, added onto the
+freshly pulled values of the next round's keys (``local = pulled + unpushed``),
+and sent with the next push.
 
 Dense keys are averaged, sparse keys summed. Between two syncs every worker
 trains on its own rows from the same pulled state. For a key that most rows
@@ -31,7 +35,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -39,7 +43,7 @@ import numpy as np
 from ftrl_ps._kernels import worker as _k
 from ftrl_ps.batch import Batch
 from ftrl_ps.errors import ConfigError
-from ftrl_ps.ftrl import FTRL, FTRLParams
+from ftrl_ps.ftrl import FTRLParams, fit_compact, num_keys
 from ftrl_ps.libsvm import LibsvmReader, split_ranges
 from ftrl_ps.minibatch import minibatches
 from ftrl_ps.prefetch import prefetch
@@ -91,6 +95,45 @@ class WorkerReport(TrainReport):
     keys_pulled: int = 0
 
 
+@dataclass
+class _Sparse:
+    """Deltas of sorted ``keys`` (``(len, 2)`` n/z) and the rows each key was in."""
+
+    keys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint32))
+    delta: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
+    rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def merge(self, other: _Sparse) -> _Sparse:
+        """Union with ``other``, whose keys are disjoint from these."""
+        if not self.keys.size:
+            return other
+        if not other.keys.size:
+            return self
+        keys = np.concatenate([self.keys, other.keys])
+        order = np.argsort(keys, kind="stable")
+        return _Sparse(
+            keys[order],
+            np.concatenate([self.delta, other.delta])[order],
+            np.concatenate([self.rows, other.rows])[order],
+        )
+
+
+@dataclass
+class _Round:
+    """The compact working set of one round: slot ``i`` holds key ``keys[i]``, bias last."""
+
+    parts: list[Batch]
+    keys: np.ndarray  # uint32, sorted, the bias last
+    local: np.ndarray  # the parts' indices renumbered to slots, concatenated
+    offsets: np.ndarray  # parts[i] uses local[offsets[i]:offsets[i + 1]]
+    occurrences: np.ndarray  # rows of the whole round that contain each key
+    state: np.ndarray  # (k, 2) float64: pulled values plus everything trained since
+    base: np.ndarray  # (k, 2) float64: what the servers are known to hold
+    carried: np.ndarray  # rows of pending deltas merged into this round, per slot
+    done: int = 0  # parts trained
+    pushed: int = 0  # parts whose deltas have been pushed
+
+
 class Worker:
     """Trains on its share of the data against a parameter server.
 
@@ -111,56 +154,142 @@ class Worker:
     ) -> None:
         self.client = client
         self.config = config
-        # float64 locally: deltas are differences of accumulated sums
-        self.model = FTRL(bits, params, dtype="float64")
-        self.base = np.zeros_like(self.model.state)
-        self._stamp = np.zeros(self.model.state.shape[0], dtype=np.int32)
-        self._counts = np.zeros(self.model.state.shape[0], dtype=np.int32)
+        self.params = params
+        self.bits = bits
+        self.bias_key = num_keys(bits) - 1
+        # renumbering scratch: (stamp, slot) per key, stamps never cleared
+        self._tags = np.zeros((num_keys(bits), 2), dtype=np.int32)
         self._token = 0
-        self.report = WorkerReport()
-        self._dirty: list[Batch] = []  # mini-batches trained on since the last push
+        self._scratch = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int32))
+        self._round: _Round | None = None
+        self._pending = _Sparse()  # deltas of closed rounds not pushed yet
+        self._rows_since_push = 0
         self._since_push = 0
+        self.report = WorkerReport()
         self._started = time.perf_counter()
 
-    # -- communication -------------------------------------------------
-    def _keys_of(self, parts: list[Batch]) -> tuple[np.ndarray, np.ndarray]:
-        """Sorted unique keys (uint32) of ``parts`` plus the bias, and their row counts."""
-        self._token += 1
-        arrays = [mb.indices for mb in parts]
-        indices = np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
-        keys, occurrences = _k.unique_keys(
-            indices, self.model.bias_key, self._stamp, self._token, self._counts
-        )
-        return keys, occurrences
-
-    def _pull(self, keys: np.ndarray) -> None:
+    # -- rounds ----------------------------------------------------------
+    def _open(self, parts: list[Batch]) -> _Round:
+        """Number the keys of ``parts``, pull them, add pending deltas: the next round."""
+        if self._round is not None:
+            self._close()
+        keys, occurrences, local = self._index(parts)
+        occurrences[-1] = sum(mb.rows for mb in parts)  # the bias is in every row
         n, z = self.client.pull(keys)
-        _k.merge_pulled(self.model.state, self.base, keys, n, z)
+        state = np.empty((keys.size, 2))
+        state[:, 0] = n
+        state[:, 1] = z
+        rnd = _Round(
+            parts=parts,
+            keys=keys,
+            local=local,
+            offsets=np.cumsum([0] + [mb.nnz for mb in parts]),
+            occurrences=occurrences,
+            state=state,
+            base=state.copy(),
+            carried=np.zeros(keys.size, dtype=np.int64),
+        )
+        self._adopt_pending(rnd)
         self.report.pulls += 1
         self.report.keys_pulled += int(keys.size)
+        self._round = rnd
+        return rnd
 
-    def push(self, keyed: tuple[np.ndarray, np.ndarray] | None = None) -> None:
-        """Push every delta accumulated since the last push, then tick the clock.
+    def _index(self, parts: list[Batch]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Sorted keys of ``parts`` plus the bias, rows per key, and the indices renumbered.
 
-        ``keyed``, if given, is ``(keys, occurrences)`` of exactly the steps
-        trained since the last push (as :meth:`_keys_of` returns them); by
-        default it is computed from those steps.
+        The renumbered indices are a view of a buffer reused by the next call.
         """
-        if not self._dirty:
+        arrays = [mb.indices for mb in parts]
+        indices = np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
+        if self._scratch[0].size <= indices.size:
+            size = 2 * indices.size + 1
+            self._scratch = (np.empty(size, np.int64), np.empty(size, np.int64),
+                             np.empty(size, np.int32))
+        seen, hits, buf = self._scratch
+        local = buf[: indices.size]
+        self._token += 1
+        count = _k.first_seen(indices, self.bias_key, self._tags, self._token, local, seen, hits)
+        packed = (seen[:count] << 32) | np.arange(count)
+        packed.sort()
+        keys = np.empty(count, np.uint32)
+        occurrences = np.empty(count, np.int64)
+        _k.renumber(local, packed, hits, keys, occurrences)
+        return keys, occurrences, local
+
+    def _adopt_pending(self, rnd: _Round) -> None:
+        """``local = pulled + unpushed`` for pending keys in ``rnd``; the rest stay pending."""
+        pend = self._pending
+        if not pend.keys.size:
             return
-        keys, occurrences = keyed if keyed is not None else self._keys_of(self._dirty)
-        rows = sum(mb.rows for mb in self._dirty)
-        self._dirty = []
+        pos = np.minimum(np.searchsorted(rnd.keys, pend.keys), rnd.keys.size - 1)
+        hit = rnd.keys[pos] == pend.keys
+        rnd.state[pos[hit]] += pend.delta[hit]
+        rnd.carried[pos[hit]] = np.maximum(pend.rows[hit], 1)
+        miss = ~hit
+        self._pending = _Sparse(pend.keys[miss], pend.delta[miss], pend.rows[miss])
+
+    def _step(self, rnd: _Round) -> None:
+        """Train the round's next mini-batch on the working set."""
+        i = rnd.done
+        mb = rnd.parts[i]
+        local = rnd.local[rnd.offsets[i] : rnd.offsets[i + 1]]
+        loss = fit_compact(rnd.state, self.params, mb.labels, mb.indptr, local, mb.values)
+        rnd.done += 1
+        self.report.loss_sum += loss
+        self.report.rows += mb.rows
+        self.report.steps += 1
+        self._rows_since_push += mb.rows
+        self._since_push += 1
+
+    def _unpushed(self, rnd: _Round) -> _Sparse:
+        """The round's deltas not pushed yet (keys trained since the last push or carried)."""
+        if rnd.pushed == 0 and rnd.done == len(rnd.parts):
+            rows = rnd.occurrences + rnd.carried  # every key of the round was trained
+        else:
+            seg = rnd.local[rnd.offsets[rnd.pushed] : rnd.offsets[rnd.done]]
+            rows = np.bincount(seg, minlength=rnd.keys.size).astype(np.int64)
+            rows[-1] = sum(mb.rows for mb in rnd.parts[rnd.pushed : rnd.done])
+            rows += rnd.carried
+        sel = np.flatnonzero(rows)
+        if sel.size == rnd.keys.size:
+            return _Sparse(rnd.keys, rnd.state - rnd.base, rows)
+        return _Sparse(rnd.keys[sel], rnd.state[sel] - rnd.base[sel], rows[sel])
+
+    def _mark_pushed(self, rnd: _Round) -> None:
+        rnd.base[:] = rnd.state
+        rnd.carried[:] = 0
+        rnd.pushed = rnd.done
+
+    def _close(self) -> None:
+        """End the round: keep its unpushed deltas as pending ones."""
+        rnd = self._round
+        self._round = None
+        if rnd is not None and (rnd.pushed < rnd.done or rnd.carried.any()):
+            self._pending = self._pending.merge(self._unpushed(rnd))
+
+    # -- communication -------------------------------------------------
+    def push(self) -> None:
+        """Push every delta accumulated since the last push, then tick the clock."""
+        rnd = self._round
+        todo = self._pending
+        if rnd is not None and (rnd.pushed < rnd.done or rnd.carried.any()):
+            todo = todo.merge(self._unpushed(rnd))
+        if not todo.keys.size:
+            return
         cfg = self.config
-        dense_rows = max(1.0, cfg.dense_fraction * rows)
-        delta_n = np.empty(keys.size, dtype=np.float32)
-        delta_z = np.empty(keys.size, dtype=np.float32)
-        _k.deltas(self.model.state, self.base, keys, occurrences, dense_rows,
-                  1.0 / cfg.num_workers, delta_n, delta_z)
-        self.client.push(keys, delta_n, delta_z)
-        _k.commit(self.model.state, self.base, keys)
+        dense = todo.rows >= max(1.0, cfg.dense_fraction * self._rows_since_push)
+        dense |= todo.keys == self.bias_key  # every worker moves the bias alike
+        scale = np.where(dense, 1.0 / cfg.num_workers, 1.0)
+        delta_n = (todo.delta[:, 0] * scale).astype(np.float32)
+        delta_z = (todo.delta[:, 1] * scale).astype(np.float32)
+        self.client.push(todo.keys, delta_n, delta_z)
+        if rnd is not None:
+            self._mark_pushed(rnd)
+        self._pending = _Sparse()
         self.report.pushes += 1
-        self.report.keys_pushed += int(keys.size)
+        self.report.keys_pushed += int(todo.keys.size)
+        self._rows_since_push = 0
         self._since_push = 0
         self.client.clock(self.stats())
 
@@ -183,21 +312,13 @@ class Worker:
     def train_batches(self, batches: Iterator[Batch]) -> None:
         """Train on a stream of reader batches (one epoch of this worker's share)."""
         cfg = self.config
-        model = self.model
-        for round_ in self._rounds(minibatches(batches, cfg.batch_size)):
-            keyed = self._keys_of(round_)
-            self._pull(keyed[0])
-            # a push due right at the end of a round that began with nothing
-            # unpushed covers exactly the keys just pulled: reuse them
-            reuse = not self._dirty and len(round_) == cfg.push_step
-            for mb in round_:
-                self.report.loss_sum += model._fit(mb.labels, mb.indptr, mb.indices, mb.values)
-                self.report.rows += mb.rows
-                self.report.steps += 1
-                self._dirty.append(mb)
-                self._since_push += 1
+        for parts in self._rounds(minibatches(batches, cfg.batch_size)):
+            rnd = self._open(parts)
+            for _ in parts:
+                self._step(rnd)
                 if self._since_push >= cfg.push_step:
-                    self.push(keyed if reuse else None)
+                    self.push()
+            self._close()
 
     def run(
         self, source: str | os.PathLike[str], byte_range: tuple[int, int] | None
@@ -207,7 +328,7 @@ class Worker:
         for _ in range(cfg.epochs):
             reader = LibsvmReader(
                 source,
-                self.model.bits,
+                self.bits,
                 chunk_bytes=cfg.chunk_bytes,
                 skip_bad_lines=cfg.skip_bad_lines,
                 byte_range=byte_range,
@@ -226,3 +347,29 @@ def share_of(path: str | os.PathLike[str], worker_index: int, num_workers: int) 
     if not 0 <= worker_index < num_workers:
         raise ConfigError(f"worker index {worker_index} not in [0, {num_workers})")
     return split_ranges(path, num_workers)[worker_index]
+
+
+def warm_up() -> None:
+    """Load (or compile) every numba kernel a worker calls, on tiny inputs.
+
+    A launcher that forks its workers calls this once before forking, so the
+    children do not each load the kernels again.
+    """
+    from ftrl_ps.libsvm import LibsvmReader as _Reader
+
+    class _Null:
+        def pull(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            return np.zeros(keys.size, np.float32), np.zeros(keys.size, np.float32)
+
+        def push(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray) -> None:
+            return None
+
+        def clock(self, stats: dict[str, Any] | None = None) -> None:
+            return None
+
+    import io
+
+    data = io.BytesIO(b"1 1:1 3:0.5\n0 2:1\n1 2:1\n")
+    worker = Worker(_Null(), 4, FTRLParams(), WorkerConfig(batch_size=1, fetch_step=2, push_step=1))
+    worker.train_batches(iter(_Reader(data, 4)))
+    worker.push()

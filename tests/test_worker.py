@@ -82,16 +82,40 @@ def test_pull_keeps_unpushed_local_updates() -> None:
         np.array([3, 3], np.int32),
         np.ones(2, np.float32),
     )
+    ref = FTRL(4, params, dtype="float64")
+    ref.fit_rows(*rows)
     worker.train_batches(iter(as_batches(*rows, per=2)))
-    local_before = worker.model.state.copy()
-    # another worker pushes to key 3 meanwhile
+    assert not server.pushed_keys  # nothing pushed yet: the updates are pending
+    # another worker pushes to key 3 meanwhile; this worker pulls key 3 again
     server.push(np.array([3], np.uint32), np.array([0.5]), np.array([-0.25]))
-    worker._pull(np.array([3], np.uint32))
-    assert worker.model.n[3] == pytest.approx(local_before[3, 0] + 0.5)
-    assert worker.model.z[3] == pytest.approx(local_before[3, 1] - 0.25)
+    one = as_batches(np.array([0.0], np.float32), np.array([0, 1]), np.array([3], np.int32),
+                     np.ones(1, np.float32), per=1)
+    rnd = worker._open(one)
+    slot = int(np.searchsorted(rnd.keys, 3))
+    assert rnd.state[slot, 0] == pytest.approx(ref.n[3] + 0.5)
+    assert rnd.state[slot, 1] == pytest.approx(ref.z[3] - 0.25)
     worker.push()
     # the server now has the other worker's delta plus all of ours, exactly once
-    assert server.n[3] == pytest.approx(local_before[3, 0] + 0.5)
+    assert server.n[3] == pytest.approx(ref.n[3] + 0.5)
+    assert server.z[3] == pytest.approx(ref.z[3] - 0.25)
+    assert server.n[ref.bias_key] == pytest.approx(ref.n[ref.bias_key])  # pending until now
+    worker.push()
+    assert len(server.pushed_keys) == 2  # the other worker's push and ours: nothing left
+
+
+def test_renumbering_matches_the_keys() -> None:
+    """The compact slots of a round point back at the original keys, bias last."""
+    rng = np.random.default_rng(3)
+    worker = Worker(MemoryServer(1), 10, FTRLParams(), WorkerConfig())
+    for size in (5000, 2500, 9000):  # stamps of an earlier call must not leak into the next
+        indices = rng.integers(0, 1000, size).astype(np.int32)
+        parts = as_batches(np.zeros(size, np.float32), np.arange(size + 1), indices,
+                           np.ones(size, np.float32), per=700)
+        keys, occ, local = worker._index(parts)
+        expect, counts = np.unique(indices, return_counts=True)
+        np.testing.assert_array_equal(keys, np.append(expect, 1024))
+        np.testing.assert_array_equal(occ, np.append(counts, 0))
+        np.testing.assert_array_equal(keys[local], indices)
 
 
 def _bsp_rounds(data: Batch, workers: int, cfg: WorkerConfig, params: FTRLParams) -> MemoryServer:
@@ -111,16 +135,13 @@ def _bsp_rounds(data: Batch, workers: int, cfg: WorkerConfig, params: FTRLParams
     while any(r * step < len(s) for s in shares):
         active = [(w, s[r * step : (r + 1) * step]) for w, s in zip(ws, shares, strict=True)]
         active = [(w, rnd) for w, rnd in active if rnd]
-        keyed = []
-        for w, rnd in active:
-            keyed.append(w._keys_of(rnd))
-            w._pull(keyed[-1][0])
-        for w, rnd in active:
-            for mb in rnd:
-                w.model._fit(mb.labels, mb.indptr, mb.indices, mb.values)
-            w._dirty.extend(rnd)
-        for (w, _), k in zip(active, keyed, strict=True):
-            w.push(k)
+        rounds = [w._open(rnd) for w, rnd in active]
+        for (w, parts), rnd in zip(active, rounds, strict=True):
+            for _ in parts:
+                w._step(rnd)
+        for w, _ in active:
+            w.push()
+            w._close()
         r += 1
     return server
 

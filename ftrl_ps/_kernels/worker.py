@@ -1,9 +1,14 @@
-"""Kernels of the worker loop: key sets and local/server state bookkeeping.
+"""Kernels of the worker loop: the key set of a round and its compact numbering.
 
-Assumptions (checked or guaranteed by :mod:`ftrl_ps.worker`): ``state`` and
-``base`` are C-contiguous ``(num_keys, 2)`` float64 arrays (``n`` then ``z``);
-every key is in ``[0, num_keys)``; ``stamp`` is an int32 array of ``num_keys``
-entries (int32) that only :func:`unique_keys` writes.
+:func:`first_seen` numbers keys in order of first appearance (one pass, the
+tags of upcoming keys prefetched); sorting the few distinct keys is left to
+numpy (several times faster than numba's argsort); :func:`renumber` then maps
+the numbers to positions in the sorted key set.
+
+Assumptions (checked or guaranteed by :mod:`ftrl_ps.worker`): every index is
+in ``[0, extra_key)``; ``tags`` is a C-contiguous ``(extra_key + 1, 2)`` int32
+array that only :func:`index_round` writes (column 0 a stamp, column 1 a
+slot, side by side so one cache line serves both).
 """
 
 from __future__ import annotations
@@ -11,77 +16,60 @@ from __future__ import annotations
 import numpy as np
 
 from ftrl_ps._kernels._config import njit
+from ftrl_ps._kernels._intrinsics import prefetch
+
+#: entries ahead whose tags :func:`first_seen` prefetches
+PREFETCH_AHEAD = 16
 
 
 @njit
-def unique_keys(indices, extra_key, stamp, token, counts):  # type: ignore[no-untyped-def]
-    """Sorted unique keys of ``indices`` plus ``extra_key`` (uint32), and how often each occurs.
+def first_seen(indices, extra_key, tags, token, local, seen, hits):  # type: ignore[no-untyped-def]
+    """Number the distinct keys of ``indices`` (``extra_key`` first) by first appearance.
 
-    ``stamp[k] == token`` marks keys already seen in this call; ``token`` must
-    differ from every earlier call's (the caller counts up), so the stamp
-    array never needs clearing. ``counts`` (int32, ``num_keys`` entries, all
-    zero on entry) is used as scratch and left all zero again. Rows hold each
-    key at most once, so a key's count is the number of rows that contain it
-    (``extra_key``, the bias, gets the count 0: the caller knows it is in
-    every row).
+    Writes, for ``count`` distinct keys (the return value): ``seen[s]`` the key
+    numbered ``s`` (``seen[0] = extra_key``), ``hits[s]`` how many entries of
+    ``indices`` hold it, and ``local[j]`` the number of ``indices[j]``.
+    ``seen``/``hits`` need ``len(indices) + 1`` entries, ``local`` as many as
+    ``indices``. ``tags[k, 0] == token`` marks keys already numbered in this
+    call; ``token`` must differ from every earlier call's (the caller counts
+    up), so ``tags`` never needs clearing.
     """
-    out = np.empty(indices.shape[0] + 1, dtype=np.int64)
-    count = 0
-    stamp[extra_key] = token
-    out[count] = extra_key
-    count += 1
-    for j in range(indices.shape[0]):
+    n = indices.shape[0]
+    flat = tags.reshape(-1)
+    tags[extra_key, 0] = token
+    tags[extra_key, 1] = 0
+    seen[0] = extra_key
+    hits[0] = 0
+    count = 1
+    for j in range(n):
+        if j + PREFETCH_AHEAD < n:
+            prefetch(flat, 2 * np.int64(indices[j + PREFETCH_AHEAD]))
         k = indices[j]
-        counts[k] += 1
-        if stamp[k] != token:
-            stamp[k] = token
-            out[count] = k
+        if tags[k, 0] != token:
+            tags[k, 0] = token
+            tags[k, 1] = count
+            seen[count] = k
+            hits[count] = 0
             count += 1
-    keys = np.sort(out[:count])
-    occurrences = np.empty(count, dtype=np.int64)
-    for j in range(count):
-        occurrences[j] = counts[keys[j]]
-        counts[keys[j]] = 0
-    return keys.astype(np.uint32), occurrences
+        s = tags[k, 1]
+        hits[s] += 1
+        local[j] = s
+    return count
 
 
 @njit
-def merge_pulled(state, base, keys, n, z):  # type: ignore[no-untyped-def]
-    """Take the server's ``n``/``z`` for ``keys`` and keep the local unpushed delta.
+def renumber(local, packed, hits, keys, occurrences):  # type: ignore[no-untyped-def]
+    """Renumber ``local`` from first-appearance order to sorted-key order.
 
-    ``local = pulled + (local - base)``; ``base = pulled``.
+    ``packed`` holds ``key << 32 | number`` for every number, sorted; writes
+    the sorted ``keys`` (uint32) and their ``occurrences`` (from ``hits``).
     """
-    for j in range(keys.shape[0]):
-        k = keys[j]
-        un_n = state[k, 0] - base[k, 0]
-        un_z = state[k, 1] - base[k, 1]
-        pn = np.float64(n[j])
-        pz = np.float64(z[j])
-        base[k, 0] = pn
-        base[k, 1] = pz
-        state[k, 0] = pn + un_n
-        state[k, 1] = pz + un_z
-
-
-@njit
-def deltas(state, base, keys, occurrences, dense_rows, dense_scale, delta_n, delta_z):  # type: ignore[no-untyped-def]
-    """``delta = local - base`` for ``keys`` (what the server has not seen yet).
-
-    Keys that occur in at least ``dense_rows`` rows (and the last key, the
-    bias) have their deltas multiplied by ``dense_scale``.
-    """
-    last = keys.shape[0] - 1
-    for j in range(keys.shape[0]):
-        k = keys[j]
-        scale = dense_scale if (occurrences[j] >= dense_rows or j == last) else 1.0
-        delta_n[j] = (state[k, 0] - base[k, 0]) * scale
-        delta_z[j] = (state[k, 1] - base[k, 1]) * scale
-
-
-@njit
-def commit(state, base, keys):  # type: ignore[no-untyped-def]
-    """After a successful push: the server now holds ``keys``' local values."""
-    for j in range(keys.shape[0]):
-        k = keys[j]
-        base[k, 0] = state[k, 0]
-        base[k, 1] = state[k, 1]
+    count = packed.shape[0]
+    rank = np.empty(count, dtype=np.int32)
+    for i in range(count):
+        s = packed[i] & 0xFFFFFFFF
+        rank[s] = i
+        keys[i] = packed[i] >> 32
+        occurrences[i] = hits[s]
+    for j in range(local.shape[0]):
+        local[j] = rank[local[j]]
