@@ -12,6 +12,7 @@ Waiting is a bounded buffer plus one condition variable; nothing polls.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
@@ -100,7 +101,8 @@ def prefetch(iterable: Iterable[T], depth: int = 2) -> Iterator[T]:
     Parameters
     ----------
     iterable : Iterable
-        Iterated in the background thread (started lazily, at the first ``next``).
+        Iterated in the background thread, which starts at once (so work
+        begins while the caller does other things, e.g. connects to servers).
     depth : int
         Maximum number of items produced but not yet consumed (>= 1).
 
@@ -112,7 +114,8 @@ def prefetch(iterable: Iterable[T], depth: int = 2) -> Iterator[T]:
         iterator is closed early (``break`` out of a ``for`` loop, ``close()``,
         garbage collection) the producer stops after its current item, its
         iterator's ``close()`` is called, and the thread is joined for up to
-        :data:`CLOSE_JOIN_TIMEOUT_S`.
+        :data:`CLOSE_JOIN_TIMEOUT_S`. An iterator dropped without ever being
+        used stops its producer as well.
 
     Examples
     --------
@@ -129,6 +132,13 @@ def _consume(iterable: Iterable[T], depth: int) -> Iterator[T]:
     thread = threading.Thread(target=_produce, args=(iterable, channel),
                               name="ftrl-ps-prefetch", daemon=True)
     thread.start()
+    items = _drain(channel, thread)
+    # a generator that never ran does not run its finally block when collected
+    weakref.finalize(items, channel.stop)
+    return items
+
+
+def _drain(channel: _Channel, thread: threading.Thread) -> Iterator[T]:
     try:
         while True:
             ok, item = channel.get()

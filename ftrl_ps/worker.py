@@ -321,25 +321,55 @@ class Worker:
             self._close()
 
     def run(
-        self, source: str | os.PathLike[str], byte_range: tuple[int, int] | None
+        self,
+        source: str | os.PathLike[str],
+        byte_range: tuple[int, int] | None,
+        *,
+        started: Share | None = None,
     ) -> WorkerReport:
-        """Train ``epochs`` passes over ``byte_range`` of ``source``, pushing everything."""
+        """Train ``epochs`` passes over ``byte_range`` of ``source``, pushing everything.
+
+        ``started``, if given, is the first epoch's :func:`read_share` of the
+        same range, begun earlier (e.g. while connecting to the servers).
+        """
         cfg = self.config
-        for _ in range(cfg.epochs):
-            reader = LibsvmReader(
-                source,
-                self.bits,
-                chunk_bytes=cfg.chunk_bytes,
-                skip_bad_lines=cfg.skip_bad_lines,
-                byte_range=byte_range,
+        for epoch in range(cfg.epochs):
+            share = started if epoch == 0 and started is not None else read_share(
+                source, byte_range, self.bits, cfg
             )
-            self.train_batches(prefetch(reader, depth=2))
+            self.train_batches(share.batches)
+            reader = share.reader
             self.report.bad_lines += reader.stats.bad_lines
             self.report.epochs += 1
             self.report.bad_examples.extend(reader.stats.bad_examples)
         self.push()
         self.report.seconds = time.perf_counter() - self._started
         return self.report
+
+
+@dataclass
+class Share:
+    """A worker's byte range being parsed in the background: the reader and its batches."""
+
+    reader: LibsvmReader
+    batches: Iterator[Batch]
+
+
+def read_share(
+    source: str | os.PathLike[str],
+    byte_range: tuple[int, int] | None,
+    bits: int,
+    config: WorkerConfig,
+) -> Share:
+    """Open ``byte_range`` of ``source`` and start parsing it in a background thread."""
+    reader = LibsvmReader(
+        source,
+        bits,
+        chunk_bytes=config.chunk_bytes,
+        skip_bad_lines=config.skip_bad_lines,
+        byte_range=byte_range,
+    )
+    return Share(reader, prefetch(reader, depth=2))
 
 
 def share_of(path: str | os.PathLike[str], worker_index: int, num_workers: int) -> tuple[int, int]:

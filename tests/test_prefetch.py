@@ -152,3 +152,21 @@ def test_error_from_iter_itself() -> None:
 
     with pytest.raises(OSError, match="cannot start"):
         list(prefetch(NotIterable()))  # type: ignore[arg-type]
+
+
+def test_starts_at_once_and_an_unused_iterator_stops_its_producer() -> None:
+    started = threading.Event()
+    closed = threading.Event()
+
+    def gen() -> Iterator[int]:
+        started.set()
+        try:
+            yield from range(1000)
+        finally:
+            closed.set()
+
+    it = prefetch(gen(), depth=1)
+    assert started.wait(5), "the producer must start before the first next()"
+    del it  # never iterated
+    assert closed.wait(5)
+    assert _wait_until(lambda: not _prefetch_threads())

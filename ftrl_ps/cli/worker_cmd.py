@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ftrl_ps.client import PSClient
     from ftrl_ps.layout import Layout
-    from ftrl_ps.worker import Worker, WorkerConfig, share_of
+    from ftrl_ps.worker import Worker, WorkerConfig, read_share, share_of
 
     c.check_input(args.input)
     if args.input == "-":
@@ -115,6 +115,11 @@ def run(args: argparse.Namespace) -> int:
         dense_fraction=args.dense_fraction,
     )
     params = c.params_from(args)
+    started = None
+    if args.worker_index is not None and args.bits is not None:
+        # parse the first chunks while the servers start up / answer
+        started = read_share(args.input, share_of(args.input, args.worker_index,
+                                                  args.num_workers), args.bits, cfg)
     with PSClient(urls, token=c.server_token(args)) as client:
         server_layout = client.layout
         layout = Layout(
@@ -126,8 +131,10 @@ def run(args: argparse.Namespace) -> int:
         index = client.worker_index if client.worker_index is not None else args.worker_index
         client.start_heartbeat()
         byte_range = share_of(args.input, index, args.num_workers)
+        if index != args.worker_index:
+            started = None  # not the share begun above (dropping it stops its thread)
         worker = Worker(client, layout.bits, params, cfg)
-        report = worker.run(args.input, byte_range)
+        report = worker.run(args.input, byte_range, started=started)
         client.finish()
     c.report_bad_lines(report.bad_lines, report.bad_examples)
     if not args.quiet:
