@@ -6,17 +6,20 @@ servers' state, evaluates it, and stops every process it started: also when
 one of them fails (with a message naming it and the tail of its log) or on
 Ctrl-C. A fresh random token protects the servers during the run; it is
 passed through the environment, never on a command line.
+
+The processes are forked from this one after it has loaded the numba kernels
+(see :mod:`ftrl_ps.launch`), so they start in milliseconds; set
+``FTRL_PS_LAUNCH=exec`` to start each as a fresh ``python -m ftrl_ps``
+instead (the fallback where there is no ``os.fork``).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -24,12 +27,13 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
 from ftrl_ps.cli import _common as c
 from ftrl_ps.errors import ConfigError, FTRLPSError, ServerError
+from ftrl_ps.launch import ChildHandle, Launcher, preload, stop_all
 from ftrl_ps.modelio import SavedModel, load_model, save_model
 from ftrl_ps.progress import Progress
 from ftrl_ps.server.serve import bind_socket, socket_url
@@ -43,16 +47,10 @@ class ClusterError(FTRLPSError):
     """A process of the local cluster failed."""
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child
-    """Ask Linux to SIGTERM this child if the launcher dies (PR_SET_PDEATHSIG)."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None).prctl(1, signal.SIGTERM)
-
-
 @dataclass
 class Proc:
     name: str
-    popen: subprocess.Popen[bytes]
+    popen: ChildHandle  # a subprocess.Popen or a launch.ForkedChild
     log: Path
     url: str | None = None
 
@@ -69,30 +67,14 @@ class Cluster:
     """Processes of one local run (servers first, then workers)."""
 
     logdir: Path
-    env: dict[str, str]
+    launcher: Launcher
     servers: list[Proc] = field(default_factory=list)
     workers: list[Proc] = field(default_factory=list)
 
-    def spawn(
-        self,
-        name: str,
-        argv: list[str],
-        *,
-        stdout: int | IO[bytes] | None = None,
-        pass_fds: tuple[int, ...] = (),
-    ) -> Proc:
+    def spawn(self, name: str, argv: list[str], **how: Any) -> Proc:
+        """Start ``ftrl-ps ARGV`` logging to ``LOGDIR/NAME.log`` (``how``: see Launcher.spawn)."""
         log = self.logdir / f"{name.replace(' ', '-')}.log"
-        with open(log, "wb") as errf:
-            popen = subprocess.Popen(
-                [sys.executable, "-m", "ftrl_ps", *argv],
-                stdout=stdout if stdout is not None else errf,
-                stderr=errf,
-                stdin=subprocess.DEVNULL,
-                env=self.env,
-                pass_fds=pass_fds,
-                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
-            )
-        return Proc(name, popen, log)
+        return Proc(name, self.launcher.spawn(argv, log, name=f"ftrl-{log.stem}", **how), log)
 
     def start_server(self, index: int, argv: list[str]) -> Proc:
         """Start a shard on a socket bound here, so its URL is known at once.
@@ -105,7 +87,7 @@ class Cluster:
             proc = self.spawn(
                 f"server {index}",
                 [*argv, "--fd", str(sock.fileno())],
-                stdout=subprocess.PIPE,
+                stdout_pipe=True,
                 pass_fds=(sock.fileno(),),
             )
             proc.url = socket_url(sock)
@@ -115,20 +97,7 @@ class Cluster:
         return proc
 
     def stop(self) -> None:
-        procs = [*self.workers, *self.servers]
-        for p in procs:
-            if p.popen.poll() is None:
-                with contextlib.suppress(OSError):
-                    p.popen.terminate()
-        deadline = time.monotonic() + STOP_GRACE
-        for p in procs:
-            try:
-                p.popen.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.popen.kill()
-                p.popen.wait()
-            if p.popen.stdout is not None:
-                p.popen.stdout.close()
+        stop_all([p.popen for p in [*self.workers, *self.servers]], STOP_GRACE)
 
 
 def _read_listening_line(proc: Proc, timeout: float) -> str:
@@ -147,32 +116,31 @@ def _read_listening_line(proc: Proc, timeout: float) -> str:
     t.start()
     t.join(timeout)
     if not found:
+        if not t.is_alive():  # its stdout closed: it is exiting, wait for the code
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.popen.wait(STOP_GRACE)
         code = proc.popen.poll()
-        why = f"exited with code {code}" if code is not None else f"not ready in {timeout:.0f} s"
+        why = (
+            f"exited with code {code}" if code is not None
+            else f"not ready in {timeout:.0f} s" if t.is_alive()
+            else "closed its output before it was ready"
+        )
         raise ClusterError(f"{proc.name} {why}; its log ({proc.log}):\n{proc.tail()}")
     return found[0]
 
 
+def _flags(values: dict[str, object]) -> list[str]:
+    """``{"bits": 18}`` -> ``["--bits", "18"]``."""
+    return [text for k, v in values.items() for text in (f"--{k}", str(v))]
+
+
 def _server_argv(args: argparse.Namespace, bits: int, dtype: str, index: int) -> list[str]:
-    argv = [
-        "server",
-        "--port",
-        "0",
-        "--bits",
-        str(bits),
-        "--dtype",
-        dtype,
-        "--shard-index",
-        str(index),
-        "--num-shards",
-        str(args.servers),
-        "--num-workers",
-        str(args.workers),
-        "--worker-timeout",
-        str(args.worker_timeout),
-        "--staleness",
-        "inf" if args.staleness is None else str(args.staleness),
-    ]
+    staleness = "inf" if args.staleness is None else args.staleness
+    argv = ["server", *_flags({
+        "port": 0, "bits": bits, "dtype": dtype, "shard-index": index,
+        "num-shards": args.servers, "num-workers": args.workers,
+        "worker-timeout": args.worker_timeout, "staleness": staleness,
+    })]  # fmt: skip
     if args.group_size:
         argv += ["--group-size", str(args.group_size)]
     if args.resume:
@@ -188,36 +156,13 @@ def _worker_argv(
     index: int,
     metrics: Path,
 ) -> list[str]:
-    argv = [
-        "worker",
-        "--server",
-        ",".join(urls),
-        "--input",
-        str(args.train),
-        "--worker-index",
-        str(index),
-        "--num-workers",
-        str(args.workers),
-        "--epochs",
-        str(args.epochs),
-        "--bits",
-        str(bits),
-        "--batch-size",
-        str(local_batch_size(args)),
-        "--fetch-step",
-        str(args.fetch_step),
-        "--push-step",
-        str(args.push_step),
-        "--dense-fraction",
-        repr(args.dense_fraction),
-        "--chunk-mb",
-        str(args.chunk_mb),
-        "--metrics-json",
-        str(metrics),
-        "--quiet",
-    ]
-    for k, v in params.items():
-        argv += [f"--{k}", repr(v)]
+    argv = ["worker", *_flags({
+        "server": ",".join(urls), "input": args.train, "worker-index": index,
+        "num-workers": args.workers, "epochs": args.epochs, "bits": bits,
+        "batch-size": local_batch_size(args), "fetch-step": args.fetch_step,
+        "push-step": args.push_step, "dense-fraction": args.dense_fraction,
+        "chunk-mb": args.chunk_mb, "metrics-json": metrics, **params,
+    }), "--quiet"]  # fmt: skip
     if args.skip_bad_lines:
         argv.append("--skip-bad-lines")
     return argv
@@ -260,7 +205,7 @@ def _progress_line(client: Any) -> tuple[int, float, str]:
     rows = int(sum(w.get("stats", {}).get("rows", 0) for w in workers))
     loss = float(sum(w.get("stats", {}).get("loss_sum", 0.0) for w in workers))
     clocks = [w["clock"] for w in workers if w.get("state") == "live"]
-    states = {}
+    states: dict[str, int] = {}
     for w in workers:
         states[w.get("state")] = states.get(w.get("state"), 0) + 1
     extra = f"clocks {min(clocks)}..{max(clocks)}" if clocks else ""
@@ -270,8 +215,6 @@ def _progress_line(client: Any) -> tuple[int, float, str]:
 
 def run_cluster(args: argparse.Namespace) -> int:
     """Run ``ftrl-ps train`` as a local cluster; see the module docstring."""
-    from ftrl_ps.client import PSClient
-
     if args.train == "-":
         raise ConfigError("--workers needs a training file, not stdin")
     with open(args.train, "rb") as f:
@@ -291,12 +234,22 @@ def run_cluster(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     logdir = Path(tempfile.mkdtemp(prefix="ftrl-ps-cluster-"))
     env = dict(os.environ, FTRL_PS_TOKEN=secrets.token_hex(16), PYTHONUNBUFFERED="1")
-    cluster = Cluster(logdir, env)
+    launcher = Launcher(env, warn=lambda why: print(f"ftrl-ps train: {why}", file=sys.stderr))
+    cluster = Cluster(logdir, launcher)
     progress = Progress(f"cluster ({args.workers} workers)", enabled=not args.quiet)
     ok = False
     try:
+        # Forking: load the kernels first, so the children share them. The
+        # servers go first (each then imports its web stack on the other core
+        # while this process prepares and forks the workers, which wait for them).
+        if launcher.method == "fork":
+            preload(store_dtype=dtype, worker=False)
         for i in range(args.servers):
             cluster.start_server(i, _server_argv(args, bits, dtype, i))
+        if launcher.method == "fork":
+            preload(store_dtype=None, worker=True)
+        from ftrl_ps.client import PSClient  # before forking: the workers use it too
+
         urls = [p.url for p in cluster.servers if p.url]
         if not args.quiet:
             print(f"servers: {', '.join(urls)}  (logs in {logdir})", file=sys.stderr)
@@ -304,8 +257,10 @@ def run_cluster(args: argparse.Namespace) -> int:
         for i in range(args.workers):
             argv = _worker_argv(args, urls, params.as_dict(), bits, i, metrics[i])
             cluster.workers.append(cluster.spawn(f"worker {i}", argv))
+        # no threads before this point (forking needs a single-threaded process)
         for p in cluster.servers:  # started meanwhile; a failure to start is reported here
             _read_listening_line(p, START_TIMEOUT)
+        servers_ready = time.perf_counter() - started
         with PSClient(urls, token=env["FTRL_PS_TOKEN"]) as client:
             _wait_for_workers(cluster, client, progress)
             progress.close()
@@ -330,6 +285,8 @@ def run_cluster(args: argparse.Namespace) -> int:
         results["shard_keys_pushed"] = [int(sc.get("keys_pushed", 0)) for sc in shard_counters]
         results["shard_keys_pulled"] = [int(sc.get("keys_pulled", 0)) for sc in shard_counters]
         results["cluster_seconds"] = time.perf_counter() - started
+        results["servers_ready_seconds"] = servers_ready
+        results["launch"] = {"method": launcher.method, "reason": launcher.reason}
         c.write_json(args.metrics_json, results)
         ok = True
         return 0

@@ -44,7 +44,7 @@ from ftrl_ps._kernels import store as _k
 from ftrl_ps.errors import ConfigError, ProtocolError
 from ftrl_ps.layout import Layout
 
-__all__ = ["ParameterStore", "check_keys", "check_values"]
+__all__ = ["ParameterStore", "check_keys", "check_values", "warm_up"]
 
 _DTYPES = {"float32": np.float32, "float64": np.float64}
 
@@ -283,3 +283,17 @@ class ParameterStore:
         with self._counter_lock:
             for name, value in increments.items():
                 self._counters[name] += int(value)
+
+
+def warm_up(dtype: str = "float32") -> None:
+    """Load (or compile) the kernels a store of ``dtype`` calls, on a tiny store.
+
+    The first numba kernel call of a process costs ~0.45 s, later ones a few
+    ms: a launcher that forks shard servers calls this once before forking,
+    so they start with the kernels of pulls, pushes and loads in memory.
+    """
+    store = ParameterStore(Layout(bits=4, group_size=4), dtype=dtype)
+    store.warmup()
+    keys = np.array([1, 2], dtype=np.int64)
+    zeros = np.zeros(2, dtype=store.dtype)
+    store.load(keys, zeros, zeros)

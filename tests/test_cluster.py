@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -74,6 +75,11 @@ def test_cluster_quality_matches_single_process(
     assert saved.bits == 18 and saved.keys.size > 100
 
 
+def _logs_in(tmp_path: Path, **env: str) -> dict[str, str]:
+    """Environment for a launcher whose kept logs go under ``tmp_path``."""
+    return dict(os.environ, TMPDIR=str(tmp_path), **env)
+
+
 def _children_of(pid: int) -> list[psutil.Process]:
     try:
         return psutil.Process(pid).children(recursive=True)
@@ -86,14 +92,17 @@ def test_failing_worker_stops_the_cluster(tmp_path: Path) -> None:
     lines = [f"{i % 2} {i % 50}:1 {50 + i % 7}:1" for i in range(4000)]
     lines[3500] = "1 7:oops"  # in the last worker's share
     bad.write_text("\n".join(lines) + "\n")
-    res = run_cli("train", str(bad), "--workers", "2", *COMMON, timeout=120)
+    res = run_cli(
+        "train", str(bad), "--workers", "2", *COMMON, timeout=120, env=_logs_in(tmp_path)
+    )
     assert res.returncode == 1
     assert "worker 1 exited with code 1" in res.stderr
     assert "bad.svm:3501" in res.stderr  # the worker's own message is shown
     assert "Traceback" not in res.stderr.split("its log")[0]
 
 
-def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
+@pytest.mark.parametrize("method", ["fork", "exec"])
+def test_ctrl_c_stops_every_process(tmp_path: Path, method: str) -> None:
     data = tmp_path / "d.svm"
     data.write_text("".join(f"{i % 2} {i % 97}:1 {100 + i % 13}:1\n" for i in range(200000)))
     proc = subprocess.Popen(
@@ -119,6 +128,7 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=_logs_in(tmp_path, FTRL_PS_LAUNCH=method),
     )
     try:
         deadline = time.monotonic() + 60
@@ -135,6 +145,23 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_failing_server_is_named_with_its_log(tmp_path: Path) -> None:
+    data = tmp_path / "d.svm"
+    data.write_text("1 1:1\n0 2:1\n")
+    # 3 shards of a 2-group key space: the server refuses to start
+    res = run_cli(
+        "train", str(data), "--workers", "1", "--servers", "3", "--bits", "4",
+        "--group-size", "16", timeout=120, env=_logs_in(tmp_path),
+    )
+    assert res.returncode == 1
+    assert "server 0 exited with code 2" in res.stderr
+    assert "exceeds the number of parameter groups" in res.stderr  # the tail of its log
+    kept = [ln for ln in res.stderr.splitlines() if ln.startswith("logs kept in ")]
+    logdir = Path(kept[0].split(" ", 3)[3])
+    assert len(kept) == 1 and (logdir / "server-0.log").is_file()
+    assert logdir.parent == tmp_path
 
 
 def test_workers_zero_is_single_process(tmp_path: Path) -> None:
