@@ -33,6 +33,7 @@ The math lives in :mod:`ftrl_ps.ftrl`; the network in :mod:`ftrl_ps.client`.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -118,6 +119,28 @@ class _Sparse:
         )
 
 
+class _InFlight:
+    """``fn(*args)`` running in a daemon thread; :meth:`wait` joins it and re-raises."""
+
+    def __init__(self, fn: Any, *args: Any) -> None:
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._run, args=(fn, args), name="ftrl-ps-push", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, fn: Any, args: tuple[Any, ...]) -> None:
+        try:
+            fn(*args)
+        except BaseException as exc:  # handed to the waiting thread
+            self._error = exc
+
+    def wait(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+
 @dataclass
 class _Round:
     """The compact working set of one round: slot ``i`` holds key ``keys[i]``, bias last."""
@@ -165,6 +188,7 @@ class Worker:
         self._pending = _Sparse()  # deltas of closed rounds not pushed yet
         self._rows_since_push = 0
         self._since_push = 0
+        self._sending: _InFlight | None = None
         self.report = WorkerReport()
         self._started = time.perf_counter()
 
@@ -175,6 +199,7 @@ class Worker:
             self._close()
         keys, occurrences, local = self._index(parts)
         occurrences[-1] = sum(mb.rows for mb in parts)  # the bias is in every row
+        self._sync()  # pull only after the last push and clock tick went through
         n, z = self.client.pull(keys)
         state = np.empty((keys.size, 2))
         state[:, 0] = n
@@ -270,7 +295,17 @@ class Worker:
 
     # -- communication -------------------------------------------------
     def push(self) -> None:
-        """Push every delta accumulated since the last push, then tick the clock."""
+        """Push every delta accumulated since the last push, tick the clock, and wait."""
+        self._push_async()
+        self._sync()
+
+    def _push_async(self) -> None:
+        """Start pushing the unpushed deltas and ticking the clock in the background.
+
+        The tick may wait for slower workers (SSP); meanwhile the worker numbers
+        the next round's keys. The next pull or push waits for this one first
+        (:meth:`_sync`), so pushes and ticks stay in order.
+        """
         rnd = self._round
         todo = self._pending
         if rnd is not None and (rnd.pushed < rnd.done or rnd.carried.any()):
@@ -283,7 +318,8 @@ class Worker:
         scale = np.where(dense, 1.0 / cfg.num_workers, 1.0)
         delta_n = (todo.delta[:, 0] * scale).astype(np.float32)
         delta_z = (todo.delta[:, 1] * scale).astype(np.float32)
-        self.client.push(todo.keys, delta_n, delta_z)
+        self._sync()
+        self._sending = _InFlight(self._send, todo.keys, delta_n, delta_z, self.stats())
         if rnd is not None:
             self._mark_pushed(rnd)
         self._pending = _Sparse()
@@ -291,7 +327,18 @@ class Worker:
         self.report.keys_pushed += int(todo.keys.size)
         self._rows_since_push = 0
         self._since_push = 0
-        self.client.clock(self.stats())
+
+    def _send(
+        self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray, stats: dict[str, Any]
+    ) -> None:
+        self.client.push(keys, delta_n, delta_z)
+        self.client.clock(stats)
+
+    def _sync(self) -> None:
+        """Wait for the push and tick in flight, if any (re-raising their error)."""
+        sending, self._sending = self._sending, None
+        if sending is not None:
+            sending.wait()
 
     def stats(self) -> dict[str, Any]:
         elapsed = max(time.perf_counter() - self._started, 1e-9)
@@ -317,7 +364,7 @@ class Worker:
             for _ in parts:
                 self._step(rnd)
                 if self._since_push >= cfg.push_step:
-                    self.push()
+                    self._push_async()
             self._close()
 
     def run(
