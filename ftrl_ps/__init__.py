@@ -28,11 +28,42 @@ from ftrl_ps.errors import (  # noqa: E402
     UnknownWorkerError,
     WorkerStateError,
 )
-from ftrl_ps.ftrl import FTRL, FTRLParams  # noqa: E402
-from ftrl_ps.libsvm import Batch, LibsvmReader, read_all, split_ranges  # noqa: E402
-from ftrl_ps.metrics import auc, logloss  # noqa: E402
-from ftrl_ps.modelio import SavedModel, load_model, save_model  # noqa: E402
-from ftrl_ps.train import TrainReport, evaluate, predict, train  # noqa: E402
+from ftrl_ps.params import FTRLParams  # noqa: E402
+
+#: names loaded on first use: they need numba, which takes ~0.4 s to import,
+#: and the command line / cluster launcher must be able to start without it
+_LAZY = {
+    "FTRL": "ftrl_ps.ftrl",
+    "Batch": "ftrl_ps.batch",
+    "LibsvmReader": "ftrl_ps.libsvm",
+    "read_all": "ftrl_ps.libsvm",
+    "split_ranges": "ftrl_ps.libsvm",
+    "auc": "ftrl_ps.metrics",
+    "logloss": "ftrl_ps.metrics",
+    "SavedModel": "ftrl_ps.modelio",
+    "load_model": "ftrl_ps.modelio",
+    "save_model": "ftrl_ps.modelio",
+    "TrainReport": "ftrl_ps.training",
+    "evaluate": "ftrl_ps.training",
+    "predict": "ftrl_ps.training",
+    "train": "ftrl_ps.training",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ftrl_ps' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "AuthError",

@@ -1,5 +1,3 @@
-import sys
+from ftrl_ps.cli import console_main
 
-from ftrl_ps.cli import main
-
-sys.exit(main())
+console_main()

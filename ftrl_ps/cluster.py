@@ -36,8 +36,7 @@ from ftrl_ps.errors import ConfigError, FTRLPSError, ServerError
 from ftrl_ps.launch import ChildHandle, Launcher, preload, stop_all
 from ftrl_ps.modelio import SavedModel, load_model, save_model
 from ftrl_ps.progress import Progress
-from ftrl_ps.server.serve import bind_socket, socket_url
-from ftrl_ps.train import evaluate
+from ftrl_ps.server.sockets import bind_socket, socket_url
 
 START_TIMEOUT = 60.0
 STOP_GRACE = 5.0
@@ -239,15 +238,14 @@ def run_cluster(args: argparse.Namespace) -> int:
     progress = Progress(f"cluster ({args.workers} workers)", enabled=not args.quiet)
     ok = False
     try:
-        # Forking: load the kernels first, so the children share them. The
-        # servers go first (each then imports its web stack on the other core
-        # while this process prepares and forks the workers, which wait for them).
-        if launcher.method == "fork":
-            preload(store_dtype=dtype, worker=False)
+        # The servers go first, before this process has loaded numba (servers
+        # do not use it): each imports its web stack on the other core while this
+        # process loads the worker kernels once and forks the workers with them
+        # (which start parsing their shares and wait for the servers).
         for i in range(args.servers):
             cluster.start_server(i, _server_argv(args, bits, dtype, i))
         if launcher.method == "fork":
-            preload(store_dtype=None, worker=True)
+            preload()
         from ftrl_ps.client import PSClient  # before forking: the workers use it too
 
         urls = [p.url for p in cluster.servers if p.url]
@@ -383,6 +381,8 @@ def _finish(
         print(f"model saved to {path} ({saved.keys.size:,} keys with state)")
         results["saved_seconds"] = time.perf_counter() - started
     if args.test:
+        from ftrl_ps.training import evaluate
+
         ev = evaluate(
             saved.to_ftrl(),
             args.test,

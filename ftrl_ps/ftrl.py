@@ -29,61 +29,25 @@ True
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass
-from typing import Any
-
 import numpy as np
 import numpy.typing as npt
 
 from ftrl_ps._kernels import ftrl as _k
 from ftrl_ps.errors import ConfigError, DataError
+from ftrl_ps.params import DTYPES, MAX_BITS, MIN_BITS, FTRLParams, check_bits, num_keys
 
-MIN_BITS = 1
-MAX_BITS = 30
-DTYPES = ("float32", "float64")
-
-
-@dataclass(frozen=True)
-class FTRLParams:
-    """FTRL-Proximal hyper-parameters (defaults as Vowpal Wabbit's ``--ftrl`` examples)."""
-
-    alpha: float = 0.1
-    beta: float = 1.0
-    l1: float = 1.0
-    l2: float = 1.0
-
-    def __post_init__(self) -> None:
-        for name, value in asdict(self).items():
-            if not isinstance(value, int | float) or not math.isfinite(value):
-                raise ConfigError(f"{name} must be a finite number, got {value!r}")
-        if self.alpha <= 0:
-            raise ConfigError(f"alpha must be > 0, got {self.alpha}")
-        for name in ("beta", "l1", "l2"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
-
-    def as_dict(self) -> dict[str, float]:
-        return {k: float(v) for k, v in asdict(self).items()}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> FTRLParams:
-        return cls(**{k: float(d[k]) for k in ("alpha", "beta", "l1", "l2")})
-
-
-def check_bits(bits: int) -> int:
-    """Validate a feature-space size in bits."""
-    if isinstance(bits, bool) or not isinstance(bits, int | np.integer):
-        raise ConfigError(f"bits must be an integer, got {bits!r}")
-    if not MIN_BITS <= bits <= MAX_BITS:
-        raise ConfigError(f"bits must be in [{MIN_BITS}, {MAX_BITS}], got {bits}")
-    return int(bits)
-
-
-def num_keys(bits: int) -> int:
-    """Size of the key space: ``2**bits`` feature slots plus the bias slot."""
-    return (1 << check_bits(bits)) + 1
-
+__all__ = [
+    "DTYPES",
+    "FTRL",
+    "MAX_BITS",
+    "MIN_BITS",
+    "FTRLParams",
+    "check_bits",
+    "check_rows",
+    "fit_compact",
+    "logloss_sum",
+    "num_keys",
+]
 
 def check_rows(
     indptr: npt.ArrayLike, indices: npt.ArrayLike, values: npt.ArrayLike, num_slots: int

@@ -89,30 +89,23 @@ def choose_method(environ: Mapping[str, str] | None = None) -> tuple[str, str]:
     return "fork", "preloaded launcher"
 
 
-def preload(*, store_dtype: str | None = "float32", worker: bool = True) -> None:
-    """Load what the children will use, before forking them.
+def preload() -> None:
+    """Load what the workers will use, before forking them.
 
     The first numba kernel call of a process costs ~0.45 s, later ones a few
-    ms; children forked afterwards find the kernels loaded. ``store_dtype``:
-    a server's parameter-store kernels of this dtype (None: skip);
-    ``worker``: a worker's kernels (parse, train, bookkeeping) and the
-    imports of its HTTP client.
+    ms; workers forked afterwards find the kernels (parse, train, bookkeeping)
+    and the imports of their HTTP client loaded. (Servers use no numba.)
     """
     from ftrl_ps._kernels._config import skip_blas_probe
 
     skip_blas_probe()
-    if store_dtype is not None:
-        from ftrl_ps.store import warm_up as warm_store
+    import httpx
 
-        warm_store(store_dtype)
-    if worker:
-        import httpx
+    from ftrl_ps.worker import warm_up as warm_worker
 
-        from ftrl_ps.worker import warm_up as warm_worker
-
-        warm_worker()
-        # an httpx transport imports httpcore when first made (~0.15 s)
-        httpx.Client(trust_env=False, verify=False).close()
+    warm_worker()
+    # an httpx transport imports httpcore when first made (~0.15 s)
+    httpx.Client(trust_env=False, verify=False).close()
 
 
 class ForkedChild:

@@ -33,13 +33,16 @@ import tempfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ftrl_ps import __version__
 from ftrl_ps.errors import ModelFormatError
-from ftrl_ps.ftrl import DTYPES, FTRL, FTRLParams, check_bits, num_keys
+from ftrl_ps.params import DTYPES, FTRLParams, check_bits, num_keys
+
+if TYPE_CHECKING:
+    from ftrl_ps.ftrl import FTRL
 
 MAGIC = b"FTRLPSMD"
 FORMAT_VERSION = 1
@@ -62,6 +65,8 @@ class SavedModel:
     created: str = ""
 
     def to_ftrl(self) -> FTRL:
+        from ftrl_ps.ftrl import FTRL
+
         model = FTRL(self.bits, self.params, dtype=self.dtype)
         model.load_state(self.keys, self.n, self.z)
         return model

@@ -48,7 +48,7 @@ from ftrl_ps.ftrl import FTRLParams, fit_compact, num_keys
 from ftrl_ps.libsvm import LibsvmReader, split_ranges
 from ftrl_ps.minibatch import minibatches
 from ftrl_ps.prefetch import prefetch
-from ftrl_ps.train import TrainReport
+from ftrl_ps.training import TrainReport
 
 
 class ParamClient(Protocol):
@@ -87,7 +87,7 @@ class WorkerConfig:
 
 @dataclass
 class WorkerReport(TrainReport):
-    """A :class:`~ftrl_ps.train.TrainReport` plus the worker's traffic."""
+    """A :class:`~ftrl_ps.training.TrainReport` plus the worker's traffic."""
 
     steps: int = 0
     pushes: int = 0

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -131,3 +133,21 @@ def test_every_command_has_help() -> None:
     for name in sub.choices:  # type: ignore[union-attr]
         res = run_cli(name, "--help")
         assert res.returncode == 0 and "usage: ftrl-ps " + name in res.stdout
+
+
+def test_command_exit_codes_and_output_survive_the_fast_exit(tmp_path: Path) -> None:
+    """``ftrl-ps`` leaves via os._exit after main(): output must still be complete."""
+    data = tmp_path / "d.svm"
+    data.write_text("1 1:1 2:0.5\n0 3:1\n" * 50)
+    ok = subprocess.run(
+        [sys.executable, "-m", "ftrl_ps", "train", str(data), "--bits", "8",
+         "--model", str(tmp_path / "m")],
+        capture_output=True, text=True,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert "model saved to" in ok.stdout.splitlines()[-1]
+    bad = subprocess.run(
+        [sys.executable, "-m", "ftrl_ps", "eval", str(tmp_path / "nope"), str(data)],
+        capture_output=True, text=True,
+    )
+    assert bad.returncode == 1 and "error" in bad.stderr

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 import ftrl_ps
 
 
@@ -31,3 +33,23 @@ def test_import_does_not_pull_in_the_server_stack() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_the_command_line_and_the_servers_start_without_numba() -> None:
+    """The launcher forks servers before loading numba, and servers never load it."""
+    code = (
+        "import sys, ftrl_ps, ftrl_ps.cli, ftrl_ps.cluster, ftrl_ps.server.app; "
+        "ftrl_ps.cli.build_parser(); "
+        "print('numba' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_lazy_package_attributes_resolve() -> None:
+    import ftrl_ps
+
+    for name in ftrl_ps.__all__:
+        assert getattr(ftrl_ps, name) is not None
+    with pytest.raises(AttributeError):
+        ftrl_ps.no_such_name  # noqa: B018

@@ -13,6 +13,8 @@ from typing import Any
 
 import numba
 
+import ftrl_ps._kernels as _kernels
+
 JIT_FLAGS: dict[str, bool] = {"nogil": True, "cache": True, "fastmath": False}
 
 
@@ -51,3 +53,7 @@ def skip_blas_probe() -> None:
         import numba.np.arraymath  # noqa: F401
     finally:
         sys.meta_path.remove(hook)
+
+
+if _kernels.SKIP_BLAS_PROBE:
+    skip_blas_probe()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -73,9 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from ftrl_ps._kernels._config import skip_blas_probe
+    import ftrl_ps._kernels
 
-    skip_blas_probe()  # ~0.4 s less start-up in every ftrl-ps process
+    # ~0.4 s less start-up in every ftrl-ps process that loads kernels; numba
+    # itself is only imported when a command needs it
+    ftrl_ps._kernels.SKIP_BLAS_PROBE = True
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -92,5 +95,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
+def console_main() -> None:
+    """The ``ftrl-ps`` command: :func:`main`, then leave without interpreter teardown.
+
+    Tearing down an interpreter that has loaded numba's compiler takes ~0.4 s
+    (measured: 0.40 s vs 0.01 s with ``os._exit``), a tenth of a one-million-row
+    run. Once :func:`main` has returned, every file is written and closed and
+    every child process is stopped, so the command flushes its output and
+    exits at once. Errors that escape :func:`main` take the normal way out.
+    """
+    code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # e.g. stdout was a pipe that closed
+        code = code or 1
+    os._exit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    console_main()

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 
 from ftrl_ps.cli import _common as c
-from ftrl_ps.modelio import load_model
-from ftrl_ps.train import evaluate
 
 NAME = "eval"
 HELP = "evaluate a saved model on a libsvm file (log loss, AUC)"
@@ -29,6 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ftrl_ps.modelio import load_model
+    from ftrl_ps.training import evaluate
+
     c.check_input(args.test, "test")
     model = load_model(args.model).to_ftrl()
     ev = evaluate(

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ftrl_ps.synth import SynthConfig, generate
-
 NAME = "gen"
 HELP = "generate a synthetic Criteo-like CTR data set with a known true model"
 DESCRIPTION = """\
@@ -43,6 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ftrl_ps.synth import SynthConfig, generate
+
     config = SynthConfig(rows=args.rows, test_rows=args.test_rows, seed=args.seed,
                          bits=args.bits, fields=args.fields, positive_rate=args.positive_rate)
     config.validate()  # ConfigError -> exit code 2

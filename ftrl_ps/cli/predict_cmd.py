@@ -6,8 +6,6 @@ import argparse
 import sys
 
 from ftrl_ps.cli import _common as c
-from ftrl_ps.modelio import load_model
-from ftrl_ps.train import predict
 
 NAME = "predict"
 HELP = "write P(click) for every row of a libsvm file, one per line"
@@ -29,6 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ftrl_ps.modelio import load_model
+    from ftrl_ps.training import predict
+
     c.check_input(args.input)
     model = load_model(args.model).to_ftrl()
     kw = {"chunk_bytes": args.chunk_mb << 20, "skip_bad_lines": args.skip_bad_lines}

@@ -49,8 +49,7 @@ class ServerState:
             self.initial_keys = load_initial_model(self.store, settings.init_model)
 
     def start(self) -> None:
-        """Compile the kernels and start the dead-worker sweeper."""
-        self.store.warmup()
+        """Start the dead-worker sweeper."""
         if self.clock is not None:
             self.clock.start_sweeper()
 
