@@ -34,3 +34,35 @@ def test_bad_fd_is_a_clear_error() -> None:
     res = run_cli("server", "--fd", "987")
     assert res.returncode == 2
     assert "--fd 987" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_sigterm_releases_a_blocked_clock_wait_at_once() -> None:
+    """Stopping a server must not wait for SSP clock waits to time out."""
+    import threading
+    import time
+
+    from ftrl_ps.client import PSClient
+    from ftrl_ps.server.spawn import spawn_server
+
+    server = spawn_server(["--bits", "8", "--staleness", "0", "--num-workers", "2",
+                           "--clock-wait-timeout", "60"])
+    try:
+        fast = PSClient(server.url)
+        fast.register(0, 2)
+        blocked = threading.Thread(target=lambda: _swallow(fast.clock), daemon=True)
+        blocked.start()  # waits for worker 1, which never comes
+        time.sleep(0.5)
+        assert blocked.is_alive()
+        t0 = time.monotonic()
+        server.process.terminate()
+        server.process.wait(timeout=20)
+        assert time.monotonic() - t0 < 10  # the clock wait alone would hold it 60 s
+    finally:
+        server.stop()
+
+
+def _swallow(fn) -> None:  # type: ignore[no-untyped-def]
+    try:
+        fn()
+    except Exception:  # the server goes away under the blocked request
+        pass

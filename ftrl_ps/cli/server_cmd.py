@@ -121,5 +121,7 @@ def run(args: argparse.Namespace) -> int:
     def ready(url: str) -> None:
         print(f"listening on {url}", flush=True)
 
-    serve(app, sock, on_ready=ready, log_level=args.log_level)
+    # on SIGTERM/Ctrl-C, release clock waits at once instead of letting
+    # uvicorn wait for them to time out (up to --clock-wait-timeout)
+    serve(app, sock, on_ready=ready, on_exit=app.state.ftrl.close, log_level=args.log_level)
     return 0

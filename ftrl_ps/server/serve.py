@@ -8,6 +8,7 @@ uvicorn has started serving on that very socket.
 from __future__ import annotations
 
 import socket
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -19,9 +20,23 @@ __all__ = ["bind_socket", "serve", "socket_from_fd", "socket_url"]
 
 
 class _Server(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None] | None) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        on_ready: Callable[[], None] | None,
+        on_exit: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(config)
         self._on_ready = on_ready
+        self._on_exit = on_exit
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        # uvicorn waits for running requests before it shuts down; release the
+        # long ones (SSP clock waits) first. In a thread: this runs in a signal
+        # handler, which must not block on a lock the interrupted code may hold.
+        if self._on_exit is not None and not self.should_exit:
+            threading.Thread(target=self._on_exit, name="ftrl-ps-exit", daemon=True).start()
+        super().handle_exit(sig, frame)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
@@ -34,13 +49,16 @@ def serve(
     sock: socket.socket,
     *,
     on_ready: Callable[[str], None] | None = None,
+    on_exit: Callable[[], None] | None = None,
     log_level: str = "warning",
     access_log: bool = False,
 ) -> None:
     """Serve ``app`` on ``sock`` until SIGINT/SIGTERM (blocks).
 
-    ``on_ready(url)`` runs once uvicorn accepts connections. One process, one
-    event loop; sync handlers run in the threadpool.
+    ``on_ready(url)`` runs once uvicorn accepts connections; ``on_exit()``
+    runs (in a thread) when SIGINT/SIGTERM arrives, before uvicorn waits for
+    the requests in progress. One process, one event loop; sync handlers run
+    in the threadpool.
     """
     url = socket_url(sock)
     config = uvicorn.Config(
@@ -51,5 +69,5 @@ def serve(
         timeout_keep_alive=30,
         server_header=False,
     )
-    server = _Server(config, (lambda: on_ready(url)) if on_ready else None)
+    server = _Server(config, (lambda: on_ready(url)) if on_ready else None, on_exit)
     server.run(sockets=[sock])
