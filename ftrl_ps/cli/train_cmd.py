@@ -28,6 +28,11 @@ before the model learns from it, as Vowpal Wabbit reports it) and rows/s on
 stderr. At the end it prints the training summary, the test log loss and AUC
 (with --test), and saves the model (with --model).
 
+With --workers N the servers and workers are forked from this process (the
+workers after it has loaded the numba kernels once), so they start at once;
+set the environment variable FTRL_PS_LAUNCH=exec to start each of them as a
+fresh `python -m ftrl_ps` instead.
+
 examples:
   ftrl-ps train data/train.svm --test data/test.svm --model model.ftrl
   ftrl-ps train data/train.svm --bits 24 --l1 2 --epochs 2 --model model.ftrl
