@@ -36,19 +36,19 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
-from ftrl_ps._kernels import worker as _k
 from ftrl_ps.batch import Batch
 from ftrl_ps.errors import ConfigError
-from ftrl_ps.ftrl import FTRLParams, fit_compact, num_keys
+from ftrl_ps.ftrl import FTRLParams, fit_compact
 from ftrl_ps.libsvm import LibsvmReader, split_ranges
 from ftrl_ps.minibatch import minibatches
 from ftrl_ps.prefetch import prefetch
 from ftrl_ps.training import TrainReport
+from ftrl_ps.workingset import KeyNumbering, PendingDeltas, WorkingSet
 
 
 class ParamClient(Protocol):
@@ -96,29 +96,6 @@ class WorkerReport(TrainReport):
     keys_pulled: int = 0
 
 
-@dataclass
-class _Sparse:
-    """Deltas of sorted ``keys`` (``(len, 2)`` n/z) and the rows each key was in."""
-
-    keys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint32))
-    delta: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
-    rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-
-    def merge(self, other: _Sparse) -> _Sparse:
-        """Union with ``other``, whose keys are disjoint from these."""
-        if not self.keys.size:
-            return other
-        if not other.keys.size:
-            return self
-        keys = np.concatenate([self.keys, other.keys])
-        order = np.argsort(keys, kind="stable")
-        return _Sparse(
-            keys[order],
-            np.concatenate([self.delta, other.delta])[order],
-            np.concatenate([self.rows, other.rows])[order],
-        )
-
-
 class _InFlight:
     """``fn(*args)`` running in a daemon thread; :meth:`wait` joins it and re-raises."""
 
@@ -139,22 +116,6 @@ class _InFlight:
         self._thread.join()
         if self._error is not None:
             raise self._error
-
-
-@dataclass
-class _Round:
-    """The compact working set of one round: slot ``i`` holds key ``keys[i]``, bias last."""
-
-    parts: list[Batch]
-    keys: np.ndarray  # uint32, sorted, the bias last
-    local: np.ndarray  # the parts' indices renumbered to slots, concatenated
-    offsets: np.ndarray  # parts[i] uses local[offsets[i]:offsets[i + 1]]
-    occurrences: np.ndarray  # rows of the whole round that contain each key
-    state: np.ndarray  # (k, 2) float64: pulled values plus everything trained since
-    base: np.ndarray  # (k, 2) float64: what the servers are known to hold
-    carried: np.ndarray  # rows of pending deltas merged into this round, per slot
-    done: int = 0  # parts trained
-    pushed: int = 0  # parts whose deltas have been pushed
 
 
 class Worker:
@@ -179,13 +140,10 @@ class Worker:
         self.config = config
         self.params = params
         self.bits = bits
-        self.bias_key = num_keys(bits) - 1
-        # renumbering scratch: (stamp, slot) per key, stamps never cleared
-        self._tags = np.zeros((num_keys(bits), 2), dtype=np.int32)
-        self._token = 0
-        self._scratch = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int32))
-        self._round: _Round | None = None
-        self._pending = _Sparse()  # deltas of closed rounds not pushed yet
+        self._numbering = KeyNumbering(bits)
+        self.bias_key = self._numbering.bias_key
+        self._round: WorkingSet | None = None
+        self._pending = PendingDeltas()  # deltas of closed rounds not pushed yet
         self._rows_since_push = 0
         self._since_push = 0
         self._sending: _InFlight | None = None
@@ -193,72 +151,23 @@ class Worker:
         self._started = time.perf_counter()
 
     # -- rounds ----------------------------------------------------------
-    def _open(self, parts: list[Batch]) -> _Round:
+    def _open(self, parts: list[Batch]) -> WorkingSet:
         """Number the keys of ``parts``, pull them, add pending deltas: the next round."""
         if self._round is not None:
             self._close()
-        keys, occurrences, local = self._index(parts)
-        occurrences[-1] = sum(mb.rows for mb in parts)  # the bias is in every row
+        numbered = self._numbering.number(parts)
         self._sync()  # pull only after the last push and clock tick went through
-        n, z = self.client.pull(keys)
-        state = np.empty((keys.size, 2))
-        state[:, 0] = n
-        state[:, 1] = z
-        rnd = _Round(
-            parts=parts,
-            keys=keys,
-            local=local,
-            offsets=np.cumsum([0] + [mb.nnz for mb in parts]),
-            occurrences=occurrences,
-            state=state,
-            base=state.copy(),
-            carried=np.zeros(keys.size, dtype=np.int64),
-        )
-        self._adopt_pending(rnd)
+        n, z = self.client.pull(numbered[0])
+        rnd = WorkingSet.pulled(parts, numbered, n, z)
+        self._pending = rnd.adopt(self._pending)
         self.report.pulls += 1
-        self.report.keys_pulled += int(keys.size)
+        self.report.keys_pulled += int(rnd.keys.size)
         self._round = rnd
         return rnd
 
-    def _index(self, parts: list[Batch]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Sorted keys of ``parts`` plus the bias, rows per key, and the indices renumbered.
-
-        The renumbered indices are a view of a buffer reused by the next call.
-        """
-        arrays = [mb.indices for mb in parts]
-        indices = np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
-        if self._scratch[0].size <= indices.size:
-            size = 2 * indices.size + 1
-            self._scratch = (np.empty(size, np.int64), np.empty(size, np.int64),
-                             np.empty(size, np.int32))
-        seen, hits, buf = self._scratch
-        local = buf[: indices.size]
-        self._token += 1
-        count = _k.first_seen(indices, self.bias_key, self._tags, self._token, local, seen, hits)
-        packed = (seen[:count] << 32) | np.arange(count)
-        packed.sort()
-        keys = np.empty(count, np.uint32)
-        occurrences = np.empty(count, np.int64)
-        _k.renumber(local, packed, hits, keys, occurrences)
-        return keys, occurrences, local
-
-    def _adopt_pending(self, rnd: _Round) -> None:
-        """``local = pulled + unpushed`` for pending keys in ``rnd``; the rest stay pending."""
-        pend = self._pending
-        if not pend.keys.size:
-            return
-        pos = np.minimum(np.searchsorted(rnd.keys, pend.keys), rnd.keys.size - 1)
-        hit = rnd.keys[pos] == pend.keys
-        rnd.state[pos[hit]] += pend.delta[hit]
-        rnd.carried[pos[hit]] = np.maximum(pend.rows[hit], 1)
-        miss = ~hit
-        self._pending = _Sparse(pend.keys[miss], pend.delta[miss], pend.rows[miss])
-
-    def _step(self, rnd: _Round) -> None:
+    def _step(self, rnd: WorkingSet) -> None:
         """Train the round's next mini-batch on the working set."""
-        i = rnd.done
-        mb = rnd.parts[i]
-        local = rnd.local[rnd.offsets[i] : rnd.offsets[i + 1]]
+        mb, local = rnd.rows_of(rnd.done)
         loss = fit_compact(rnd.state, self.params, mb.labels, mb.indptr, local, mb.values)
         rnd.done += 1
         self.report.loss_sum += loss
@@ -267,31 +176,11 @@ class Worker:
         self._rows_since_push += mb.rows
         self._since_push += 1
 
-    def _unpushed(self, rnd: _Round) -> _Sparse:
-        """The round's deltas not pushed yet (keys trained since the last push or carried)."""
-        if rnd.pushed == 0 and rnd.done == len(rnd.parts):
-            rows = rnd.occurrences + rnd.carried  # every key of the round was trained
-        else:
-            seg = rnd.local[rnd.offsets[rnd.pushed] : rnd.offsets[rnd.done]]
-            rows = np.bincount(seg, minlength=rnd.keys.size).astype(np.int64)
-            rows[-1] = sum(mb.rows for mb in rnd.parts[rnd.pushed : rnd.done])
-            rows += rnd.carried
-        sel = np.flatnonzero(rows)
-        if sel.size == rnd.keys.size:
-            return _Sparse(rnd.keys, rnd.state - rnd.base, rows)
-        return _Sparse(rnd.keys[sel], rnd.state[sel] - rnd.base[sel], rows[sel])
-
-    def _mark_pushed(self, rnd: _Round) -> None:
-        rnd.base[:] = rnd.state
-        rnd.carried[:] = 0
-        rnd.pushed = rnd.done
-
     def _close(self) -> None:
         """End the round: keep its unpushed deltas as pending ones."""
-        rnd = self._round
-        self._round = None
-        if rnd is not None and (rnd.pushed < rnd.done or rnd.carried.any()):
-            self._pending = self._pending.merge(self._unpushed(rnd))
+        rnd, self._round = self._round, None
+        if rnd is not None and rnd.dirty:
+            self._pending = self._pending.merge(rnd.unpushed())
 
     # -- communication -------------------------------------------------
     def push(self) -> None:
@@ -308,8 +197,8 @@ class Worker:
         """
         rnd = self._round
         todo = self._pending
-        if rnd is not None and (rnd.pushed < rnd.done or rnd.carried.any()):
-            todo = todo.merge(self._unpushed(rnd))
+        if rnd is not None and rnd.dirty:
+            todo = todo.merge(rnd.unpushed())
         if not todo.keys.size:
             return
         cfg = self.config
@@ -321,8 +210,8 @@ class Worker:
         self._sync()
         self._sending = _InFlight(self._send, todo.keys, delta_n, delta_z, self.stats())
         if rnd is not None:
-            self._mark_pushed(rnd)
-        self._pending = _Sparse()
+            rnd.mark_pushed()
+        self._pending = PendingDeltas()
         self.report.pushes += 1
         self.report.keys_pushed += int(todo.keys.size)
         self._rows_since_push = 0

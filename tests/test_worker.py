@@ -103,21 +103,6 @@ def test_pull_keeps_unpushed_local_updates() -> None:
     assert len(server.pushed_keys) == 2  # the other worker's push and ours: nothing left
 
 
-def test_renumbering_matches_the_keys() -> None:
-    """The compact slots of a round point back at the original keys, bias last."""
-    rng = np.random.default_rng(3)
-    worker = Worker(MemoryServer(1), 10, FTRLParams(), WorkerConfig())
-    for size in (5000, 2500, 9000):  # stamps of an earlier call must not leak into the next
-        indices = rng.integers(0, 1000, size).astype(np.int32)
-        parts = as_batches(np.zeros(size, np.float32), np.arange(size + 1), indices,
-                           np.ones(size, np.float32), per=700)
-        keys, occ, local = worker._index(parts)
-        expect, counts = np.unique(indices, return_counts=True)
-        np.testing.assert_array_equal(keys, np.append(expect, 1024))
-        np.testing.assert_array_equal(occ, np.append(counts, 0))
-        np.testing.assert_array_equal(keys[local], indices)
-
-
 def _bsp_rounds(data: Batch, workers: int, cfg: WorkerConfig, params: FTRLParams) -> MemoryServer:
     """``workers`` Workers in lockstep on contiguous shares: all pull, all train, all push."""
     from ftrl_ps.minibatch import minibatches, slice_rows

@@ -1,0 +1,170 @@
+"""A worker round's compact working set: its keys numbered 0..k-1, their state, pending deltas.
+
+A round is the ``fetch_step`` mini-batches a worker trains between two pulls.
+:class:`KeyNumbering` gives the round's distinct keys (plus the bias) the
+numbers ``0..k-1`` in sorted key order and rewrites the rows' indices to those
+numbers; :class:`WorkingSet` holds the pulled ``n``/``z`` of exactly those keys
+as a ``(k, 2)`` float64 array that stays in cache while the round trains,
+next to ``base``, what the servers are known to hold. :class:`PendingDeltas`
+are deltas of a closed round that were not pushed yet (``push_step`` not a
+multiple of ``fetch_step``); the next round adds them onto its pulled values.
+
+No HTTP or threads here; :mod:`ftrl_ps.worker` drives the rounds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ftrl_ps._kernels import worker as _k
+from ftrl_ps.batch import Batch
+from ftrl_ps.ftrl import num_keys
+
+__all__ = ["KeyNumbering", "PendingDeltas", "WorkingSet"]
+
+
+@dataclass
+class PendingDeltas:
+    """Deltas of sorted ``keys`` (``(len, 2)`` n/z) and the rows each key was in."""
+
+    keys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint32))
+    delta: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
+    rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def merge(self, other: PendingDeltas) -> PendingDeltas:
+        """Union with ``other``, whose keys are disjoint from these."""
+        if not self.keys.size:
+            return other
+        if not other.keys.size:
+            return self
+        keys = np.concatenate([self.keys, other.keys])
+        order = np.argsort(keys, kind="stable")
+        return PendingDeltas(
+            keys[order],
+            np.concatenate([self.delta, other.delta])[order],
+            np.concatenate([self.rows, other.rows])[order],
+        )
+
+
+class KeyNumbering:
+    """Numbers the distinct keys of a round's mini-batches (a few ms per round).
+
+    Keeps a ``(stamp, number)`` pair per key of the ``2**bits`` space (side by
+    side: one cache line serves both; stamps are never cleared) and scratch
+    buffers reused from round to round.
+    """
+
+    def __init__(self, bits: int) -> None:
+        self.bias_key = num_keys(bits) - 1
+        self._tags = np.zeros((num_keys(bits), 2), dtype=np.int32)
+        self._token = 0
+        self._scratch = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int32))
+
+    def number(self, parts: list[Batch]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Sorted keys of ``parts`` plus the bias, rows per key, and the indices renumbered.
+
+        Returns ``(keys, occurrences, local)``: ``keys`` uint32 (the bias
+        last), how many rows contain each key (the bias: every row), and the
+        parts' indices concatenated and rewritten as positions in ``keys``
+        (a view of a buffer that the next call reuses).
+        """
+        arrays = [mb.indices for mb in parts]
+        indices = np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
+        if self._scratch[0].size <= indices.size:
+            size = 2 * indices.size + 1
+            self._scratch = (np.empty(size, np.int64), np.empty(size, np.int64),
+                             np.empty(size, np.int32))
+        seen, hits, buf = self._scratch
+        local = buf[: indices.size]
+        self._token += 1
+        count = _k.first_seen(indices, self.bias_key, self._tags, self._token, local, seen, hits)
+        packed = (seen[:count] << 32) | np.arange(count)
+        packed.sort()  # numpy's sort: several times faster than numba's argsort here
+        keys = np.empty(count, np.uint32)
+        occurrences = np.empty(count, np.int64)
+        _k.renumber(local, packed, hits, keys, occurrences)
+        occurrences[-1] = sum(mb.rows for mb in parts)  # the bias is in every row
+        return keys, occurrences, local
+
+
+@dataclass
+class WorkingSet:
+    """The compact state of one round: slot ``i`` holds key ``keys[i]``, the bias last."""
+
+    parts: list[Batch]
+    keys: np.ndarray  # uint32, sorted, the bias last
+    local: np.ndarray  # the parts' indices renumbered to slots, concatenated
+    offsets: np.ndarray  # parts[i] uses local[offsets[i]:offsets[i + 1]]
+    occurrences: np.ndarray  # rows of the whole round that contain each key
+    state: np.ndarray  # (k, 2) float64: pulled values plus everything trained since
+    base: np.ndarray  # (k, 2) float64: what the servers are known to hold
+    carried: np.ndarray  # rows of pending deltas merged into this round, per slot
+    done: int = 0  # parts trained
+    pushed: int = 0  # parts whose deltas have been pushed
+
+    @classmethod
+    def pulled(
+        cls,
+        parts: list[Batch],
+        numbered: tuple[np.ndarray, np.ndarray, np.ndarray],
+        n: np.ndarray,
+        z: np.ndarray,
+    ) -> WorkingSet:
+        """The round of ``parts`` (as :meth:`KeyNumbering.number` numbered them),
+        starting from the servers' ``n``/``z`` of its keys."""
+        keys, occurrences, local = numbered
+        state = np.empty((keys.size, 2))
+        state[:, 0] = n
+        state[:, 1] = z
+        return cls(
+            parts=parts,
+            keys=keys,
+            local=local,
+            offsets=np.cumsum([0] + [mb.nnz for mb in parts]),
+            occurrences=occurrences,
+            state=state,
+            base=state.copy(),
+            carried=np.zeros(keys.size, dtype=np.int64),
+        )
+
+    def rows_of(self, i: int) -> tuple[Batch, np.ndarray]:
+        """Mini-batch ``i`` and its renumbered indices."""
+        return self.parts[i], self.local[self.offsets[i] : self.offsets[i + 1]]
+
+    def adopt(self, pending: PendingDeltas) -> PendingDeltas:
+        """``local = pulled + unpushed`` for pending keys of this round; returns the rest."""
+        if not pending.keys.size:
+            return pending
+        pos = np.minimum(np.searchsorted(self.keys, pending.keys), self.keys.size - 1)
+        hit = self.keys[pos] == pending.keys
+        self.state[pos[hit]] += pending.delta[hit]
+        self.carried[pos[hit]] = np.maximum(pending.rows[hit], 1)
+        miss = ~hit
+        return PendingDeltas(pending.keys[miss], pending.delta[miss], pending.rows[miss])
+
+    @property
+    def dirty(self) -> bool:
+        """Whether some deltas have not been pushed yet."""
+        return self.pushed < self.done or bool(self.carried.any())
+
+    def unpushed(self) -> PendingDeltas:
+        """The deltas not pushed yet (keys trained since the last push, or carried)."""
+        if self.pushed == 0 and self.done == len(self.parts):
+            rows = self.occurrences + self.carried  # every key of the round was trained
+        else:
+            seg = self.local[self.offsets[self.pushed] : self.offsets[self.done]]
+            rows = np.bincount(seg, minlength=self.keys.size).astype(np.int64)
+            rows[-1] = sum(mb.rows for mb in self.parts[self.pushed : self.done])
+            rows += self.carried
+        sel = np.flatnonzero(rows)
+        if sel.size == self.keys.size:
+            return PendingDeltas(self.keys, self.state - self.base, rows)
+        return PendingDeltas(self.keys[sel], self.state[sel] - self.base[sel], rows[sel])
+
+    def mark_pushed(self) -> None:
+        """The servers now hold everything trained so far."""
+        self.base[:] = self.state
+        self.carried[:] = 0
+        self.pushed = self.done
