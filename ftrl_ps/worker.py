@@ -246,7 +246,10 @@ class Worker:
             yield round_
 
     def train_batches(self, batches: Iterator[Batch]) -> None:
-        """Train on a stream of reader batches (one epoch of this worker's share)."""
+        """Train on a stream of reader batches (one epoch of this worker's share).
+
+        The last push may still be in flight on return; :meth:`push` waits for it.
+        """
         cfg = self.config
         for parts in self._rounds(minibatches(batches, cfg.batch_size)):
             rnd = self._open(parts)
