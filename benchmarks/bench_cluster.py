@@ -3,7 +3,8 @@
 Usage::
 
     python benchmarks/bench_cluster.py [--rows 1000000] [--test-rows 100000] [--bits 22]
-        [--workers 2] [--servers 1] [--staleness 0,3,inf] [--data-dir DIR] [--json OUT]
+        [--workers 2] [--servers 1] [--staleness 0,3,inf] [--repeat N] [--data-dir DIR]
+        [--json OUT]
 
 On the same generated data as ``bench_single.py`` (cached in ``--data-dir``) it
 runs, in one go: Vowpal Wabbit (one pass, parsing included), ftrl-ps in one
@@ -14,6 +15,11 @@ the test file is scored afterwards by ``ftrl-ps eval``, as VW's model is.
 Bytes per row is the pull/push payload (keys 4 B, n/z 4 B each) divided by the
 train rows; HTTP headers are not counted. Shard load is the share of pushed
 keys each shard received.
+
+With ``--repeat N`` every system runs N times, interleaved round by round (so
+a slow spell of the shared machine hits all of them), and the table shows the
+median wall time of each (every run's wall time is printed below it); quality
+figures are those of the first round (VW and one process are deterministic).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import argparse
 import itertools
 import json
 import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -48,6 +55,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--servers", type=_ints, default=[1], help="comma list, e.g. 1,2")
     p.add_argument("--staleness", default="0,3,inf", help="comma list of 0..N or inf")
     p.add_argument("--extra", default="", help="extra flags for ftrl-ps train (quoted)")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="runs of every system, interleaved; the median wall time is shown")
     p.add_argument("--data-dir", type=Path, default=h.DEFAULT_DATA_DIR)
     p.add_argument("--json", type=Path)
     return p.parse_args(argv)
@@ -89,6 +98,8 @@ def _run_cluster(args: argparse.Namespace, train: Path, test: Path, work: Path,
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
+    if args.repeat < 1:
+        raise SystemExit("--repeat must be >= 1")
     args.data_dir.mkdir(parents=True, exist_ok=True)
     folder, truth, _ = h.ensure_synth_data(args.data_dir, args.rows, args.test_rows, args.bits,
                                            args.seed)
@@ -102,22 +113,31 @@ def main(argv: list[str] | None = None) -> int:
         print("warm-up (numba cache)", file=sys.stderr)
         single._run_ftrl(prefix, h.head_lines(train, folder / "train_head10000.svm", 10_000),
                          test, args.bits, work, "warmup")
-        print("vowpal wabbit", file=sys.stderr)
-        vw = single._train_vw(train_vw, args.bits, work, "vw")
-        _, vw_ll, vw_auc = single._score_vw(test_vw, test, work)
-        result["vw"] = {"rows_per_s": args.rows / vw.wall_seconds, "test_logloss": vw_ll,
-                        "test_auc": vw_auc, "wall_seconds": vw.wall_seconds}
-        print("ftrl-ps single process", file=sys.stderr)
-        run, m = single._run_ftrl(prefix, train, test, args.bits, work, "single")
-        result["single"] = {"rows_per_s": args.rows / run.wall_seconds,
-                            "test_logloss": m["test_logloss"], "test_auc": m["test_auc"],
-                            "wall_seconds": run.wall_seconds}
-        combos = itertools.product(args.servers, args.workers, args.staleness.split(","))
-        for servers, workers, staleness in combos:
-            print(f"cluster: {servers} server(s), {workers} workers, staleness {staleness}",
-                  file=sys.stderr)
-            result["clusters"].append(
-                _run_cluster(args, train, test, work, workers, servers, staleness))
+        combos = list(itertools.product(args.servers, args.workers, args.staleness.split(",")))
+        for rnd in range(args.repeat):
+            first = rnd == 0
+            print(f"round {rnd + 1}/{args.repeat}: vowpal wabbit", file=sys.stderr)
+            vw = single._train_vw(train_vw, args.bits, work, "vw")
+            if first:
+                _, vw_ll, vw_auc = single._score_vw(test_vw, test, work)
+                result["vw"] = {"test_logloss": vw_ll, "test_auc": vw_auc, "walls": []}
+            result["vw"]["walls"].append(vw.wall_seconds)
+            print(f"round {rnd + 1}/{args.repeat}: ftrl-ps single process", file=sys.stderr)
+            run, m = single._run_ftrl(prefix, train, test, args.bits, work, "single")
+            if first:
+                result["single"] = {"test_logloss": m["test_logloss"],
+                                    "test_auc": m["test_auc"], "walls": []}
+            result["single"]["walls"].append(run.wall_seconds)
+            for i, (servers, workers, staleness) in enumerate(combos):
+                print(f"round {rnd + 1}/{args.repeat}: cluster: {servers} server(s), "
+                      f"{workers} workers, staleness {staleness}", file=sys.stderr)
+                c = _run_cluster(args, train, test, work, workers, servers, staleness)
+                if first:
+                    result["clusters"].append({**c, "walls": []})
+                result["clusters"][i]["walls"].append(c["wall_seconds"])
+        for entry in [result["vw"], result["single"], *result["clusters"]]:
+            entry["wall_seconds"] = statistics.median(entry["walls"])
+            entry["rows_per_s"] = args.rows / entry["wall_seconds"]
     _print(result, truth)
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")
@@ -143,6 +163,12 @@ def _print(r: dict[str, Any], truth: dict[str, Any]) -> None:
           f"wall time from process start to model saved (test scored separately)")
     print(h.format_table(header, rows))
     print(f"true model (Bayes) test logloss {truth['stats']['bayes_test_logloss']:.4f}")
+    if len(vw["walls"]) > 1:
+        print("wall seconds of every round (median in the table):")
+        for name, entry in [("vowpal wabbit", vw), ("ftrl-ps 1 process", one)] + [
+                (f"{c['servers']} srv + {c['workers']} wrk, s={c['staleness']}", c)
+                for c in r["clusters"]]:
+            print(f"  {name:22s} " + ", ".join(f"{w:.2f}" for w in entry["walls"]))
     for c in r["clusters"]:
         if c.get("shard_load"):
             print(f"shard load ({c['servers']} srv, {c['workers']} wrk, s={c['staleness']}): "
