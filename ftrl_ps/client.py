@@ -31,7 +31,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import httpx
@@ -44,12 +43,11 @@ from ftrl_ps.errors import (
     FTRLPSError,
     LayoutMismatchError,
     ProtocolError,
-    TransportError,
     UnknownWorkerError,
     WorkerStateError,
 )
 from ftrl_ps.layout import Layout
-from ftrl_ps.server.errors import exception_from_response
+from ftrl_ps.shards import ShardConnections
 from ftrl_ps.store import check_keys, check_values
 
 __all__ = ["PSClient"]
@@ -90,40 +88,16 @@ class PSClient:
         wire_format: str = "binary",
         http_clients: Sequence[httpx.Client] | None = None,
     ) -> None:
-        self.urls = [urls] if isinstance(urls, str) else [str(u) for u in urls]
-        self.urls = [u.rstrip("/") for u in self.urls]
-        if not self.urls:
-            raise ConfigError("PSClient needs at least one shard URL")
         if wire_format not in ("binary", "json"):
             raise ConfigError(f"wire_format must be 'binary' or 'json', got {wire_format!r}")
-        if retries < 0 or not timeout > 0:
-            raise ConfigError("retries must be >= 0 and timeout > 0")
-        self.timeout = float(timeout)
-        self.retries = int(retries)
-        self.wire_format = wire_format
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        if http_clients is not None:
-            if len(http_clients) != len(self.urls):
-                raise ConfigError("http_clients needs one client per URL")
-            self._http = list(http_clients)
-            for c in self._http:
-                c.headers.update(headers)
-        else:
-            limits = httpx.Limits(max_keepalive_connections=8, keepalive_expiry=60)
-            self._http = [
-                # trust_env=False: cluster traffic never goes through an HTTP(S)_PROXY
-                httpx.Client(
-                    base_url=u, headers=headers, timeout=self.timeout, limits=limits,
-                    trust_env=False,
-                    # certificates are only loaded for https (~45 ms per client)
-                    verify=u.lower().startswith("https:"),
-                )
-                for u in self.urls
-            ]
-        self._pool = (
-            ThreadPoolExecutor(len(self.urls), thread_name_prefix="ps-client")
-            if len(self.urls) > 1 else None
+        self._net = ShardConnections(
+            [urls] if isinstance(urls, str) else list(urls),
+            token=token, timeout=timeout, retries=retries, http_clients=http_clients,
         )
+        self.urls = self._net.urls
+        self.timeout = self._net.timeout
+        self.retries = self._net.retries
+        self.wire_format = wire_format
         self._lock = threading.Lock()
         self.worker_id: int | None = None
         self.worker_index: int | None = None
@@ -141,7 +115,7 @@ class PSClient:
 
     # --- set-up -------------------------------------------------------------------
     def _learn_layout(self) -> None:
-        statuses = self._each(lambda i: self.status(i), range(len(self.urls)))
+        statuses = self._net.each(lambda i: self.status(i), range(len(self.urls)))
         first = statuses[0]
         self.layout = Layout.from_dict(first["layout"])
         self.dtype = np.dtype(first["dtype"])
@@ -199,16 +173,16 @@ class PSClient:
                 obj: dict[str, Any] = wire.to_json(wire.PUSH, k[a:b], (dn[a:b], dz[a:b]))
                 if worker_id is not None:
                     obj.update(worker_id=worker_id, seq=seq)
-                self._post_json(shard, "/v1/push", obj, idempotent=worker_id is not None)
+                self._net.post_json(shard, "/v1/push", obj, idempotent=worker_id is not None)
             else:
                 body = wire.encode_push(k[a:b], dn[a:b], dz[a:b], worker_id=worker_id,
                                         seq=seq, dtype=self.dtype)
-                self._request(shard, "POST", "/v1/push", content=body,
+                self._net.request(shard, "POST", "/v1/push", content=body,
                               headers={"Content-Type": wire.BINARY_MEDIA_TYPE},
                               idempotent=worker_id is not None)
 
         shards = [i for i in range(self.layout.num_shards) if splits[i + 1] > splits[i]]
-        self._each(send, shards)
+        self._net.each(send, shards)
         return seq
 
     def pull_groups(self, group_ids: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -221,13 +195,13 @@ class PSClient:
     def dump_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every touched key of every shard with ``n`` and ``z``, in key order."""
         def one(shard: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-            resp = self._request(shard, "GET", "/v1/state",
+            resp = self._net.request(shard, "GET", "/v1/state",
                                  headers={"Accept": wire.BINARY_MEDIA_TYPE})
             msg = wire.decode(resp.content, wire.ENTRIES)
             assert msg.keys is not None and msg.values is not None
             return msg.keys.copy(), msg.values[0].copy(), msg.values[1].copy()
 
-        return self._concat3(self._each(one, range(self.layout.num_shards)))
+        return self._concat3(self._net.each(one, range(self.layout.num_shards)))
 
     # --- workers and the SSP clock (shard 0) ------------------------------------------
     def register(
@@ -242,7 +216,7 @@ class PSClient:
         a mismatch raises :class:`~ftrl_ps.errors.LayoutMismatchError`.
         """
         lay = layout if layout is not None else self.layout
-        answer = self._post_json(0, "/v1/workers", {
+        answer = self._net.post_json(0, "/v1/workers", {
             "worker_index": worker_index, "num_workers": num_workers,
             "layout": lay.to_dict(), "instance": self._instance,
         }, idempotent=True).json()
@@ -270,7 +244,7 @@ class PSClient:
             body["stats"] = {k: v for k, v in clean.items() if math.isfinite(v)}
         if deadline is not None:
             body["timeout"] = max(0.0, deadline - time.monotonic())
-        answer = self._post_json(0, f"/v1/workers/{wid}/clock", body, idempotent=True,
+        answer = self._net.post_json(0, f"/v1/workers/{wid}/clock", body, idempotent=True,
                                  timeout=self._wait_timeout()).json()
         self.worker_clock = target
         while not answer["ready"]:
@@ -284,14 +258,14 @@ class PSClient:
                         f"staleness {answer.get('staleness')})"
                     )
                 wait_body["timeout"] = remaining
-            answer = self._post_json(0, f"/v1/workers/{wid}/wait", wait_body, idempotent=True,
+            answer = self._net.post_json(0, f"/v1/workers/{wid}/wait", wait_body, idempotent=True,
                                      timeout=self._wait_timeout()).json()
         return target
 
     def heartbeat(self) -> None:
         """Tell shard 0 this worker is alive."""
         wid = self._require_worker()
-        self._post_json(0, f"/v1/workers/{wid}/heartbeat", {}, idempotent=True)
+        self._net.post_json(0, f"/v1/workers/{wid}/heartbeat", {}, idempotent=True)
 
     def start_heartbeat(self, interval: float | None = None) -> None:
         """Send :meth:`heartbeat` every ``interval`` seconds from a daemon thread
@@ -330,20 +304,17 @@ class PSClient:
         """Tell shard 0 this worker is done (it stops holding back the others)."""
         wid = self._require_worker()
         self.stop_heartbeat()
-        self._post_json(0, f"/v1/workers/{wid}/finish", {}, idempotent=True)
+        self._net.post_json(0, f"/v1/workers/{wid}/finish", {}, idempotent=True)
 
     def status(self, shard: int = 0) -> dict[str, Any]:
         """The JSON ``/v1/status`` of one shard (shard 0 has the clock)."""
-        result: dict[str, Any] = self._request(shard, "GET", "/v1/status").json()
+        result: dict[str, Any] = self._net.request(shard, "GET", "/v1/status").json()
         return result
 
     def close(self) -> None:
         """Stop the heartbeat and close connections (the client is unusable after)."""
         self.stop_heartbeat()
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-        for c in self._http:
-            c.close()
+        self._net.close()
 
     def __enter__(self) -> PSClient:
         return self
@@ -357,10 +328,10 @@ class PSClient:
             obj: dict[str, Any] = {"keys": keys.tolist()}
             if self.worker_id is not None:
                 obj["worker_id"] = self.worker_id
-            msg = wire.decode_json(self._post_json(shard, "/v1/pull", obj).content, wire.VALUES)
+            msg = wire.decode_json(self._net.post_json(shard, "/v1/pull", obj).content, wire.VALUES)
         else:
             body = wire.encode_keys(keys, worker_id=self.worker_id)
-            resp = self._request(shard, "POST", "/v1/pull", content=body, headers={
+            resp = self._net.request(shard, "POST", "/v1/pull", content=body, headers={
                 "Content-Type": wire.BINARY_MEDIA_TYPE, "Accept": wire.BINARY_MEDIA_TYPE})
             msg = wire.decode(resp.content, wire.VALUES)
         assert msg.values is not None
@@ -371,10 +342,10 @@ class PSClient:
 
     def _pull_groups_shard(self, shard: int, groups: np.ndarray) -> tuple[np.ndarray, ...]:
         if self.wire_format == "json":
-            resp = self._post_json(shard, "/v1/pull-groups", {"groups": groups.tolist()})
+            resp = self._net.post_json(shard, "/v1/pull-groups", {"groups": groups.tolist()})
             msg = wire.decode_json(resp.content, wire.ENTRIES)
         else:
-            resp = self._request(shard, "POST", "/v1/pull-groups",
+            resp = self._net.request(shard, "POST", "/v1/pull-groups",
                                  content=wire.encode_groups(groups), headers={
                                      "Content-Type": wire.BINARY_MEDIA_TYPE,
                                      "Accept": wire.BINARY_MEDIA_TYPE})
@@ -383,52 +354,11 @@ class PSClient:
         return (msg.keys.astype(np.uint32), msg.values[0].astype(self.dtype),
                 msg.values[1].astype(self.dtype))
 
-    def _post_json(self, shard: int, path: str, obj: Any, *, idempotent: bool = True,
-                   timeout: float | None = None) -> httpx.Response:
-        return self._request(shard, "POST", path, json=obj, idempotent=idempotent,
-                             timeout=timeout, headers={"Accept": wire.JSON_MEDIA_TYPE})
-
-    def _request(self, shard: int, method: str, path: str, *, idempotent: bool = True,
-                 timeout: float | None = None, **kwargs: Any) -> httpx.Response:
-        """One request with retries; error answers -> ftrl-ps exceptions."""
-        client = self._http[shard]
-        if timeout is not None:
-            kwargs["timeout"] = timeout
-        for attempt in range(self.retries + 1):
-            try:
-                resp = client.request(method, path, **kwargs)
-            except httpx.TransportError as exc:
-                # a request that may have reached the server is retried only if
-                # it is idempotent (dedup by seq / target clock / instance)
-                safe = idempotent or isinstance(exc, httpx.ConnectError)
-                if attempt == self.retries or not safe:
-                    raise TransportError(
-                        f"{method} {self.urls[shard]}{path} failed: "
-                        f"{type(exc).__name__}: {exc}"
-                    ) from exc
-                time.sleep(min(2.0, 0.05 * 2**attempt))
-                continue
-            if resp.status_code >= 400:
-                try:
-                    payload: Any = resp.json()
-                except ValueError:
-                    payload = resp.text[:200]
-                raise exception_from_response(resp.status_code, payload)
-            return resp
-        raise AssertionError("unreachable")  # pragma: no cover
-
     # --- helpers --------------------------------------------------------------------
-    def _each(self, fn: Callable[[int], T], shards: Sequence[int] | range) -> list[T]:
-        shards = list(shards)
-        if self._pool is None or len(shards) <= 1:
-            return [fn(i) for i in shards]
-        futures = [self._pool.submit(fn, i) for i in shards]
-        return [f.result() for f in futures]
-
     def _by_shard(self, ids: np.ndarray, splits: np.ndarray,
                   fn: Callable[[int, np.ndarray], T]) -> list[T]:
         shards = [i for i in range(self.layout.num_shards) if splits[i + 1] > splits[i]]
-        return self._each(lambda i: fn(i, ids[splits[i]:splits[i + 1]]), shards)
+        return self._net.each(lambda i: fn(i, ids[splits[i]:splits[i + 1]]), shards)
 
     def _concat3(self, parts: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if not parts:

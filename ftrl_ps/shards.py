@@ -1,0 +1,137 @@
+"""HTTP connections to the shards of a cluster: retries, error mapping, fan-out.
+
+:class:`ShardConnections` keeps one keep-alive ``httpx.Client`` per shard and
+sends one request at a time per call of :meth:`~ShardConnections.request`:
+transport errors (connection refused/reset, timeouts) are retried with
+exponential backoff, but a request that may have reached the server only when
+it is idempotent, then raised as :class:`~ftrl_ps.errors.TransportError`;
+error answers become the matching :mod:`ftrl_ps.errors` class.
+:meth:`~ShardConnections.each` runs one call per shard concurrently.
+
+The parameter-server verbs on top of it are in :mod:`ftrl_ps.client`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import httpx
+
+from ftrl_ps import wire
+from ftrl_ps.errors import ConfigError, TransportError
+from ftrl_ps.server.errors import exception_from_response
+
+__all__ = ["ShardConnections"]
+
+T = TypeVar("T")
+
+
+class ShardConnections:
+    """Keep-alive HTTP connections to ``urls`` (shard *i* at ``urls[i]``).
+
+    Parameters
+    ----------
+    urls : list of str
+        Base URL of every shard, in shard order.
+    token : str, optional
+        Sent as ``Authorization: Bearer`` with every request.
+    timeout : float
+        Seconds per request (a call may ask for more).
+    retries : int
+        Retries after a transport error (backoff 0.05 s, doubling, max 2 s).
+    http_clients : list of httpx.Client, optional
+        Ready clients, one per shard (e.g. Starlette's ``TestClient``).
+    """
+
+    def __init__(
+        self,
+        urls: Sequence[str],
+        *,
+        token: str | None,
+        timeout: float,
+        retries: int,
+        http_clients: Sequence[httpx.Client] | None = None,
+    ) -> None:
+        self.urls = [str(u).rstrip("/") for u in urls]
+        if not self.urls:
+            raise ConfigError("a cluster client needs at least one shard URL")
+        if retries < 0 or not timeout > 0:
+            raise ConfigError("retries must be >= 0 and timeout > 0")
+        self.timeout = float(timeout)
+        self.retries = int(retries)
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        if http_clients is not None:
+            if len(http_clients) != len(self.urls):
+                raise ConfigError("http_clients needs one client per URL")
+            self._http = list(http_clients)
+            for c in self._http:
+                c.headers.update(headers)
+        else:
+            limits = httpx.Limits(max_keepalive_connections=8, keepalive_expiry=60)
+            self._http = [
+                # trust_env=False: cluster traffic never goes through an HTTP(S)_PROXY
+                httpx.Client(
+                    base_url=u, headers=headers, timeout=self.timeout, limits=limits,
+                    trust_env=False,
+                    # certificates are only loaded for https (~45 ms per client)
+                    verify=u.lower().startswith("https:"),
+                )
+                for u in self.urls
+            ]
+        self._pool = (
+            ThreadPoolExecutor(len(self.urls), thread_name_prefix="ps-client")
+            if len(self.urls) > 1 else None
+        )
+
+    def request(self, shard: int, method: str, path: str, *, idempotent: bool = True,
+                timeout: float | None = None, **kwargs: Any) -> httpx.Response:
+        """One request to ``shard`` with retries; error answers -> ftrl-ps exceptions."""
+        client = self._http[shard]
+        if timeout is not None:
+            kwargs["timeout"] = timeout
+        for attempt in range(self.retries + 1):
+            try:
+                resp = client.request(method, path, **kwargs)
+            except httpx.TransportError as exc:
+                # a request that may have reached the server is retried only if
+                # it is idempotent (dedup by seq / target clock / instance)
+                safe = idempotent or isinstance(exc, httpx.ConnectError)
+                if attempt == self.retries or not safe:
+                    raise TransportError(
+                        f"{method} {self.urls[shard]}{path} failed: "
+                        f"{type(exc).__name__}: {exc}"
+                    ) from exc
+                time.sleep(min(2.0, 0.05 * 2**attempt))
+                continue
+            if resp.status_code >= 400:
+                try:
+                    payload: Any = resp.json()
+                except ValueError:
+                    payload = resp.text[:200]
+                raise exception_from_response(resp.status_code, payload)
+            return resp
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def post_json(self, shard: int, path: str, obj: Any, *, idempotent: bool = True,
+                  timeout: float | None = None) -> httpx.Response:
+        """POST ``obj`` as JSON, asking for a JSON answer."""
+        return self.request(shard, "POST", path, json=obj, idempotent=idempotent,
+                            timeout=timeout, headers={"Accept": wire.JSON_MEDIA_TYPE})
+
+    def each(self, fn: Callable[[int], T], shards: Sequence[int] | range) -> list[T]:
+        """``[fn(i) for i in shards]``, the calls running concurrently."""
+        shards = list(shards)
+        if self._pool is None or len(shards) <= 1:
+            return [fn(i) for i in shards]
+        futures = [self._pool.submit(fn, i) for i in shards]
+        return [f.result() for f in futures]
+
+    def close(self) -> None:
+        """Close every connection (unusable after)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        for c in self._http:
+            c.close()
