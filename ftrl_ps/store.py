@@ -12,7 +12,7 @@ per group, not across all its groups.
 
 No numba here, on purpose: the keys of a request are unique, so ``n[k] += d``
 is exact, numpy's indexing is fast enough for the server's share of the work
-(~1 ms per 34k-key push), and a shard process that never imports numba is
+(~2 ms per 34k-key push or pull), and a shard process that never imports numba is
 ready ~0.7 s sooner (numba import ~0.35 s plus its first-kernel set-up
 ~0.35 s, measured).
 
@@ -255,10 +255,10 @@ class ParameterStore:
         Consecutive touched groups are taken in batches of up to
         :data:`GROUPS_PER_CALL`: the batch's locks are acquired in ascending
         group order (so two requests can never deadlock), the caller runs one
-        kernel over the batch, and the locks are released before the next
+        numpy gather or scatter over the batch, and the locks are released before the next
         batch. Each group's segment is thus applied atomically, requests on
         other groups proceed in parallel, and a request spread over many
-        groups pays one numba dispatch per batch instead of one per group.
+        groups pays one numpy call per batch instead of one per group.
         """
         if keys.size == 0:
             return

@@ -1,8 +1,9 @@
 """``/v1/pull``, ``/v1/pull-groups``, ``/v1/push`` and ``/v1/state``: the parameters.
 
 The handlers are plain ``def`` functions, so FastAPI runs them in its
-threadpool: decoding, validation and the numba kernels (``nogil``) of requests
-that touch different parameter groups run in parallel.
+threadpool: decoding, validation and the store's numpy gathers/scatters (which
+release the GIL) of requests that touch different parameter groups run in
+parallel.
 """
 
 from __future__ import annotations
