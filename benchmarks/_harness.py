@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from ftrl_ps import metrics
-from ftrl_ps.synth import SynthConfig, generate
+from ftrl_ps.core import metrics
+from ftrl_ps.data.synth import SynthConfig, generate
 
 #: default cache of generated data (git-ignored: ``benchmarks/.data/``)
 DEFAULT_DATA_DIR = Path(__file__).resolve().parent / ".data"
@@ -114,20 +114,20 @@ def _check_against_sklearn() -> None:
 
 
 def logloss(labels: np.ndarray, probs: np.ndarray) -> float:
-    """Mean cross-entropy: the same code ftrl-ps uses (:func:`ftrl_ps.metrics.logloss`)."""
+    """Mean cross-entropy: the same code ftrl-ps uses (:func:`ftrl_ps.core.metrics.logloss`)."""
     _check_against_sklearn()
     return metrics.logloss(labels, probs)
 
 
 def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:
-    """Rank-based ROC AUC with average ranks for ties (:func:`ftrl_ps.metrics.auc`)."""
+    """Rank-based ROC AUC with average ranks for ties (:func:`ftrl_ps.core.metrics.auc`)."""
     _check_against_sklearn()
     return metrics.auc(labels, scores)
 
 
 def ensure_synth_data(data_dir: Path, rows: int, test_rows: int, bits: int, seed: int = 0
                       ) -> tuple[Path, dict[str, Any], float | None]:
-    """Generate (once) a synthetic set with :func:`ftrl_ps.synth.generate`; reuse a cached copy.
+    """Generate (once) a synthetic set with :func:`ftrl_ps.data.synth.generate`; reuse a cached copy.
 
     Returns the folder, the parsed ``truth.json`` and the generator's wall
     seconds (``None`` when the cache was used). ``truth.json`` is written last,

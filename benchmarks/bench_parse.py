@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ftrl_ps.libsvm import LibsvmReader
-from ftrl_ps.prefetch import prefetch
+from ftrl_ps.data.libsvm import LibsvmReader
+from ftrl_ps.data.prefetch import prefetch
 
 FEATURES = 39
 DIGITS = 7

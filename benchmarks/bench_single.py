@@ -7,7 +7,7 @@ Usage::
 
 Steps (data are cached in ``--data-dir``, default ``benchmarks/.data``):
 
-1. :func:`ftrl_ps.synth.generate` (what ``ftrl-ps gen`` runs) writes the
+1. :func:`ftrl_ps.data.synth.generate` (what ``ftrl-ps gen`` runs) writes the
    train/test libsvm files and ``truth.json``; a copy in VW text format
    (``±1 |f idx:val ...``) and a 10,000-row prefix are made (not timed).
 2. ftrl-ps: ``python -m ftrl_ps train TRAIN --test TEST --bits B --epochs 1

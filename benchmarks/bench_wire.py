@@ -2,7 +2,7 @@
 
 Starts a real server process (``ftrl-ps server --port 0``) unless ``--url`` is
 given, then for each request size and wire format runs rounds of one push plus
-one pull of the same sorted random keys through :class:`ftrl_ps.client.PSClient`
+one pull of the same sorted random keys through :class:`ftrl_ps.ps.client.PSClient`
 and prints a table:
 
 * ``req/s``   — requests per second (a push and a pull count as two);
@@ -26,8 +26,8 @@ import time
 
 import numpy as np
 
-from ftrl_ps.client import PSClient
-from ftrl_ps.server.spawn import spawn_server
+from ftrl_ps.ps.client import PSClient
+from ftrl_ps.cluster.spawn import spawn_server
 
 
 def run_cell(ps: PSClient, keys: np.ndarray, seconds: float) -> tuple[float, float]:

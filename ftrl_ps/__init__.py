@@ -28,25 +28,25 @@ from ftrl_ps.errors import (  # noqa: E402
     UnknownWorkerError,
     WorkerStateError,
 )
-from ftrl_ps.params import FTRLParams  # noqa: E402
+from ftrl_ps.core.params import FTRLParams  # noqa: E402
 
 #: names loaded on first use: they need numba, which takes ~0.4 s to import,
 #: and the command line / cluster launcher must be able to start without it
 _LAZY = {
-    "FTRL": "ftrl_ps.ftrl",
-    "Batch": "ftrl_ps.batch",
-    "LibsvmReader": "ftrl_ps.libsvm",
-    "read_all": "ftrl_ps.libsvm",
-    "split_ranges": "ftrl_ps.libsvm",
-    "auc": "ftrl_ps.metrics",
-    "logloss": "ftrl_ps.metrics",
-    "SavedModel": "ftrl_ps.modelio",
-    "load_model": "ftrl_ps.modelio",
-    "save_model": "ftrl_ps.modelio",
-    "TrainReport": "ftrl_ps.training",
-    "evaluate": "ftrl_ps.training",
-    "predict": "ftrl_ps.training",
-    "train": "ftrl_ps.training",
+    "FTRL": "ftrl_ps.core.ftrl",
+    "Batch": "ftrl_ps.data.batch",
+    "LibsvmReader": "ftrl_ps.data.libsvm",
+    "read_all": "ftrl_ps.data.libsvm",
+    "split_ranges": "ftrl_ps.data.libsvm",
+    "auc": "ftrl_ps.core.metrics",
+    "logloss": "ftrl_ps.core.metrics",
+    "SavedModel": "ftrl_ps.core.modelio",
+    "load_model": "ftrl_ps.core.modelio",
+    "save_model": "ftrl_ps.core.modelio",
+    "TrainReport": "ftrl_ps.learn.training",
+    "evaluate": "ftrl_ps.learn.training",
+    "predict": "ftrl_ps.learn.training",
+    "train": "ftrl_ps.learn.training",
 }
 
 

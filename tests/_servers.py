@@ -1,7 +1,7 @@
 """Helpers for the server and client tests: in-process apps and real server processes.
 
 Real servers are child processes (``python -m ftrl_ps server --port 0 ...``)
-bound to 127.0.0.1; :func:`ftrl_ps.server.spawn.spawn_server` reads their
+bound to 127.0.0.1; :func:`ftrl_ps.cluster.spawn.spawn_server` reads their
 ``listening on`` line.
 """
 
@@ -15,10 +15,10 @@ import httpx
 import numpy as np
 from fastapi.testclient import TestClient
 
-from ftrl_ps import wire
+from ftrl_ps.ps import wire
 from ftrl_ps.server.app import create_app
-from ftrl_ps.server.settings import ServerSettings
-from ftrl_ps.server.spawn import ServerProcess, spawn_cluster, spawn_server, spawn_servers
+from ftrl_ps.ps.shard_settings import ServerSettings
+from ftrl_ps.cluster.spawn import ServerProcess, spawn_cluster, spawn_server, spawn_servers
 
 __all__ = [
     "BINARY",

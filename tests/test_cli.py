@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from ftrl_ps.cli import build_parser
-from ftrl_ps.modelio import load_model
+from ftrl_ps.core.modelio import load_model
 from tests.conftest import run_cli
 
 

@@ -15,8 +15,8 @@ import httpx
 import numpy as np
 import pytest
 
-from ftrl_ps import wire
-from ftrl_ps.client import PSClient
+from ftrl_ps.ps import wire
+from ftrl_ps.ps.client import PSClient
 from ftrl_ps.errors import (
     AuthError,
     ClockTimeoutError,
@@ -29,7 +29,7 @@ from ftrl_ps.errors import (
     UnknownWorkerError,
     WorkerStateError,
 )
-from ftrl_ps.layout import Layout
+from ftrl_ps.ps.layout import Layout
 from tests._servers import TOKEN, in_process, in_process_cluster, real_servers
 
 # --- mocked transports --------------------------------------------------------------------
@@ -406,7 +406,7 @@ def run_http_workers(url: str, staleness: int, ticks: int, slow: dict[int, float
 
 KILLED_WORKER = textwrap.dedent("""
     import sys, time
-    from ftrl_ps.client import PSClient
+    from ftrl_ps.ps.client import PSClient
     ps = PSClient(sys.argv[1])
     ps.register(2, 3)
     ps.clock()

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from ftrl_ps.clock import SSPClock
+from ftrl_ps.ps.clock import SSPClock
 from ftrl_ps.errors import (
     ConfigError,
     LayoutMismatchError,

@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ftrl_ps.modelio import load_model
+from ftrl_ps.core.modelio import load_model
 from tests.conftest import REPO, run_cli
 
 COMMON = ["--bits", "18", "--batch-size", "100", "--fetch-step", "2", "--push-step", "2", "-q"]

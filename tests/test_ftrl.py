@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from ftrl_ps.errors import ConfigError, DataError
-from ftrl_ps.ftrl import FTRL, FTRLParams, num_keys
+from ftrl_ps.core.ftrl import FTRL, FTRLParams, num_keys
 from tests.naive import ReferenceFTRL
 
 

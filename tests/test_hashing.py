@@ -12,7 +12,7 @@ import pytest
 
 from ftrl_ps._kernels import parse as kernels
 from ftrl_ps.errors import ConfigError, DataError
-from ftrl_ps.hashing import MASK64, check_bits, fnv1a64, mix64, slot_of, slots_of
+from ftrl_ps.data.hashing import MASK64, check_bits, fnv1a64, mix64, slot_of, slots_of
 
 NAMES = ["0", "1", "12", "1048575", "1048576", "007", "18446744073709551615",
          "18446744073709551616", "user=123", "site_abc", "-5", "1.5", "+7", "é", "日本",
@@ -106,7 +106,7 @@ def test_numba_mix64_and_fnv_match_reference() -> None:
 
 def test_deterministic_across_processes() -> None:
     code = (
-        "import json, sys; from ftrl_ps.hashing import slot_of, slots_of; "
+        "import json, sys; from ftrl_ps.data.hashing import slot_of, slots_of; "
         "names = json.loads(sys.argv[1]); "
         "print(json.dumps([[slot_of(n, 24) for n in names], slots_of(names, 24).tolist()]))"
     )

@@ -17,7 +17,7 @@ import pytest
 
 from ftrl_ps import __version__
 from ftrl_ps.errors import ConfigError
-from ftrl_ps.launch import (
+from ftrl_ps.cluster.launch import (
     LAUNCH_ENV,
     ForkedChild,
     Launcher,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ftrl_ps.errors import ConfigError, LayoutMismatchError
-from ftrl_ps.layout import DEFAULT_GROUP_SIZE, MAX_BITS, Layout
+from ftrl_ps.ps.layout import DEFAULT_GROUP_SIZE, MAX_BITS, Layout
 
 
 @pytest.mark.parametrize(

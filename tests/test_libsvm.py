@@ -15,8 +15,8 @@ import pytest
 
 from ftrl_ps._kernels import parse as kernels
 from ftrl_ps.errors import ConfigError, DataError, ParseError
-from ftrl_ps.hashing import slot_of
-from ftrl_ps.libsvm import Batch, LibsvmReader, read_all, split_ranges
+from ftrl_ps.data.hashing import slot_of
+from ftrl_ps.data.libsvm import Batch, LibsvmReader, read_all, split_ranges
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 REAL_FILES = ["libsvm/a9a", "libsvm/a9a.t", "libsvm/agaricus_train.txt",
@@ -196,7 +196,7 @@ def test_sources(tmp_path: Path) -> None:
     assert_same(read_all(io.BytesIO(gzip.compress(text)), 20), expected)
     with open(gz, "rb") as f:
         assert_same(read_all(f, 20), expected)
-    code = ("from ftrl_ps.libsvm import read_all; b = read_all('-', 20); "
+    code = ("from ftrl_ps.data.libsvm import read_all; b = read_all('-', 20); "
             "print(b.rows, b.indices.tolist())")
     for payload in (text, gzip.compress(text)):
         out = subprocess.run([sys.executable, "-c", code], input=payload, capture_output=True,

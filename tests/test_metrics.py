@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import log_loss, roc_auc_score
 
-from ftrl_ps.metrics import Evaluation, auc, logloss
+from ftrl_ps.core.metrics import Evaluation, auc, logloss
 from tests import naive
 
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from ftrl_ps.errors import ConfigError
-from ftrl_ps.libsvm import Batch
-from ftrl_ps.minibatch import minibatches
+from ftrl_ps.data.libsvm import Batch
+from ftrl_ps.data.minibatch import minibatches
 
 
 def make_batch(rng: np.random.Generator, rows: int, start_label: int) -> Batch:

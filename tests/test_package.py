@@ -38,7 +38,7 @@ def test_import_does_not_pull_in_the_server_stack() -> None:
 def test_the_command_line_and_the_servers_start_without_numba() -> None:
     """The launcher forks servers before loading numba, and servers never load it."""
     code = (
-        "import sys, ftrl_ps, ftrl_ps.cli, ftrl_ps.cluster, ftrl_ps.server.app; "
+        "import sys, ftrl_ps, ftrl_ps.cli, ftrl_ps.cluster.local, ftrl_ps.server.app; "
         "ftrl_ps.cli.build_parser(); "
         "print('numba' in sys.modules)"
     )

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from ftrl_ps.errors import ConfigError
-from ftrl_ps.prefetch import prefetch
+from ftrl_ps.data.prefetch import prefetch
 
 
 def _prefetch_threads() -> list[threading.Thread]:
@@ -125,7 +125,7 @@ def test_depth_is_checked() -> None:
 
 def test_with_reader_same_rows_and_early_stop_closes_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
     psutil = pytest.importorskip("psutil")
-    from ftrl_ps.libsvm import Batch, LibsvmReader, read_all
+    from ftrl_ps.data.libsvm import Batch, LibsvmReader, read_all
 
     path = tmp_path / "data.txt"
     path.write_bytes(b"".join(f"{i % 2} {i}:1 {i + 1}:0.5\n".encode() for i in range(2000)))

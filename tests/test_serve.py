@@ -41,8 +41,8 @@ def test_sigterm_releases_a_blocked_clock_wait_at_once() -> None:
     import threading
     import time
 
-    from ftrl_ps.client import PSClient
-    from ftrl_ps.server.spawn import spawn_server
+    from ftrl_ps.ps.client import PSClient
+    from ftrl_ps.cluster.spawn import spawn_server
 
     server = spawn_server(["--bits", "8", "--staleness", "0", "--num-workers", "2",
                            "--clock-wait-timeout", "60"])

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from ftrl_ps import wire
+from ftrl_ps.ps import wire
 from ftrl_ps.cli import main as cli_main
 from ftrl_ps.server.errors import exception_from_response, status_for
 from tests._servers import (
@@ -317,7 +317,7 @@ def test_error_mapping_round_trip():
 PUSHER = textwrap.dedent("""
     import sys
     import numpy as np
-    from ftrl_ps.client import PSClient
+    from ftrl_ps.ps.client import PSClient
     url, token, proc = sys.argv[1], sys.argv[2], int(sys.argv[3])
     with PSClient(url, token=token) as ps:
         shared = np.arange(2000, 3000)
@@ -372,8 +372,8 @@ def test_server_cli_bad_arguments_exit_2(argv, capsys: pytest.CaptureFixture[str
 
 
 def test_init_model_loads_this_shards_keys(tmp_path):
-    modelio = pytest.importorskip("ftrl_ps.modelio")
-    from ftrl_ps.ftrl import FTRLParams
+    modelio = pytest.importorskip("ftrl_ps.core.modelio")
+    from ftrl_ps.core.ftrl import FTRLParams
 
     keys = np.array([5, 3000, 4096], dtype=np.uint32)
     saved = modelio.SavedModel(bits=12, params=FTRLParams(), dtype="float32", keys=keys,

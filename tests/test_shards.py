@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from ftrl_ps.errors import ConfigError, TransportError, UnknownWorkerError
-from ftrl_ps.shards import ShardConnections
+from ftrl_ps.ps.shards import ShardConnections
 
 
 def _mock(handler) -> httpx.Client:  # type: ignore[no-untyped-def]

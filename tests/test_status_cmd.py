@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 
-from ftrl_ps.client import PSClient
+from ftrl_ps.ps.client import PSClient
 from tests._servers import real_cluster
 from tests.conftest import run_cli
 

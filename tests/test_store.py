@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from ftrl_ps.errors import ConfigError, ProtocolError
-from ftrl_ps.layout import Layout
-from ftrl_ps.store import ParameterStore, segment_bounds
+from ftrl_ps.ps.layout import Layout
+from ftrl_ps.ps.store import ParameterStore, segment_bounds
 
 
 class DictStore:

@@ -1,4 +1,4 @@
-"""Tests of the synthetic data generator (ftrl_ps.synth) and ``ftrl-ps gen``."""
+"""Tests of the synthetic data generator (ftrl_ps.data.synth) and ``ftrl-ps gen``."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from sklearn.metrics import log_loss, roc_auc_score
 
 from ftrl_ps.cli import main
 from ftrl_ps.errors import ConfigError, DataError
-from ftrl_ps.synth import (
+from ftrl_ps.data.synth import (
     BLOCK_ROWS,
     SynthConfig,
     format_rows,

@@ -8,7 +8,7 @@ import struct
 import numpy as np
 import pytest
 
-from ftrl_ps import wire
+from ftrl_ps.ps import wire
 from ftrl_ps.errors import ProtocolError
 
 

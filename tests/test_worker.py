@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ftrl_ps.ftrl import FTRL, FTRLParams
-from ftrl_ps.libsvm import Batch
-from ftrl_ps.worker import Worker, WorkerConfig
+from ftrl_ps.core.ftrl import FTRL, FTRLParams
+from ftrl_ps.data.libsvm import Batch
+from ftrl_ps.ps.worker import Worker, WorkerConfig
 from tests.test_ftrl import random_rows
 
 
@@ -105,7 +105,7 @@ def test_pull_keeps_unpushed_local_updates() -> None:
 
 def _bsp_rounds(data: Batch, workers: int, cfg: WorkerConfig, params: FTRLParams) -> MemoryServer:
     """``workers`` Workers in lockstep on contiguous shares: all pull, all train, all push."""
-    from ftrl_ps.minibatch import minibatches, slice_rows
+    from ftrl_ps.data.minibatch import minibatches, slice_rows
 
     bits = 18
     server = MemoryServer(FTRL(bits, params).state.shape[0])
@@ -133,8 +133,8 @@ def _bsp_rounds(data: Batch, workers: int, cfg: WorkerConfig, params: FTRLParams
 
 def test_dense_keys_are_averaged_so_many_workers_do_not_diverge(synth_small) -> None:
     """Summed deltas of keys every row has overshoot N-fold; averaging them does not."""
-    from ftrl_ps.libsvm import read_all
-    from ftrl_ps.metrics import logloss
+    from ftrl_ps.data.libsvm import read_all
+    from ftrl_ps.core.metrics import logloss
 
     data = read_all(synth_small / "train.svm", 18)
     test = read_all(synth_small / "test.svm", 18)

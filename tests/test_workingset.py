@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ftrl_ps.batch import Batch
-from ftrl_ps.workingset import KeyNumbering, PendingDeltas, WorkingSet
+from ftrl_ps.data.batch import Batch
+from ftrl_ps.ps.workingset import KeyNumbering, PendingDeltas, WorkingSet
 from tests.test_worker import as_batches
 
 

@@ -1,5 +1,5 @@
 """Private numba kernels. Call them only through the checked wrappers in
-the public modules (``ftrl_ps.ftrl``, ``ftrl_ps.libsvm``, ``ftrl_ps.store``);
+the public modules (``ftrl_ps.core.ftrl``, ``ftrl_ps.data.libsvm``, ``ftrl_ps.ps.store``);
 the kernels assume their inputs were validated."""
 
 #: set by the command line before any kernel module is imported: numba then

@@ -1,6 +1,6 @@
 """FTRL-Proximal kernels (McMahan et al., KDD 2013, Algorithm 1).
 
-Assumptions (checked by the wrappers in :mod:`ftrl_ps.ftrl`, not here):
+Assumptions (checked by the wrappers in :mod:`ftrl_ps.core.ftrl`, not here):
 
 * ``state`` is a flat float array ``[n_0, z_0, n_1, z_1, ...]`` (interleaved so
   one key's ``n`` and ``z`` share a cache line) of ``bias_key + 1`` keys, the

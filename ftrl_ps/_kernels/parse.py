@@ -1,14 +1,14 @@
 """Kernels of the libsvm reader: feature hashing and the chunk parser.
 
-Called only through :mod:`ftrl_ps.libsvm` and :mod:`ftrl_ps.hashing`, which
+Called only through :mod:`ftrl_ps.data.libsvm` and :mod:`ftrl_ps.data.hashing`, which
 validate the inputs. Assumptions (not checked here):
 
 * ``buf`` is a C-contiguous ``uint8`` array and ``0 <= n <= len(buf)``;
 * ``buf[:n]`` holds whole lines (the last may lack its ``\\n``);
 * ``1 <= bits <= 30``.
 
-The parsing rules are those documented in :mod:`ftrl_ps.libsvm`; the hashing
-rules those of :mod:`ftrl_ps.hashing`. Everything runs without the GIL.
+The parsing rules are those documented in :mod:`ftrl_ps.data.libsvm`; the hashing
+rules those of :mod:`ftrl_ps.data.hashing`. Everything runs without the GIL.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from ftrl_ps._kernels._config import njit
-from ftrl_ps.hashing import FNV_OFFSET, FNV_PRIME, MIX_M1, MIX_M2
+from ftrl_ps.data.hashing import FNV_OFFSET, FNV_PRIME, MIX_M1, MIX_M2
 
-# reason codes of a bad line (texts in ftrl_ps.libsvm)
+# reason codes of a bad line (texts in ftrl_ps.data.libsvm)
 R_LABEL = 1
 R_EMPTY_NAME = 2
 R_EMPTY_VALUE = 3

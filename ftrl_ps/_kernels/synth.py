@@ -1,6 +1,6 @@
 """Kernel that formats one block of synthetic rows as libsvm text.
 
-Private: call it only through :func:`ftrl_ps.synth.format_rows`, which checks
+Private: call it only through :func:`ftrl_ps.data.synth.format_rows`, which checks
 dtypes, shapes and value ranges first.
 """
 

@@ -5,7 +5,7 @@ tags of upcoming keys prefetched); sorting the few distinct keys is left to
 numpy (several times faster than numba's argsort); :func:`renumber` then maps
 the numbers to positions in the sorted key set.
 
-Assumptions (checked or guaranteed by :mod:`ftrl_ps.workingset`): every index is
+Assumptions (checked or guaranteed by :mod:`ftrl_ps.ps.workingset`): every index is
 in ``[0, extra_key)``; ``tags`` is a C-contiguous ``(extra_key + 1, 2)`` int32
 array that only :func:`first_seen` writes (column 0 a stamp, column 1 a
 slot, side by side so one cache line serves both).

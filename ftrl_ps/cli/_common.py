@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ftrl_ps.errors import ConfigError
-from ftrl_ps.params import DTYPES, FTRLParams, check_bits
+from ftrl_ps.core.params import DTYPES, FTRLParams, check_bits
 
 DEFAULT_BITS = 22
 PARAM_DEFAULTS = FTRLParams()

@@ -27,8 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftrl_ps.modelio import load_model
-    from ftrl_ps.training import evaluate
+    from ftrl_ps.core.modelio import load_model
+    from ftrl_ps.learn.training import evaluate
 
     c.check_input(args.test, "test")
     model = load_model(args.model).to_ftrl()

@@ -56,9 +56,9 @@ def workers_done(snapshot: dict) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftrl_ps.client import PSClient
-    from ftrl_ps.modelio import SavedModel, save_model
-    from ftrl_ps.training import evaluate
+    from ftrl_ps.ps.client import PSClient
+    from ftrl_ps.core.modelio import SavedModel, save_model
+    from ftrl_ps.learn.training import evaluate
 
     if args.test:
         c.check_input(args.test, "test")

@@ -1,4 +1,4 @@
-"""``ftrl-ps gen``: write a seeded synthetic CTR data set (see :mod:`ftrl_ps.synth`)."""
+"""``ftrl-ps gen``: write a seeded synthetic CTR data set (see :mod:`ftrl_ps.data.synth`)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftrl_ps.synth import SynthConfig, generate
+    from ftrl_ps.data.synth import SynthConfig, generate
 
     config = SynthConfig(rows=args.rows, test_rows=args.test_rows, seed=args.seed,
                          bits=args.bits, fields=args.fields, positive_rate=args.positive_rate)

@@ -8,7 +8,7 @@ import sys
 
 from ftrl_ps.cli import _common as c
 from ftrl_ps.errors import ConfigError
-from ftrl_ps.layout import DEFAULT_GROUP_SIZE
+from ftrl_ps.ps.layout import DEFAULT_GROUP_SIZE
 
 NAME = "server"
 HELP = "run one parameter-server shard (HTTP, one process per shard)"
@@ -92,7 +92,7 @@ def _is_loopback(host: str) -> bool:
 def run(args: argparse.Namespace) -> int:
     from ftrl_ps.server.app import create_app
     from ftrl_ps.server.serve import bind_socket, serve, socket_from_fd
-    from ftrl_ps.server.settings import ServerSettings
+    from ftrl_ps.ps.shard_settings import ServerSettings
 
     try:
         settings = ServerSettings.from_env(

@@ -58,7 +58,7 @@ def summary(index: int, status: dict[str, Any]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftrl_ps.client import PSClient
+    from ftrl_ps.ps.client import PSClient
 
     urls = c.server_urls(args)
     with PSClient(urls, token=c.server_token(args)) as client:

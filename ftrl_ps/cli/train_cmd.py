@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING
 
 from ftrl_ps.cli import _common as c
 from ftrl_ps.errors import ConfigError
-from ftrl_ps.progress import Progress
+from ftrl_ps.learn.progress import Progress
 
 if TYPE_CHECKING:
-    from ftrl_ps.ftrl import FTRL
+    from ftrl_ps.core.ftrl import FTRL
 
 # numba-backed modules (ftrl, train) are imported where used: the local cluster
-# launcher forks its servers before it loads them (see ftrl_ps.cluster)
+# launcher forks its servers before it loads them (see ftrl_ps.cluster.local)
 
 NAME = "train"
 HELP = "train a model on a libsvm file (one process, or a local cluster with --workers)"
@@ -96,8 +96,8 @@ def add_local_cluster_arguments(parser: argparse.ArgumentParser) -> None:
 
 def build_model(args: argparse.Namespace) -> FTRL:
     """A fresh model from the flags, or the --resume model (flags must agree with it)."""
-    from ftrl_ps.ftrl import FTRL
-    from ftrl_ps.modelio import load_model
+    from ftrl_ps.core.ftrl import FTRL
+    from ftrl_ps.core.modelio import load_model
 
     if args.resume:
         saved = load_model(args.resume)
@@ -121,11 +121,11 @@ def run(args: argparse.Namespace) -> int:
     if args.test:
         c.check_input(args.test, "test")
     if getattr(args, "workers", 0):
-        from ftrl_ps.cluster import run_cluster  # the local cluster launcher
+        from ftrl_ps.cluster.local import run_cluster  # the local cluster launcher
 
         return run_cluster(args)
-    from ftrl_ps.modelio import save_model
-    from ftrl_ps.training import evaluate, train
+    from ftrl_ps.core.modelio import save_model
+    from ftrl_ps.learn.training import evaluate, train
 
     model = build_model(args)
     chunk = args.chunk_mb << 20

@@ -94,9 +94,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
 
-    from ftrl_ps.client import PSClient
-    from ftrl_ps.layout import Layout
-    from ftrl_ps.worker import Worker, WorkerConfig, read_share, share_of
+    from ftrl_ps.ps.client import PSClient
+    from ftrl_ps.ps.layout import Layout
+    from ftrl_ps.ps.worker import Worker, WorkerConfig, read_share, share_of
 
     c.check_input(args.input)
     if args.input == "-":

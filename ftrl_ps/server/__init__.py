@@ -11,8 +11,8 @@ from typing import Any
 __all__ = ["ServerSettings", "ServerState", "create_app", "serve"]
 
 _WHERE = {
-    "ServerSettings": "ftrl_ps.server.settings",
-    "ServerState": "ftrl_ps.server.state",
+    "ServerSettings": "ftrl_ps.ps.shard_settings",
+    "ServerState": "ftrl_ps.ps.state",
     "create_app": "ftrl_ps.server.app",
     "serve": "ftrl_ps.server.serve",
 }

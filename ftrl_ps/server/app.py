@@ -20,7 +20,7 @@ Routes (OpenAPI schema at ``/openapi.json``, docs at ``/docs``)::
 Example (in-process, no network):
 
 >>> from fastapi.testclient import TestClient
->>> from ftrl_ps.server.settings import ServerSettings
+>>> from ftrl_ps.ps.shard_settings import ServerSettings
 >>> c = TestClient(create_app(ServerSettings(bits=10)))
 >>> c.post("/v1/push", json={"keys": [3], "delta_n": [1.0], "delta_z": [0.5]}).json()
 {'applied': True, 'keys': 1, 'seq': 0}
@@ -39,8 +39,8 @@ from ftrl_ps import __version__
 from ftrl_ps.server import routes_params, routes_status, routes_workers
 from ftrl_ps.server.errors import install_error_handlers
 from ftrl_ps.server.limits import BodyLimitMiddleware
-from ftrl_ps.server.settings import ServerSettings
-from ftrl_ps.server.state import ServerState
+from ftrl_ps.ps.shard_settings import ServerSettings
+from ftrl_ps.ps.state import ServerState
 
 __all__ = ["create_app"]
 

@@ -1,6 +1,6 @@
 """FastAPI dependencies and content negotiation shared by the routers.
 
-* ``StateDep`` — the shard's :class:`~ftrl_ps.server.state.ServerState`.
+* ``StateDep`` — the shard's :class:`~ftrl_ps.ps.state.ServerState`.
 * ``AuthDep`` — requires ``Authorization: Bearer <token>`` when a token is set
   (every state-changing route uses it; reads are open).
 * ``BodyDep`` — the raw request body (its size is capped by
@@ -20,9 +20,9 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from fastapi.responses import JSONResponse, Response
 
-from ftrl_ps import wire
+from ftrl_ps.ps import wire
 from ftrl_ps.errors import AuthError, ProtocolError
-from ftrl_ps.server.state import ServerState
+from ftrl_ps.ps.state import ServerState
 
 __all__ = [
     "AuthDep",

@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from ftrl_ps import wire
+from ftrl_ps.ps import wire
 from ftrl_ps.server.deps import (
     AuthDep,
     BodyDep,

@@ -15,10 +15,10 @@ from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from ftrl_ps.clock import SSPClock
-from ftrl_ps.layout import Layout
+from ftrl_ps.ps.clock import SSPClock
+from ftrl_ps.ps.layout import Layout
 from ftrl_ps.server.deps import AuthDep, StateDep
-from ftrl_ps.server.state import ServerState
+from ftrl_ps.ps.state import ServerState
 
 __all__ = ["router"]
 

@@ -8,7 +8,7 @@ Ctrl-C. A fresh random token protects the servers during the run; it is
 passed through the environment, never on a command line.
 
 The processes are forked from this one after it has loaded the numba kernels
-(see :mod:`ftrl_ps.launch`), so they start in milliseconds; set
+(see :mod:`ftrl_ps.cluster.launch`), so they start in milliseconds; set
 ``FTRL_PS_LAUNCH=exec`` to start each as a fresh ``python -m ftrl_ps``
 instead (the fallback where there is no ``os.fork``).
 """
@@ -33,9 +33,9 @@ import numpy as np
 
 from ftrl_ps.cli import _common as c
 from ftrl_ps.errors import ConfigError, FTRLPSError, ServerError
-from ftrl_ps.launch import ChildHandle, Launcher, preload, stop_all
-from ftrl_ps.modelio import SavedModel, load_model, save_model
-from ftrl_ps.progress import Progress
+from ftrl_ps.cluster.launch import ChildHandle, Launcher, preload, stop_all
+from ftrl_ps.core.modelio import SavedModel, load_model, save_model
+from ftrl_ps.learn.progress import Progress
 from ftrl_ps.server.sockets import bind_socket, socket_url
 
 START_TIMEOUT = 60.0
@@ -246,7 +246,7 @@ def run_cluster(args: argparse.Namespace) -> int:
             cluster.start_server(i, _server_argv(args, bits, dtype, i))
         if launcher.method == "fork":
             preload()
-        from ftrl_ps.client import PSClient  # before forking: the workers use it too
+        from ftrl_ps.ps.client import PSClient  # before forking: the workers use it too
 
         urls = [p.url for p in cluster.servers if p.url]
         if not args.quiet:
@@ -381,7 +381,7 @@ def _finish(
         print(f"model saved to {path} ({saved.keys.size:,} keys with state)")
         results["saved_seconds"] = time.perf_counter() - started
     if args.test:
-        from ftrl_ps.training import evaluate
+        from ftrl_ps.learn.training import evaluate
 
         ev = evaluate(
             saved.to_ftrl(),

@@ -39,10 +39,10 @@ import numpy as np
 
 from ftrl_ps import __version__
 from ftrl_ps.errors import ModelFormatError
-from ftrl_ps.params import DTYPES, FTRLParams, check_bits, num_keys
+from ftrl_ps.core.params import DTYPES, FTRLParams, check_bits, num_keys
 
 if TYPE_CHECKING:
-    from ftrl_ps.ftrl import FTRL
+    from ftrl_ps.core.ftrl import FTRL
 
 MAGIC = b"FTRLPSMD"
 FORMAT_VERSION = 1
@@ -65,7 +65,7 @@ class SavedModel:
     created: str = ""
 
     def to_ftrl(self) -> FTRL:
-        from ftrl_ps.ftrl import FTRL
+        from ftrl_ps.core.ftrl import FTRL
 
         model = FTRL(self.bits, self.params, dtype=self.dtype)
         model.load_state(self.keys, self.n, self.z)

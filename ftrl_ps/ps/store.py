@@ -3,7 +3,7 @@
 The store is FTRL-agnostic (as ps-lite's default server handler,
 ``store[key] += val``): it keeps two arrays over the shard's key range
 ``[begin, end)`` and adds the deltas workers push. Each parameter group (see
-:mod:`ftrl_ps.layout`) has its own :class:`threading.Lock`; a push or pull
+:mod:`ftrl_ps.ps.layout`) has its own :class:`threading.Lock`; a push or pull
 takes the locks of the groups it touches (in ascending order, a batch of up
 to ``GROUPS_PER_CALL`` groups at a time) and gathers or scatters those groups'
 segments with numpy fancy indexing, which releases the GIL, so requests
@@ -28,7 +28,7 @@ store's dtype (float32 by default, float64 on request).
 Examples
 --------
 >>> import numpy as np
->>> from ftrl_ps.layout import Layout
+>>> from ftrl_ps.ps.layout import Layout
 >>> store = ParameterStore(Layout(bits=8, group_size=16))
 >>> store.push(np.array([3, 200]), np.array([1.0, 0.5]), np.array([-2.0, 4.0]))
 >>> n, z = store.pull(np.array([3, 4, 200]))
@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from ftrl_ps.errors import ConfigError, ProtocolError
-from ftrl_ps.layout import Layout
+from ftrl_ps.ps.layout import Layout
 
 __all__ = ["ParameterStore", "check_keys", "check_values"]
 

@@ -27,7 +27,7 @@ journeys are averaged, as if one learner had made them. Rarer keys are seen by
 few workers; their deltas carry separate information and are summed. With one
 worker nothing changes.
 
-The math lives in :mod:`ftrl_ps.ftrl`; the network in :mod:`ftrl_ps.client`.
+The math lives in :mod:`ftrl_ps.core.ftrl`; the network in :mod:`ftrl_ps.ps.client`.
 """
 
 from __future__ import annotations
@@ -41,18 +41,18 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ftrl_ps.batch import Batch
+from ftrl_ps.data.batch import Batch
 from ftrl_ps.errors import ConfigError
-from ftrl_ps.ftrl import FTRLParams, fit_compact
-from ftrl_ps.libsvm import LibsvmReader, split_ranges
-from ftrl_ps.minibatch import minibatches
-from ftrl_ps.prefetch import prefetch
-from ftrl_ps.training import TrainReport
-from ftrl_ps.workingset import KeyNumbering, PendingDeltas, WorkingSet
+from ftrl_ps.core.ftrl import FTRLParams, fit_compact
+from ftrl_ps.data.libsvm import LibsvmReader, split_ranges
+from ftrl_ps.data.minibatch import minibatches
+from ftrl_ps.data.prefetch import prefetch
+from ftrl_ps.learn.training import TrainReport
+from ftrl_ps.ps.workingset import KeyNumbering, PendingDeltas, WorkingSet
 
 
 class ParamClient(Protocol):
-    """What the worker needs from a parameter-server client (see ftrl_ps.client.PSClient)."""
+    """What the worker needs from a parameter-server client (see ftrl_ps.ps.client.PSClient)."""
 
     def pull(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
 
@@ -87,7 +87,7 @@ class WorkerConfig:
 
 @dataclass
 class WorkerReport(TrainReport):
-    """A :class:`~ftrl_ps.training.TrainReport` plus the worker's traffic."""
+    """A :class:`~ftrl_ps.learn.training.TrainReport` plus the worker's traffic."""
 
     steps: int = 0
     pushes: int = 0
@@ -324,7 +324,7 @@ def warm_up() -> None:
     A launcher that forks its workers calls this once before forking, so the
     children do not each load the kernels again.
     """
-    from ftrl_ps.libsvm import LibsvmReader as _Reader
+    from ftrl_ps.data.libsvm import LibsvmReader as _Reader
 
     class _Null:
         def pull(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -17,7 +17,7 @@ last line may lack its newline.
   (``:3``), an empty value (``5:``) or an unparsable value are errors.
   Zero values (also those that round to 0 in float32) are dropped: they
   cannot change the model.
-* Names map to slots in ``[0, 2**bits)`` as specified in :mod:`ftrl_ps.hashing`.
+* Names map to slots in ``[0, 2**bits)`` as specified in :mod:`ftrl_ps.data.hashing`.
 * Within a row, slots are sorted ascending and unique: repeated features and
   hash collisions are merged by **summing** their values (a sum that is 0 in
   float32 is dropped). Rows already strictly increasing are not sorted.
@@ -53,9 +53,9 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from ftrl_ps._kernels import parse as _k
-from ftrl_ps.batch import Batch
+from ftrl_ps.data.batch import Batch
 from ftrl_ps.errors import ConfigError, DataError, ParseError
-from ftrl_ps.hashing import check_bits
+from ftrl_ps.data.hashing import check_bits
 
 __all__ = ["Batch", "LibsvmReader", "ReaderStats", "read_all", "split_ranges"]
 

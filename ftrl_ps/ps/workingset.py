@@ -9,7 +9,7 @@ next to ``base``, what the servers are known to hold. :class:`PendingDeltas`
 are deltas of a closed round that were not pushed yet (``push_step`` not a
 multiple of ``fetch_step``); the next round adds them onto its pulled values.
 
-No HTTP or threads here; :mod:`ftrl_ps.worker` drives the rounds.
+No HTTP or threads here; :mod:`ftrl_ps.ps.worker` drives the rounds.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ftrl_ps._kernels import worker as _k
-from ftrl_ps.batch import Batch
-from ftrl_ps.ftrl import num_keys
+from ftrl_ps.data.batch import Batch
+from ftrl_ps.core.ftrl import num_keys
 
 __all__ = ["KeyNumbering", "PendingDeltas", "WorkingSet"]
 

@@ -2,7 +2,7 @@
 
 A model with ``bits`` = *b* hashes features into ``2**b`` slots and keeps ONE
 extra bias slot at key ``2**b``, so the key space is ``[0, 2**b + 1)``. Keys
-travel as ``uint32`` on the wire; ``b <= 30`` as in :mod:`ftrl_ps.ftrl`.
+travel as ``uint32`` on the wire; ``b <= 30`` as in :mod:`ftrl_ps.core.ftrl`.
 
 Two partitions of the key space:
 
@@ -47,7 +47,7 @@ __all__ = ["DEFAULT_GROUP_SIZE", "MAX_BITS", "Layout"]
 #: contend, large enough that the lock list stays short (256 locks at 2**20 keys).
 DEFAULT_GROUP_SIZE: int = 4096
 
-#: largest supported ``bits`` (as ``ftrl_ps.ftrl.MAX_BITS``; keys fit in uint32).
+#: largest supported ``bits`` (as ``ftrl_ps.core.ftrl.MAX_BITS``; keys fit in uint32).
 MAX_BITS: int = 30
 
 

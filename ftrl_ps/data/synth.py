@@ -40,7 +40,7 @@ any longer file with the same seed, bits and fields.
 Examples
 --------
 >>> import tempfile, pathlib
->>> from ftrl_ps.synth import SynthConfig, generate
+>>> from ftrl_ps.data.synth import SynthConfig, generate
 >>> out = pathlib.Path(tempfile.mkdtemp())
 >>> truth = generate(out, SynthConfig(rows=1000, test_rows=500, bits=18))
 >>> truth["stats"]["bayes_test_logloss"] < truth["stats"]["constant_test_logloss"]
@@ -61,7 +61,7 @@ import numpy as np
 
 from ftrl_ps._kernels.synth import format_block_kernel
 from ftrl_ps.errors import ConfigError, DataError
-from ftrl_ps.metrics import auc, logloss
+from ftrl_ps.core.metrics import auc, logloss
 
 __all__ = [
     "BLOCK_ROWS",

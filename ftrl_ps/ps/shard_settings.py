@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ftrl_ps.errors import ConfigError
-from ftrl_ps.layout import DEFAULT_GROUP_SIZE, Layout
+from ftrl_ps.ps.layout import DEFAULT_GROUP_SIZE, Layout
 
 __all__ = ["TOKEN_ENV", "ServerSettings"]
 
@@ -28,7 +28,7 @@ class ServerSettings:
     Attributes
     ----------
     bits, group_size, shard_index, num_shards
-        The key layout (see :class:`ftrl_ps.layout.Layout`) and which shard this is.
+        The key layout (see :class:`ftrl_ps.ps.layout.Layout`) and which shard this is.
     dtype : {"float32", "float64"}
         Storage dtype of ``n`` and ``z``.
     staleness : int or None

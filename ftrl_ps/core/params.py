@@ -1,6 +1,6 @@
 """FTRL hyper-parameters and the size of the feature space (no numba here).
 
-Kept apart from :mod:`ftrl_ps.ftrl` so that the command line and the cluster
+Kept apart from :mod:`ftrl_ps.core.ftrl` so that the command line and the cluster
 launcher can validate their arguments without loading the kernels.
 
 >>> FTRLParams(alpha=0.05).as_dict()

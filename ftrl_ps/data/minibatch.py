@@ -1,6 +1,6 @@
 """Re-slice reader chunks into mini-batches of exactly ``batch_size`` rows.
 
-The reader yields one :class:`~ftrl_ps.libsvm.Batch` per chunk of bytes, so
+The reader yields one :class:`~ftrl_ps.data.libsvm.Batch` per chunk of bytes, so
 chunk sizes vary with line lengths. Workers count steps in mini-batches, so
 they need a fixed row count per step: every mini-batch has ``batch_size`` rows
 except the last one of the stream.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from ftrl_ps.batch import Batch
+from ftrl_ps.data.batch import Batch
 from ftrl_ps.errors import ConfigError
 
 

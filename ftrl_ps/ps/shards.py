@@ -8,7 +8,7 @@ it is idempotent, then raised as :class:`~ftrl_ps.errors.TransportError`;
 error answers become the matching :mod:`ftrl_ps.errors` class.
 :meth:`~ShardConnections.each` runs one call per shard concurrently.
 
-The parameter-server verbs on top of it are in :mod:`ftrl_ps.client`.
+The parameter-server verbs on top of it are in :mod:`ftrl_ps.ps.client`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from ftrl_ps import wire
+from ftrl_ps.ps import wire
 from ftrl_ps.errors import ConfigError, TransportError
 from ftrl_ps.server.errors import exception_from_response
 

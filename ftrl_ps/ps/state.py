@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ftrl_ps.clock import SSPClock
+from ftrl_ps.ps.clock import SSPClock
 from ftrl_ps.errors import ConfigError, ModelFormatError, ProtocolError
-from ftrl_ps.server.dedup import PushDeduper
-from ftrl_ps.server.settings import ServerSettings
-from ftrl_ps.store import ParameterStore
+from ftrl_ps.ps.dedup import PushDeduper
+from ftrl_ps.ps.shard_settings import ServerSettings
+from ftrl_ps.ps.store import ParameterStore
 
 __all__ = ["ServerState", "load_initial_model"]
 
@@ -81,12 +81,12 @@ class ServerState:
 def load_initial_model(store: ParameterStore, path: str | Path) -> int:
     """Load the keys of ``store``'s shard range from a model file; returns how many.
 
-    Uses :func:`ftrl_ps.modelio.load_model` (``.bits``, ``.keys``, ``.n``, ``.z``).
+    Uses :func:`ftrl_ps.core.modelio.load_model` (``.bits``, ``.keys``, ``.n``, ``.z``).
     """
     try:
-        from ftrl_ps.modelio import load_model
+        from ftrl_ps.core.modelio import load_model
     except ImportError as exc:  # pragma: no cover - modelio is part of the package
-        raise ConfigError("--init-model needs ftrl_ps.modelio, which is not available") from exc
+        raise ConfigError("--init-model needs ftrl_ps.core.modelio, which is not available") from exc
     model = load_model(path)
     if int(model.bits) != store.layout.bits:
         raise ConfigError(

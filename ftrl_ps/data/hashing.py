@@ -41,7 +41,7 @@ to a slot as follows:
 An empty name is an error (the reader rejects ``:3``).
 
 Collisions (two names on one slot, or one feature repeated on a line) are
-merged by the reader by *summing* their values; see :mod:`ftrl_ps.libsvm`.
+merged by the reader by *summing* their values; see :mod:`ftrl_ps.data.libsvm`.
 
 Examples
 --------

@@ -16,7 +16,7 @@ A feature space of ``bits`` b has ``2**b`` slots plus one bias slot at key
 Examples
 --------
 >>> import numpy as np
->>> from ftrl_ps.ftrl import FTRL, FTRLParams
+>>> from ftrl_ps.core.ftrl import FTRL, FTRLParams
 >>> model = FTRL(bits=4, params=FTRLParams(l1=0.0))
 >>> loss = model.fit_rows(np.array([1.0], np.float32), np.array([0, 2]), np.array([3, 5], np.int32),
 ...                       np.ones(2, np.float32))
@@ -34,7 +34,7 @@ import numpy.typing as npt
 
 from ftrl_ps._kernels import ftrl as _k
 from ftrl_ps.errors import ConfigError, DataError
-from ftrl_ps.params import DTYPES, MAX_BITS, MIN_BITS, FTRLParams, check_bits, num_keys
+from ftrl_ps.core.params import DTYPES, MAX_BITS, MIN_BITS, FTRLParams, check_bits, num_keys
 
 __all__ = [
     "DTYPES",
