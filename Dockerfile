@@ -20,11 +20,12 @@ RUN useradd --create-home --uid 10001 --user-group app \
 
 WORKDIR /app
 
-# Dependencies first: this layer is rebuilt only when pyproject.toml changes.
+# Dependencies first, at the versions pinned in requirements/lock.txt (made from
+# pyproject.toml by scripts/lock.sh, docs/lockfile.md): this layer is rebuilt
+# only when the lock or pyproject.toml changes, not when the source does.
 COPY pyproject.toml ./
-RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > /tmp/requirements.txt \
- && pip install -r /tmp/requirements.txt \
- && rm /tmp/requirements.txt
+COPY requirements/lock.txt ./requirements/lock.txt
+RUN pip install -r requirements/lock.txt
 
 # The source (found through PYTHONPATH=/app; no install step needed).
 COPY ftrl_ps ./ftrl_ps
