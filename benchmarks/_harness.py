@@ -127,7 +127,8 @@ def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:
 
 def ensure_synth_data(data_dir: Path, rows: int, test_rows: int, bits: int, seed: int = 0
                       ) -> tuple[Path, dict[str, Any], float | None]:
-    """Generate (once) a synthetic set with :func:`ftrl_ps.data.synth.generate`; reuse a cached copy.
+    """Generate (once) a synthetic set with :func:`ftrl_ps.data.synth.generate`;
+    reuse a cached copy.
 
     Returns the folder, the parsed ``truth.json`` and the generator's wall
     seconds (``None`` when the cache was used). ``truth.json`` is written last,

@@ -26,8 +26,9 @@ import time
 
 import numpy as np
 
-from ftrl_ps.ps.client import PSClient
 from ftrl_ps.cluster.spawn import spawn_server
+from ftrl_ps.ps.client import PSClient
+from ftrl_ps.server.options import ShardOptions
 
 
 def run_cell(ps: PSClient, keys: np.ndarray, seconds: float) -> tuple[float, float]:
@@ -54,7 +55,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    server = None if args.url else spawn_server(["--bits", str(args.bits)])
+    server = None if args.url else spawn_server(ShardOptions(bits=args.bits))
     url = args.url or server.url  # type: ignore[union-attr]
     rng = np.random.default_rng(args.seed)
     rows = []

@@ -1,9 +1,9 @@
 """The one error hierarchy of ftrl-ps.
 
 Every error the library raises on purpose derives from :class:`FTRLPSError`.
-The server maps these classes to HTTP status codes in exactly one place
-(``ftrl_ps.server.errors``); the client maps HTTP answers and transport
-failures back to them.
+The classes map to HTTP status codes, and error answers back to the classes,
+in exactly one place (``ftrl_ps.ps.http_status``), shared by the server and
+the client; the client also maps transport failures to :class:`TransportError`.
 
 ::
 
@@ -20,7 +20,8 @@ failures back to them.
     ├── WorkerStateError       e.g. a push from a finished/dead worker     (409)
     ├── ClockTimeoutError      an SSP wait that did not clear in time      (408)
     ├── ServerError            the server failed while handling a request  (500)
-    └── TransportError         the client could not reach the server
+    ├── TransportError         the client could not reach the server
+    └── ClusterError           a process of the local cluster failed
 """
 
 from __future__ import annotations
@@ -97,3 +98,7 @@ class ServerError(FTRLPSError):
 
 class TransportError(FTRLPSError, ConnectionError):
     """The client could not reach the server or the connection broke."""
+
+
+class ClusterError(FTRLPSError):
+    """A process of the local cluster failed."""

@@ -15,10 +15,11 @@ import httpx
 import numpy as np
 from fastapi.testclient import TestClient
 
-from ftrl_ps.ps import wire
-from ftrl_ps.server.app import create_app
-from ftrl_ps.ps.shard_settings import ServerSettings
 from ftrl_ps.cluster.spawn import ServerProcess, spawn_cluster, spawn_server, spawn_servers
+from ftrl_ps.ps import wire
+from ftrl_ps.ps.shard_settings import ServerSettings
+from ftrl_ps.server.app import create_app
+from ftrl_ps.server.options import ShardOptions
 
 __all__ = [
     "BINARY",
@@ -30,6 +31,7 @@ __all__ = [
     "real_cluster",
     "real_server",
     "real_servers",
+    "shard_options",
 ]
 
 TOKEN = "s3cret-token"
@@ -55,10 +57,19 @@ def in_process_cluster(num_shards: int, **settings: Any) -> Iterator[list[TestCl
         ]
 
 
+def shard_options(args: Sequence[str] = ()) -> ShardOptions:
+    """The :class:`ShardOptions` that ``ftrl-ps server ARGS`` would run."""
+    from ftrl_ps.cli import build_parser
+    from ftrl_ps.cli._common import options_from
+
+    return options_from(ShardOptions, build_parser().parse_args(["server", *args]))
+
+
 @contextlib.contextmanager
 def real_server(args: Sequence[str] = ()) -> Iterator[ServerProcess]:
-    """One real server process on 127.0.0.1 (stopped on exit)."""
-    server = spawn_server(list(args))
+    """One real server process on 127.0.0.1 (stopped on exit); ``args`` are
+    ``ftrl-ps server`` flags."""
+    server = spawn_server(shard_options(args))
     try:
         yield server
     finally:
@@ -68,7 +79,7 @@ def real_server(args: Sequence[str] = ()) -> Iterator[ServerProcess]:
 @contextlib.contextmanager
 def real_cluster(num_shards: int, args: Sequence[str] = ()) -> Iterator[list[ServerProcess]]:
     """``num_shards`` real server processes, started in parallel."""
-    servers = spawn_cluster(num_shards, list(args))
+    servers = spawn_cluster(num_shards, shard_options(args))
     try:
         yield servers
     finally:
@@ -79,7 +90,7 @@ def real_cluster(num_shards: int, args: Sequence[str] = ()) -> Iterator[list[Ser
 @contextlib.contextmanager
 def real_servers(arg_lists: Sequence[Sequence[str]]) -> Iterator[list[ServerProcess]]:
     """Several independent real server processes, started in parallel."""
-    servers = spawn_servers([list(a) for a in arg_lists])
+    servers = spawn_servers([shard_options(a) for a in arg_lists])
     try:
         yield servers
     finally:

@@ -9,13 +9,13 @@ import time
 
 import pytest
 
-from ftrl_ps.ps.clock import SSPClock
 from ftrl_ps.errors import (
     ConfigError,
     LayoutMismatchError,
     UnknownWorkerError,
     WorkerStateError,
 )
+from ftrl_ps.ps.clock import SSPClock
 
 
 class FakeTime:

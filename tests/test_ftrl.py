@@ -3,8 +3,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ftrl_ps.errors import ConfigError, DataError
 from ftrl_ps.core.ftrl import FTRL, FTRLParams, num_keys
+from ftrl_ps.errors import ConfigError, DataError
 from tests.naive import ReferenceFTRL
 
 

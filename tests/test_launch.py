@@ -15,8 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from ftrl_ps import __version__
-from ftrl_ps.errors import ConfigError
 from ftrl_ps.cluster.launch import (
     LAUNCH_ENV,
     ForkedChild,
@@ -25,6 +23,9 @@ from ftrl_ps.cluster.launch import (
     fork_child,
     stop_all,
 )
+from ftrl_ps.cluster.roles import options_from_json, options_to_json, role_of
+from ftrl_ps.errors import ConfigError
+from ftrl_ps.server.options import ShardOptions
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork (POSIX)")
@@ -187,20 +188,23 @@ def other_thread() -> Iterator[threading.Thread]:
     thread.join()
 
 
-def test_launcher_runs_the_cli_with_stdout_to_a_pipe(tmp_path: Path) -> None:
+def test_launcher_runs_a_role_with_stdout_to_a_pipe(tmp_path: Path) -> None:
     launcher = Launcher(dict(os.environ, **{LAUNCH_ENV: "fork"}))
     # another test may have left a thread running: then exec is the right answer
     expected = "fork" if threading.active_count() == 1 else "exec"
-    child = launcher.spawn(["--version"], tmp_path / "v.log", stdout_pipe=True)
-    assert launcher.method == expected
-    assert isinstance(child, ForkedChild) == (expected == "fork")
-    assert child.stdout is not None
-    assert child.stdout.read().decode().strip() == f"ftrl-ps {__version__}"
-    assert child.wait(60) == 0
-    child.stdout.close()
-    bad = launcher.spawn(["server", "--no-such-flag"], tmp_path / "bad.log")
-    assert bad.wait(60) == 2  # argparse's exit code, its message in the log
-    assert "unrecognized arguments: --no-such-flag" in (tmp_path / "bad.log").read_text()
+    child = launcher.spawn(ShardOptions(bits=8), tmp_path / "s.log", stdout_pipe=True)
+    try:
+        assert launcher.method == expected
+        assert isinstance(child, ForkedChild) == (expected == "fork")
+        assert child.stdout is not None
+        line = child.stdout.readline().decode().strip()
+        assert line.startswith("listening on http://127.0.0.1:"), line
+    finally:
+        stop_all([child], 10)
+    # a role whose options fail validation exits 2 with a one-line message
+    bad = launcher.spawn(ShardOptions(bits=99), tmp_path / "bad.log")
+    assert bad.wait(60) == 2
+    assert "bits must be in" in (tmp_path / "bad.log").read_text()
 
 
 def test_launcher_falls_back_to_exec_when_threads_run(
@@ -209,12 +213,25 @@ def test_launcher_falls_back_to_exec_when_threads_run(
     warnings: list[str] = []
     launcher = Launcher(dict(os.environ), warn=warnings.append)
     assert launcher.method == "fork"
-    child = launcher.spawn(["--version"], tmp_path / "v.log")
+    child = launcher.spawn(ShardOptions(bits=99), tmp_path / "v.log")
     assert isinstance(child, subprocess.Popen)
-    assert child.wait(60) == 0
-    assert (tmp_path / "v.log").read_text().strip() == f"ftrl-ps {__version__}"
+    assert child.wait(60) == 2
+    assert "bits must be in" in (tmp_path / "v.log").read_text()
     assert launcher.method == "exec" and "threads running" in launcher.reason
     assert warnings == [launcher.reason]
+
+
+def test_options_travel_as_json_without_secrets() -> None:
+    opts = ShardOptions(bits=12, staleness=None, num_workers=3)
+    role = role_of(opts)
+    assert role.name == "server"
+    assert options_from_json("server", options_to_json(opts)) == opts
+    with pytest.raises(ConfigError, match="FTRL_PS_TOKEN"):
+        options_to_json(ShardOptions(token="secret"))
+    with pytest.raises(ConfigError, match="unknown role"):
+        options_from_json("gardener", "{}")
+    with pytest.raises(ConfigError, match="bad server options"):
+        options_from_json("server", '{"no_such_field": 1}')
 
 
 def test_choose_method() -> None:

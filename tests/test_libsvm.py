@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from ftrl_ps._kernels import parse as kernels
-from ftrl_ps.errors import ConfigError, DataError, ParseError
 from ftrl_ps.data.hashing import slot_of
 from ftrl_ps.data.libsvm import Batch, LibsvmReader, read_all, split_ranges
+from ftrl_ps.errors import ConfigError, DataError, ParseError
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 REAL_FILES = ["libsvm/a9a", "libsvm/a9a.t", "libsvm/agaricus_train.txt",

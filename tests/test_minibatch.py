@@ -3,9 +3,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ftrl_ps.errors import ConfigError
 from ftrl_ps.data.libsvm import Batch
 from ftrl_ps.data.minibatch import minibatches
+from ftrl_ps.errors import ConfigError
 
 
 def make_batch(rng: np.random.Generator, rows: int, start_label: int) -> Batch:

@@ -6,9 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ftrl_ps.errors import ModelFormatError
 from ftrl_ps.core.ftrl import FTRL, FTRLParams
 from ftrl_ps.core.modelio import load_model, save_model
+from ftrl_ps.errors import ModelFormatError
 from tests.test_ftrl import random_rows
 
 

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from ftrl_ps.errors import ConfigError
 from ftrl_ps.data.prefetch import prefetch
+from ftrl_ps.errors import ConfigError
 
 
 def _prefetch_threads() -> list[threading.Thread]:

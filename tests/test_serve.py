@@ -41,11 +41,12 @@ def test_sigterm_releases_a_blocked_clock_wait_at_once() -> None:
     import threading
     import time
 
-    from ftrl_ps.ps.client import PSClient
     from ftrl_ps.cluster.spawn import spawn_server
+    from ftrl_ps.ps.client import PSClient
+    from tests._servers import shard_options
 
-    server = spawn_server(["--bits", "8", "--staleness", "0", "--num-workers", "2",
-                           "--clock-wait-timeout", "60"])
+    server = spawn_server(shard_options(["--bits", "8", "--staleness", "0", "--num-workers", "2",
+                                        "--clock-wait-timeout", "60"]))
     try:
         fast = PSClient(server.url)
         fast.register(0, 2)
@@ -54,8 +55,8 @@ def test_sigterm_releases_a_blocked_clock_wait_at_once() -> None:
         time.sleep(0.5)
         assert blocked.is_alive()
         t0 = time.monotonic()
-        server.process.terminate()
-        server.process.wait(timeout=20)
+        server.handle.terminate()
+        server.handle.wait(timeout=20)
         assert time.monotonic() - t0 < 10  # the clock wait alone would hold it 60 s
     finally:
         server.stop()

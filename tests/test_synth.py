@@ -12,7 +12,6 @@ import pytest
 from sklearn.metrics import log_loss, roc_auc_score
 
 from ftrl_ps.cli import main
-from ftrl_ps.errors import ConfigError, DataError
 from ftrl_ps.data.synth import (
     BLOCK_ROWS,
     SynthConfig,
@@ -21,6 +20,7 @@ from ftrl_ps.data.synth import (
     make_design,
     true_weights,
 )
+from ftrl_ps.errors import ConfigError, DataError
 
 
 def _reference_format(labels, milli, slots) -> bytes:

@@ -8,8 +8,8 @@ import struct
 import numpy as np
 import pytest
 
-from ftrl_ps.ps import wire
 from ftrl_ps.errors import ProtocolError
+from ftrl_ps.ps import wire
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

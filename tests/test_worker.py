@@ -133,8 +133,8 @@ def _bsp_rounds(data: Batch, workers: int, cfg: WorkerConfig, params: FTRLParams
 
 def test_dense_keys_are_averaged_so_many_workers_do_not_diverge(synth_small) -> None:
     """Summed deltas of keys every row has overshoot N-fold; averaging them does not."""
-    from ftrl_ps.data.libsvm import read_all
     from ftrl_ps.core.metrics import logloss
+    from ftrl_ps.data.libsvm import read_all
 
     data = read_all(synth_small / "train.svm", 18)
     test = read_all(synth_small / "test.svm", 18)

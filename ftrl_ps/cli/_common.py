@@ -1,19 +1,24 @@
-"""Argument groups and helpers shared by several sub-commands."""
+"""Argument groups and helpers shared by several sub-commands.
+
+Sub-commands turn their flags into the typed options of the layer below with
+:func:`options_from` (an option's field name is its flag's ``dest``); nothing
+below ``ftrl_ps.cli`` sees an ``argparse.Namespace``.
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
+import dataclasses
 import math
 import os
-import sys
-from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from ftrl_ps.errors import ConfigError
 from ftrl_ps.core.params import DTYPES, FTRLParams, check_bits
+from ftrl_ps.errors import ConfigError
+from ftrl_ps.ps.auth import TOKEN_ENV
+from ftrl_ps.server.options import DEFAULT_BITS
 
-DEFAULT_BITS = 22
+T = TypeVar("T")
 PARAM_DEFAULTS = FTRLParams()
 
 
@@ -136,18 +141,10 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         help="parameter-server shard URLs in shard order, comma-separated",
     )
     parser.add_argument(
-        "--token", default=None, help="bearer token of the servers (default: $FTRL_PS_TOKEN)"
+        "--token", default=None, help=f"bearer token of the servers (default: ${TOKEN_ENV})"
     )
 
 
-def server_urls(args: argparse.Namespace) -> list[str]:
-    """The shard URLs of ``--server``."""
-    return [u.strip() for u in args.server.split(",") if u.strip()]
-
-
-def server_token(args: argparse.Namespace) -> str | None:
-    """``--token``, else ``$FTRL_PS_TOKEN``, else None."""
-    return args.token if args.token is not None else os.environ.get("FTRL_PS_TOKEN")
 
 
 def check_input(path: str, what: str = "input") -> str:
@@ -156,22 +153,17 @@ def check_input(path: str, what: str = "input") -> str:
     return path
 
 
-def write_json(path: str | None, data: dict[str, Any]) -> None:
-    if not path:
-        return
-    if path == "-":
-        json.dump(data, sys.stdout, indent=2, sort_keys=True)
-        sys.stdout.write("\n")
-        return
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, target)
+def options_from(cls: type[T], args: argparse.Namespace, **overrides: Any) -> T:
+    """An options dataclass ``cls`` filled from the parsed flags of the same names.
 
+    Fields without a flag keep their defaults; ``overrides`` win over both.
+    """
+    assert dataclasses.is_dataclass(cls)
+    values = {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(cls)
+        if hasattr(args, f.name)
+    }
+    values.update(overrides)
+    return cls(**values)
 
-def report_bad_lines(count: int, examples: list[Any]) -> None:
-    if not count:
-        return
-    print(f"skipped {count} malformed line(s); first ones:", file=sys.stderr)
-    for ex in examples[:10]:
-        print(f"  {ex}", file=sys.stderr)

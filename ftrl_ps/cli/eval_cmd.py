@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ftrl_ps.cli import _common as c
+from ftrl_ps.core.jsonfile import write_json
 
 NAME = "eval"
 HELP = "evaluate a saved model on a libsvm file (log loss, AUC)"
@@ -39,5 +40,5 @@ def run(args: argparse.Namespace) -> int:
         f"logloss {ev['logloss']:.5f}  AUC {ev['auc']:.5f}  rows {ev['rows']:,}  "
         f"positive rate {ev['positive_rate']:.4f}"
     )
-    c.write_json(args.json, ev)
+    write_json(args.json, ev)
     return 0

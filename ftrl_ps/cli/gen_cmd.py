@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
+
+from ftrl_ps.cli._common import options_from
 
 NAME = "gen"
 HELP = "generate a synthetic Criteo-like CTR data set with a known true model"
@@ -41,21 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftrl_ps.data.synth import SynthConfig, generate
+    from ftrl_ps.data.gen import GenOptions, run_gen
 
-    config = SynthConfig(rows=args.rows, test_rows=args.test_rows, seed=args.seed,
-                         bits=args.bits, fields=args.fields, positive_rate=args.positive_rate)
-    config.validate()  # ConfigError -> exit code 2
-    truth = generate(args.outdir, config, progress=None if args.quiet else sys.stderr)
-    stats = truth["stats"]
-    total = config.rows + config.test_rows
-    seconds = truth["seconds"]
-    print(f"wrote {args.outdir}/train.svm ({config.rows:,} rows), "
-          f"{args.outdir}/test.svm ({config.test_rows:,} rows), {args.outdir}/truth.json "
-          f"in {seconds:.1f} s ({total / seconds:,.0f} rows/s)")
-    print(f"positive rate: train {stats['train_positive_rate']:.4f}, "
-          f"test {stats['test_positive_rate']:.4f} (target {config.positive_rate})")
-    print(f"best achievable test logloss (true model) {stats['bayes_test_logloss']:.4f}, "
-          f"constant predictor {stats['constant_test_logloss']:.4f}, "
-          f"true-model test AUC {stats['bayes_test_auc']:.4f}")
+    run_gen(options_from(GenOptions, args))
     return 0

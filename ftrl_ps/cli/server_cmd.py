@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import ipaddress
-import sys
 
 from ftrl_ps.cli import _common as c
-from ftrl_ps.errors import ConfigError
+from ftrl_ps.ps.auth import TOKEN_ENV
 from ftrl_ps.ps.layout import DEFAULT_GROUP_SIZE
 
 NAME = "server"
@@ -22,7 +20,7 @@ Once serving, the command prints exactly one line on stdout:
     listening on http://127.0.0.1:PORT
 (with --port 0 the OS picks a free port; a launcher reads this line).
 
-Security: binds 127.0.0.1 by default. With --token (or FTRL_PS_TOKEN) every
+Security: binds 127.0.0.1 by default. With --token (or $FTRL_PS_TOKEN) every
 state-changing request must send 'Authorization: Bearer TOKEN'.
 """
 
@@ -38,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "(then --host and --port are not used)")
     net.add_argument("--token", default=None,
                      help="bearer token required on state-changing requests "
-                          "(default: $FTRL_PS_TOKEN, else no authentication)")
+                          f"(default: ${TOKEN_ENV}, else no authentication)")
     net.add_argument("--max-body-mb", type=c.positive_float, default=64.0, metavar="MB",
                      help="largest accepted request body in MiB; larger -> 413 (default 64)")
     net.add_argument("--log-level", default="warning",
@@ -80,48 +78,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "ready=false so the client asks again (default 5)")
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
 
 def run(args: argparse.Namespace) -> int:
-    from ftrl_ps.server.app import create_app
-    from ftrl_ps.server.serve import bind_socket, serve, socket_from_fd
-    from ftrl_ps.ps.shard_settings import ServerSettings
+    from ftrl_ps.server.options import ShardOptions
+    from ftrl_ps.server.run import run_shard
 
-    try:
-        settings = ServerSettings.from_env(
-            bits=args.bits,
-            group_size=args.group_size,
-            shard_index=args.shard_index,
-            num_shards=args.num_shards,
-            dtype=args.dtype,
-            staleness=args.staleness,
-            num_workers=args.num_workers,
-            worker_timeout=args.worker_timeout,
-            registration_timeout=args.registration_timeout,
-            clock_wait_timeout=args.clock_wait_timeout,
-            token=args.token,
-            max_body_mb=args.max_body_mb,
-            init_model=args.init_model,
-        )
-    except TypeError as exc:  # pragma: no cover - a wiring bug
-        raise ConfigError(str(exc)) from exc
-    if not _is_loopback(args.host) and settings.token is None:
-        print(f"ftrl-ps server: warning: listening on {args.host} without --token",
-              file=sys.stderr)
-    app = create_app(settings)
-    sock = socket_from_fd(args.fd) if args.fd is not None else bind_socket(args.host, args.port)
-
-    def ready(url: str) -> None:
-        print(f"listening on {url}", flush=True)
-
-    # on SIGTERM/Ctrl-C, release clock waits at once instead of letting
-    # uvicorn wait for them to time out (up to --clock-wait-timeout)
-    serve(app, sock, on_ready=ready, on_exit=app.state.ftrl.close, log_level=args.log_level)
-    return 0
+    return run_shard(c.options_from(ShardOptions, args))

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from ftrl_ps.cli import _common as c
+from ftrl_ps.ps.auth import resolve_token
 
 NAME = "status"
 HELP = "show the status of every server shard (layout, workers and clocks, counters)"
@@ -59,9 +60,10 @@ def summary(index: int, status: dict[str, Any]) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from ftrl_ps.ps.client import PSClient
+    from ftrl_ps.ps.worker_main import parse_urls
 
-    urls = c.server_urls(args)
-    with PSClient(urls, token=c.server_token(args)) as client:
+    urls = parse_urls(args.server)
+    with PSClient(urls, token=resolve_token(args.token)) as client:
         answers = [client.status(i) for i in range(len(urls))]
     if args.json:
         json.dump(answers, sys.stdout, indent=2, sort_keys=True)

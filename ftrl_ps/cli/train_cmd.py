@@ -8,8 +8,9 @@ import time
 from typing import TYPE_CHECKING
 
 from ftrl_ps.cli import _common as c
+from ftrl_ps.core.jsonfile import write_json
 from ftrl_ps.errors import ConfigError
-from ftrl_ps.learn.progress import Progress
+from ftrl_ps.learn.progress import Progress, report_bad_lines
 
 if TYPE_CHECKING:
     from ftrl_ps.core.ftrl import FTRL
@@ -31,7 +32,7 @@ stderr. At the end it prints the training summary, the test log loss and AUC
 With --workers N the servers and workers are forked from this process (the
 workers after it has loaded the numba kernels once), so they start at once;
 set the environment variable FTRL_PS_LAUNCH=exec to start each of them as a
-fresh `python -m ftrl_ps` instead.
+fresh Python interpreter instead.
 
 examples:
   ftrl-ps train data/train.svm --test data/test.svm --model model.ftrl
@@ -121,9 +122,9 @@ def run(args: argparse.Namespace) -> int:
     if args.test:
         c.check_input(args.test, "test")
     if getattr(args, "workers", 0):
-        from ftrl_ps.cluster.local import run_cluster  # the local cluster launcher
+        from ftrl_ps.cluster.local import LocalClusterOptions, run_cluster
 
-        return run_cluster(args)
+        return run_cluster(c.options_from(LocalClusterOptions, args))
     from ftrl_ps.core.modelio import save_model
     from ftrl_ps.learn.training import evaluate, train
 
@@ -138,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
         skip_bad_lines=args.skip_bad_lines,
         progress=progress,
     )
-    c.report_bad_lines(report.bad_lines, report.bad_examples)
+    report_bad_lines(report.bad_lines, report.bad_examples)
     print(
         f"trained {report.rows:,} rows x {report.epochs} epoch(s) in {report.seconds:.2f} s "
         f"({report.rows_per_second:,.0f} rows/s); progressive logloss "
@@ -174,6 +175,6 @@ def run(args: argparse.Namespace) -> int:
         )
         results["save_seconds"] = time.perf_counter() - t_save
         print(f"model saved to {path} ({model.touched_keys().size:,} keys with state)")
-    c.write_json(args.metrics_json, results)
+    write_json(args.metrics_json, results)
     sys.stdout.flush()
     return 0

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from ftrl_ps.cli import _common as c
-from ftrl_ps.errors import ConfigError
 
 NAME = "worker"
 HELP = "train on one share of a libsvm file against parameter-server shards"
@@ -93,70 +91,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-
-    from ftrl_ps.ps.client import PSClient
-    from ftrl_ps.ps.layout import Layout
-    from ftrl_ps.ps.worker import Worker, WorkerConfig, read_share, share_of
+    from ftrl_ps.ps.worker_main import WorkerOptions, run_worker
 
     c.check_input(args.input)
-    if args.input == "-":
-        raise ConfigError("a worker needs a file it can split into byte ranges, not stdin")
-    if args.worker_index is not None and args.worker_index >= args.num_workers:
-        raise ConfigError(f"--worker-index {args.worker_index} must be < --num-workers")
-    urls = c.server_urls(args)
-    cfg = WorkerConfig(
-        batch_size=args.batch_size if args.batch_size is not None else WorkerConfig.batch_size,
-        fetch_step=args.fetch_step,
-        push_step=args.push_step,
-        epochs=args.epochs,
-        chunk_bytes=args.chunk_mb << 20,
-        skip_bad_lines=args.skip_bad_lines,
-        num_workers=args.num_workers,
-        dense_fraction=args.dense_fraction,
-    )
-    params = c.params_from(args)
-    started = None
-    if args.worker_index is not None and args.bits is not None:
-        # parse the first chunks while the servers start up / answer
-        started = read_share(args.input, share_of(args.input, args.worker_index,
-                                                  args.num_workers), args.bits, cfg)
-    with PSClient(urls, token=c.server_token(args)) as client:
-        server_layout = client.layout
-        layout = Layout(
-            bits=args.bits if args.bits is not None else server_layout.bits,
-            group_size=server_layout.group_size,
-            num_shards=len(urls),
-        )
-        client.register(args.worker_index, args.num_workers, layout)
-        index = client.worker_index if client.worker_index is not None else args.worker_index
-        client.start_heartbeat()
-        byte_range = share_of(args.input, index, args.num_workers)
-        if index != args.worker_index:
-            started = None  # not the share begun above (dropping it stops its thread)
-        worker = Worker(client, layout.bits, params, cfg)
-        report = worker.run(args.input, byte_range, started=started)
-        client.finish()
-    c.report_bad_lines(report.bad_lines, report.bad_examples)
-    if not args.quiet:
-        print(
-            f"worker {index}/{args.num_workers}: {report.rows:,} rows in "
-            f"{report.seconds:.2f} s, progressive logloss {report.progressive_logloss:.5f}, "
-            f"{report.pushes} pushes ({report.keys_pushed:,} keys), "
-            f"{report.pulls} pulls ({report.keys_pulled:,} keys)",
-            file=sys.stderr,
-        )
-    c.write_json(
-        args.metrics_json,
-        {
-            "worker_index": index,
-            "rows": report.rows,
-            "loss_sum": report.loss_sum,
-            "seconds": report.seconds,
-            "pushes": report.pushes,
-            "pulls": report.pulls,
-            "keys_pushed": report.keys_pushed,
-            "keys_pulled": report.keys_pulled,
-            "bad_lines": report.bad_lines,
-        },
-    )
+    run_worker(c.options_from(WorkerOptions, args))
     return 0

@@ -1,19 +1,19 @@
 """Start the local cluster's processes: fork the preloaded launcher, or exec a fresh Python.
 
-Every server and worker of ``ftrl-ps train --workers N`` runs
-``ftrl_ps.cli.main(argv)`` with stdin from ``/dev/null`` and stdout and
-stderr in a log file (a server's stdout may go to a pipe instead, which the
-launcher reads for the ``listening on URL`` line). There are two ways to
-start one:
+Every server and worker of a cluster runs one *role* (see
+:mod:`ftrl_ps.cluster.roles`: typed options and a runner) with stdin from
+``/dev/null`` and stdout and stderr in a log file (a server's stdout may go
+to a pipe instead, which the launcher reads for the ``listening on URL``
+line). There are two ways to start one:
 
 ``fork`` (default where :func:`os.fork` exists)
     The launcher has imported numpy, numba and ftrl-ps and loaded the numba
     kernels (:func:`preload`); a forked child shares all of that and starts
     in milliseconds instead of paying ~1 s of imports and kernel loading.
 ``exec``
-    ``python -m ftrl_ps ARGV`` through :mod:`subprocess`, a fresh
-    interpreter. Used where there is no ``fork`` (Windows), when the launcher
-    runs other threads (a fork copies locks other threads may hold;
+    ``python -m ftrl_ps.cluster.child ROLE OPTIONS_JSON`` through
+    :mod:`subprocess`, a fresh interpreter. Used where there is no ``fork``
+    (Windows), when the launcher runs other threads (a fork copies locks other threads may hold;
     :meth:`Launcher.spawn` checks before every fork), or on request: set the
     environment variable ``FTRL_PS_LAUNCH=exec`` (``fork``/``auto``: default).
 
@@ -240,7 +240,7 @@ def _become_child(
     name: str,
     close: Sequence[int],
 ) -> None:  # pragma: no cover - in the child
-    """Make the fresh fork what ``python -m ftrl_ps`` would have been."""
+    """Make the fresh fork what an exec'd ``python -m ftrl_ps.cluster.child`` would be."""
     _reset_signals()
     if sys.platform == "linux":
         libc = ctypes.CDLL(None)
@@ -305,7 +305,7 @@ def _fresh_std_streams() -> None:  # pragma: no cover - in the child
 
 @dataclass
 class Launcher:
-    """Starts ``ftrl_ps.cli.main(argv)`` children, forked when it can.
+    """Starts the cluster's child processes (servers, workers), forked when it can.
 
     ``env`` is every child's environment; ``method`` and ``reason`` come from
     :func:`choose_method` unless given. A fork that finds other threads
@@ -324,19 +324,23 @@ class Launcher:
 
     def spawn(
         self,
-        argv: Sequence[str],
+        options: Any,
         log: Path,
         *,
         stdout_pipe: bool = False,
         pass_fds: tuple[int, ...] = (),
         name: str = "",
     ) -> ChildHandle:
-        """Start ``ftrl-ps ARGV`` with stderr and stdout written to ``log``.
+        """Start a child running the role of ``options`` (see :mod:`ftrl_ps.cluster.roles`),
+        stderr and stdout written to ``log``.
 
         ``stdout_pipe``: stdout goes to a pipe instead, read from the handle's
         ``stdout``. ``pass_fds``: descriptors the child keeps (a forked child
         inherits every one anyway). ``name``: see :func:`fork_child`.
         """
+        from ftrl_ps.cluster.roles import options_to_json, role_of
+
+        role = role_of(options)
         if self.method == "fork" and threading.active_count() != 1:
             self.method = "exec"
             self.reason = (
@@ -348,7 +352,8 @@ class Launcher:
         with open(log, "wb") as logf:
             if self.method == "exec":
                 return subprocess.Popen(
-                    [sys.executable, "-m", "ftrl_ps", *argv],
+                    [sys.executable, "-m", "ftrl_ps.cluster.child", role.name,
+                     options_to_json(options)],
                     stdout=subprocess.PIPE if stdout_pipe else logf,
                     stderr=logf,
                     stdin=subprocess.DEVNULL,
@@ -356,19 +361,15 @@ class Launcher:
                     pass_fds=pass_fds,
                     preexec_fn=_die_with_parent if sys.platform == "linux" else None,
                 )
-            return self._fork(list(argv), logf.fileno(), stdout_pipe, name)
+            return self._fork(options, logf.fileno(), stdout_pipe, name)
 
-    def _fork(self, argv: list[str], log: int, stdout_pipe: bool, name: str) -> ForkedChild:
-        from ftrl_ps.cli import main
-
-        def run() -> int:
-            sys.argv = [sys.argv[0], *argv]  # as ``python -m ftrl_ps ARGV`` has it
-            return main(argv)
+    def _fork(self, options: Any, log: int, stdout_pipe: bool, name: str) -> ForkedChild:
+        from ftrl_ps.cluster.child import run_role
 
         read, write = os.pipe() if stdout_pipe else (-1, -1)
         try:
             child = fork_child(
-                run,
+                lambda: run_role(options),
                 log=log,
                 stdout=write if stdout_pipe else None,
                 env=self.env,

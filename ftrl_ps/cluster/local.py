@@ -1,29 +1,27 @@
-"""The local cluster launcher behind ``ftrl-ps train --workers N``.
+"""The local cluster behind ``ftrl-ps train --workers N``.
 
-It starts M server shards and N worker processes on 127.0.0.1, shows progress
-from shard 0's status, waits for the workers, saves the model from the
-servers' state, evaluates it, and stops every process it started: also when
-one of them fails (with a message naming it and the tail of its log) or on
-Ctrl-C. A fresh random token protects the servers during the run; it is
-passed through the environment, never on a command line.
+:func:`run_cluster` takes a :class:`LocalClusterOptions`, starts M server
+shards and N worker processes on 127.0.0.1, shows progress from shard 0's
+status, waits for the workers, saves the model from the servers' state,
+evaluates it, and stops every process it started: also when one of them fails
+(with a message naming it and the tail of its log) or on Ctrl-C. A fresh
+random token protects the servers during the run; it is passed through the
+environment, never on a command line.
 
 The processes are forked from this one after it has loaded the numba kernels
 (see :mod:`ftrl_ps.cluster.launch`), so they start in milliseconds; set
-``FTRL_PS_LAUNCH=exec`` to start each as a fresh ``python -m ftrl_ps``
-instead (the fallback where there is no ``os.fork``).
+``FTRL_PS_LAUNCH=exec`` to start each as a fresh interpreter instead (the
+fallback where there is no ``os.fork``).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import secrets
 import shutil
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,19 +29,55 @@ from typing import Any
 
 import numpy as np
 
-from ftrl_ps.cli import _common as c
-from ftrl_ps.errors import ConfigError, FTRLPSError, ServerError
 from ftrl_ps.cluster.launch import ChildHandle, Launcher, preload, stop_all
+from ftrl_ps.cluster.spawn import log_tail, wait_ready
+from ftrl_ps.core.jsonfile import write_json
 from ftrl_ps.core.modelio import SavedModel, load_model, save_model
+from ftrl_ps.errors import ClusterError, ConfigError, FTRLPSError, ServerError
 from ftrl_ps.learn.progress import Progress
+from ftrl_ps.ps.auth import TOKEN_ENV
+from ftrl_ps.ps.worker_main import WorkerOptions, params_with_defaults
+from ftrl_ps.server.options import DEFAULT_BITS, ShardOptions
 from ftrl_ps.server.sockets import bind_socket, socket_url
+
+__all__ = ["LocalClusterOptions", "estimate_rows", "local_batch_size", "run_cluster"]
 
 START_TIMEOUT = 60.0
 STOP_GRACE = 5.0
 
 
-class ClusterError(FTRLPSError):
-    """A process of the local cluster failed."""
+@dataclass(frozen=True)
+class LocalClusterOptions:
+    """What ``ftrl-ps train --workers N`` is told; field names are the flags' names.
+
+    Model fields left None take the defaults (or, with ``resume``, the saved
+    model's values); ``batch_size`` None picks one (:func:`local_batch_size`).
+    """
+
+    train: str
+    workers: int
+    test: str | None = None
+    epochs: int = 1
+    model: str | None = None
+    metrics_json: str | None = None
+    quiet: bool = False
+    bits: int | None = None
+    alpha: float | None = None
+    beta: float | None = None
+    l1: float | None = None
+    l2: float | None = None
+    dtype: str | None = None
+    resume: str | None = None
+    skip_bad_lines: bool = False
+    chunk_mb: int = 4
+    servers: int = 1
+    staleness: int | None = 3
+    group_size: int | None = None
+    worker_timeout: float = 30.0
+    dense_fraction: float = 0.5
+    batch_size: int | None = None
+    fetch_step: int = 4
+    push_step: int = 4
 
 
 @dataclass
@@ -54,11 +88,7 @@ class Proc:
     url: str | None = None
 
     def tail(self, lines: int = 15) -> str:
-        try:
-            text = self.log.read_text(errors="replace").rstrip().splitlines()
-        except OSError:
-            return ""
-        return "\n".join("    " + ln for ln in text[-lines:])
+        return log_tail(self.log, lines)
 
 
 @dataclass
@@ -70,22 +100,24 @@ class Cluster:
     servers: list[Proc] = field(default_factory=list)
     workers: list[Proc] = field(default_factory=list)
 
-    def spawn(self, name: str, argv: list[str], **how: Any) -> Proc:
-        """Start ``ftrl-ps ARGV`` logging to ``LOGDIR/NAME.log`` (``how``: see Launcher.spawn)."""
+    def spawn(self, name: str, options: Any, **how: Any) -> Proc:
+        """Start a child for ``options`` logging to ``LOGDIR/NAME.log`` (see Launcher.spawn)."""
         log = self.logdir / f"{name.replace(' ', '-')}.log"
-        return Proc(name, self.launcher.spawn(argv, log, name=f"ftrl-{log.stem}", **how), log)
+        return Proc(name, self.launcher.spawn(options, log, name=f"ftrl-{log.stem}", **how), log)
 
-    def start_server(self, index: int, argv: list[str]) -> Proc:
+    def start_server(self, index: int, options: ShardOptions) -> Proc:
         """Start a shard on a socket bound here, so its URL is known at once.
 
         Connections made before the server is up wait in the socket's backlog,
         so workers can start at the same time as the servers.
         """
+        from dataclasses import replace
+
         sock = bind_socket("127.0.0.1", 0)
         try:
             proc = self.spawn(
                 f"server {index}",
-                [*argv, "--fd", str(sock.fileno())],
+                replace(options, fd=sock.fileno()),
                 stdout_pipe=True,
                 pass_fds=(sock.fileno(),),
             )
@@ -99,72 +131,31 @@ class Cluster:
         stop_all([p.popen for p in [*self.workers, *self.servers]], STOP_GRACE)
 
 
-def _read_listening_line(proc: Proc, timeout: float) -> str:
-    """The URL a server prints once it is serving (``listening on URL``)."""
-    found: list[str] = []
-
-    def read() -> None:
-        assert proc.popen.stdout is not None
-        for raw in proc.popen.stdout:
-            line = raw.decode(errors="replace").strip()
-            if line.startswith("listening on "):
-                found.append(line.split(" ", 2)[2])
-                return
-
-    t = threading.Thread(target=read, daemon=True)
-    t.start()
-    t.join(timeout)
-    if not found:
-        if not t.is_alive():  # its stdout closed: it is exiting, wait for the code
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.popen.wait(STOP_GRACE)
-        code = proc.popen.poll()
-        why = (
-            f"exited with code {code}" if code is not None
-            else f"not ready in {timeout:.0f} s" if t.is_alive()
-            else "closed its output before it was ready"
-        )
-        raise ClusterError(f"{proc.name} {why}; its log ({proc.log}):\n{proc.tail()}")
-    return found[0]
+def _shard_options(opts: LocalClusterOptions, bits: int, dtype: str, index: int) -> ShardOptions:
+    return ShardOptions(
+        bits=bits, dtype=dtype, shard_index=index, num_shards=opts.servers,
+        num_workers=opts.workers, worker_timeout=opts.worker_timeout,
+        staleness=opts.staleness, init_model=opts.resume,
+        **({"group_size": opts.group_size} if opts.group_size else {}),
+    )
 
 
-def _flags(values: dict[str, object]) -> list[str]:
-    """``{"bits": 18}`` -> ``["--bits", "18"]``."""
-    return [text for k, v in values.items() for text in (f"--{k}", str(v))]
-
-
-def _server_argv(args: argparse.Namespace, bits: int, dtype: str, index: int) -> list[str]:
-    staleness = "inf" if args.staleness is None else args.staleness
-    argv = ["server", *_flags({
-        "port": 0, "bits": bits, "dtype": dtype, "shard-index": index,
-        "num-shards": args.servers, "num-workers": args.workers,
-        "worker-timeout": args.worker_timeout, "staleness": staleness,
-    })]  # fmt: skip
-    if args.group_size:
-        argv += ["--group-size", str(args.group_size)]
-    if args.resume:
-        argv += ["--init-model", str(args.resume)]
-    return argv
-
-
-def _worker_argv(
-    args: argparse.Namespace,
+def _worker_options(
+    opts: LocalClusterOptions,
     urls: list[str],
     params: dict[str, float],
     bits: int,
     index: int,
     metrics: Path,
-) -> list[str]:
-    argv = ["worker", *_flags({
-        "server": ",".join(urls), "input": args.train, "worker-index": index,
-        "num-workers": args.workers, "epochs": args.epochs, "bits": bits,
-        "batch-size": local_batch_size(args), "fetch-step": args.fetch_step,
-        "push-step": args.push_step, "dense-fraction": args.dense_fraction,
-        "chunk-mb": args.chunk_mb, "metrics-json": metrics, **params,
-    }), "--quiet"]  # fmt: skip
-    if args.skip_bad_lines:
-        argv.append("--skip-bad-lines")
-    return argv
+) -> WorkerOptions:
+    return WorkerOptions(
+        server=",".join(urls), input=opts.train, worker_index=index,
+        num_workers=opts.workers, epochs=opts.epochs, bits=bits,
+        batch_size=local_batch_size(opts), fetch_step=opts.fetch_step,
+        push_step=opts.push_step, dense_fraction=opts.dense_fraction,
+        chunk_mb=opts.chunk_mb, metrics_json=str(metrics), quiet=True,
+        skip_bad_lines=opts.skip_bad_lines, **params,
+    )
 
 
 #: rounds (pull, train ``fetch_step`` steps, push) each worker should get at least
@@ -183,7 +174,7 @@ def estimate_rows(path: str, sample_bytes: int = 1 << 20) -> int:
     return max(1, int(size / (len(head) / lines)))
 
 
-def local_batch_size(args: argparse.Namespace) -> int:
+def local_batch_size(opts: LocalClusterOptions) -> int:
     """``--batch-size``, or by default one that gives each worker about 20 rounds.
 
     Between two syncs every worker trains ``batch_size x push_step`` rows from
@@ -192,10 +183,10 @@ def local_batch_size(args: argparse.Namespace) -> int:
     4 workers, one round each: test logloss 0.39 instead of 0.324). The
     default is ``rows per worker / (20 x fetch_step)``, kept in [50, 5000].
     """
-    if args.batch_size is not None:
-        return int(args.batch_size)
-    per_worker = estimate_rows(args.train) * args.epochs // max(args.workers, 1)
-    return min(MAX_BATCH, max(MIN_BATCH, per_worker // (TARGET_ROUNDS * args.fetch_step)))
+    if opts.batch_size is not None:
+        return int(opts.batch_size)
+    per_worker = estimate_rows(opts.train) * opts.epochs // max(opts.workers, 1)
+    return min(MAX_BATCH, max(MIN_BATCH, per_worker // (TARGET_ROUNDS * opts.fetch_step)))
 
 
 def _progress_line(client: Any) -> tuple[int, float, str]:
@@ -212,7 +203,7 @@ def _progress_line(client: Any) -> tuple[int, float, str]:
     return rows, loss, extra.strip()
 
 
-def run_cluster(args: argparse.Namespace) -> int:
+def run_cluster(args: LocalClusterOptions) -> int:
     """Run ``ftrl-ps train`` as a local cluster; see the module docstring."""
     if args.train == "-":
         raise ConfigError("--workers needs a training file, not stdin")
@@ -228,11 +219,12 @@ def run_cluster(args: argparse.Namespace) -> int:
         saved = load_model(args.resume)
         bits, dtype, params = saved.bits, saved.dtype, saved.params
     else:
-        bits = args.bits if args.bits is not None else c.DEFAULT_BITS
-        dtype, params = args.dtype or "float32", c.params_from(args)
+        bits = args.bits if args.bits is not None else DEFAULT_BITS
+        dtype = args.dtype or "float32"
+        params = params_with_defaults(alpha=args.alpha, beta=args.beta, l1=args.l1, l2=args.l2)
     started = time.perf_counter()
     logdir = Path(tempfile.mkdtemp(prefix="ftrl-ps-cluster-"))
-    env = dict(os.environ, FTRL_PS_TOKEN=secrets.token_hex(16), PYTHONUNBUFFERED="1")
+    env = dict(os.environ, **{TOKEN_ENV: secrets.token_hex(16)}, PYTHONUNBUFFERED="1")
     launcher = Launcher(env, warn=lambda why: print(f"ftrl-ps train: {why}", file=sys.stderr))
     cluster = Cluster(logdir, launcher)
     progress = Progress(f"cluster ({args.workers} workers)", enabled=not args.quiet)
@@ -243,7 +235,7 @@ def run_cluster(args: argparse.Namespace) -> int:
         # process loads the worker kernels once and forks the workers with them
         # (which start parsing their shares and wait for the servers).
         for i in range(args.servers):
-            cluster.start_server(i, _server_argv(args, bits, dtype, i))
+            cluster.start_server(i, _shard_options(args, bits, dtype, i))
         if launcher.method == "fork":
             preload()
         from ftrl_ps.ps.client import PSClient  # before forking: the workers use it too
@@ -253,13 +245,16 @@ def run_cluster(args: argparse.Namespace) -> int:
             print(f"servers: {', '.join(urls)}  (logs in {logdir})", file=sys.stderr)
         metrics = [logdir / f"worker-{i}.json" for i in range(args.workers)]
         for i in range(args.workers):
-            argv = _worker_argv(args, urls, params.as_dict(), bits, i, metrics[i])
-            cluster.workers.append(cluster.spawn(f"worker {i}", argv))
+            wopts = _worker_options(args, urls, params.as_dict(), bits, i, metrics[i])
+            cluster.workers.append(cluster.spawn(f"worker {i}", wopts))
         # no threads before this point (forking needs a single-threaded process)
         for p in cluster.servers:  # started meanwhile; a failure to start is reported here
-            _read_listening_line(p, START_TIMEOUT)
+            try:
+                wait_ready(p.popen, p.name, p.log, START_TIMEOUT)
+            except ServerError as exc:
+                raise ClusterError(str(exc)) from exc
         servers_ready = time.perf_counter() - started
-        with PSClient(urls, token=env["FTRL_PS_TOKEN"]) as client:
+        with PSClient(urls, token=env[TOKEN_ENV]) as client:
             _wait_for_workers(cluster, client, progress)
             progress.close()
             keys, n, z = client.dump_state()
@@ -285,7 +280,7 @@ def run_cluster(args: argparse.Namespace) -> int:
         results["cluster_seconds"] = time.perf_counter() - started
         results["servers_ready_seconds"] = servers_ready
         results["launch"] = {"method": launcher.method, "reason": launcher.reason}
-        c.write_json(args.metrics_json, results)
+        write_json(args.metrics_json, results)
         ok = True
         return 0
     finally:
@@ -334,7 +329,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def _finish(
-    args: argparse.Namespace,
+    args: LocalClusterOptions,
     saved: SavedModel,
     rows: int,
     loss_sum: float,

@@ -1,73 +1,114 @@
-"""Start shard servers as child processes (for launchers, tests and benchmarks).
+"""Start shard servers as child processes and wait until they serve.
 
-Each child runs ``python -m ftrl_ps server --port 0 ...``; the parent reads the
-single ``listening on URL`` line from its stdout, so the port is the real one.
-The child's stderr goes to a temporary file, quoted in the error if it fails.
+Built on the one launcher (:class:`ftrl_ps.cluster.launch.Launcher`): a
+child runs the ``server`` role with its :class:`ShardOptions` and prints
+``listening on URL`` once it accepts connections; :func:`wait_ready` reads
+that line, so the URL holds the real port. The local cluster, the tests and
+the benchmarks start servers this way.
 
->>> with spawn_server(["--bits", "12"]) as srv:        # doctest: +SKIP
+>>> with spawn_server(ShardOptions(bits=12)) as srv:      # doctest: +SKIP
 ...     print(srv.url)
 http://127.0.0.1:41233
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-import queue
+import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO
 
+from ftrl_ps.cluster.launch import ChildHandle, Launcher, stop_all
 from ftrl_ps.errors import ServerError
+from ftrl_ps.ps.auth import TOKEN_ENV
+from ftrl_ps.server.options import ShardOptions
+from ftrl_ps.server.run import READY_PREFIX
 
-__all__ = ["ServerProcess", "spawn_cluster", "spawn_server", "spawn_servers"]
+__all__ = [
+    "ServerProcess",
+    "log_tail",
+    "spawn_cluster",
+    "spawn_server",
+    "spawn_servers",
+    "wait_ready",
+]
 
-READY_PREFIX = "listening on "
+STOP_GRACE = 10.0
+
+
+def log_tail(log: Path, lines: int = 15) -> str:
+    """The last ``lines`` lines of a log file, indented (empty if unreadable)."""
+    try:
+        text = log.read_text(errors="replace").rstrip().splitlines()
+    except OSError:
+        return ""
+    return "\n".join("    " + ln for ln in text[-lines:])
+
+
+def wait_ready(handle: ChildHandle, name: str, log: Path, timeout: float) -> str:
+    """The URL a server child prints once serving (``listening on URL``).
+
+    Raises :class:`~ftrl_ps.errors.ServerError` naming the child, why it is
+    not ready (exited with code N, not ready in time) and its log's tail.
+    """
+    found: list[str] = []
+
+    def read() -> None:
+        assert handle.stdout is not None
+        for raw in handle.stdout:
+            line = raw.decode(errors="replace").strip()
+            if line.startswith(READY_PREFIX):
+                found.append(line[len(READY_PREFIX):])
+                return
+
+    t = threading.Thread(target=read, daemon=True, name=f"ready-{handle.pid}")
+    t.start()
+    t.join(timeout)
+    if not found:
+        if not t.is_alive():  # its stdout closed: it is exiting, wait for the code
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                handle.wait(5.0)
+        code = handle.poll()
+        why = (
+            f"exited with code {code}" if code is not None
+            else f"not ready in {timeout:.0f} s" if t.is_alive()
+            else "closed its output before it was ready"
+        )
+        raise ServerError(f"{name} {why}; its log ({log}):\n{log_tail(log)}")
+    return found[0]
 
 
 @dataclass
 class ServerProcess:
-    """A running shard server child process."""
+    """A running shard server child: its URL, process handle, options and log."""
 
     url: str
-    process: subprocess.Popen[str]
-    args: list[str]
-    stderr_path: Path
-    _stderr_file: IO[bytes] | None = field(default=None, repr=False)
+    handle: ChildHandle
+    options: ShardOptions
+    log: Path
 
     @property
     def pid(self) -> int:
-        return self.process.pid
+        return self.handle.pid
 
     def stderr_text(self, limit: int = 4000) -> str:
-        """The tail of the child's stderr."""
+        """The tail of the child's log (its stderr)."""
         try:
-            return self.stderr_path.read_text(errors="replace")[-limit:]
+            return self.log.read_text(errors="replace")[-limit:]
         except OSError:
             return ""
 
-    def stop(self, timeout: float = 10.0) -> int | None:
-        """SIGTERM, wait up to ``timeout`` s, then SIGKILL; returns the exit code."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout)
-        if self._stderr_file is not None:
-            self._stderr_file.close()
-            self._stderr_file = None
-        try:
-            self.stderr_path.unlink()
-        except OSError:
-            pass
-        return self.process.returncode
+    def stop(self, timeout: float = STOP_GRACE) -> int | None:
+        """SIGTERM, wait up to ``timeout`` s, then SIGKILL; the exit code."""
+        stop_all([self.handle], timeout)
+        shutil.rmtree(self.log.parent, ignore_errors=True)
+        return self.handle.returncode
 
     def __enter__(self) -> ServerProcess:
         return self
@@ -76,101 +117,67 @@ class ServerProcess:
         self.stop()
 
 
-def _start(args: Sequence[str], env: Mapping[str, str] | None) -> tuple[
-        subprocess.Popen[str], list[str], Path, IO[bytes], queue.Queue[str]]:
-    argv = [str(a) for a in args]
-    if "--port" not in argv:
-        argv = ["--port", "0", *argv]
-    cmd = [sys.executable, "-m", "ftrl_ps", "server", *argv]
-    fd, path = tempfile.mkstemp(prefix="ftrl-ps-server-", suffix=".stderr")
-    err = os.fdopen(fd, "wb")
-    child_env = dict(os.environ if env is None else env)
-    child_env.setdefault("PYTHONUNBUFFERED", "1")
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=child_env)
-    lines: queue.Queue[str] = queue.Queue()
-
-    def pump() -> None:  # keep reading so the child never blocks on a full pipe
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put(line)
-        lines.put("")
-
-    threading.Thread(target=pump, name=f"server-{proc.pid}-stdout", daemon=True).start()
-    return proc, argv, Path(path), err, lines
-
-
-def _await_ready(proc: subprocess.Popen[str], argv: list[str], path: Path, err: IO[bytes],
-                 lines: queue.Queue[str], deadline: float) -> ServerProcess:
-    server = ServerProcess("", proc, argv, path, err)
-    while True:
-        remaining = deadline - time.monotonic()
-        try:
-            line = lines.get(timeout=max(0.01, remaining))
-        except queue.Empty:
-            line = None
-        if line and line.startswith(READY_PREFIX):
-            server.url = line[len(READY_PREFIX):].strip()
-            return server
-        if line == "" or remaining <= 0:
-            why = "exited" if proc.poll() is not None else "did not report ready in time"
-            server.stop()
-            raise ServerError(
-                f"server {' '.join(argv)} {why} (code {proc.returncode}): "
-                f"{server.stderr_text() or '(no stderr)'}"
-            )
-
-
-def spawn_server(
-    args: Sequence[str] = (), *, env: Mapping[str, str] | None = None, timeout: float = 60.0
-) -> ServerProcess:
-    """Start one shard server and wait for its ``listening on`` line.
-
-    ``args`` are ``ftrl-ps server`` flags (``--port 0`` is added unless given).
-    Raises :class:`~ftrl_ps.errors.ServerError` if it exits or is not ready
-    within ``timeout`` seconds.
-    """
-    return _await_ready(*_start(args, env), time.monotonic() + timeout)
-
-
 def spawn_servers(
-    arg_lists: Sequence[Sequence[str]],
+    options: Sequence[ShardOptions],
     *,
     env: Mapping[str, str] | None = None,
     timeout: float = 60.0,
 ) -> list[ServerProcess]:
-    """Start several servers in parallel, one per argument list; returns them
-    in order. If one fails, the others are stopped and the error is raised."""
-    started = [_start(args, env) for args in arg_lists]
-    deadline = time.monotonic() + timeout
+    """Start one server per options object, in parallel; returns them in order.
+
+    Children are exec'd fresh interpreters (the caller may run threads); an
+    options' token reaches its child as ``$FTRL_PS_TOKEN``. If
+    one fails to start, the others are stopped and
+    :class:`~ftrl_ps.errors.ServerError` is raised.
+    """
+    base_env = dict(os.environ if env is None else env)
+    base_env.setdefault("PYTHONUNBUFFERED", "1")
+    started: list[tuple[ChildHandle, ShardOptions, Path]] = []
     servers: list[ServerProcess] = []
     try:
-        for item in started:
-            servers.append(_await_ready(*item, deadline))
+        for opts in options:
+            child_env = dict(base_env)
+            if opts.token is not None:  # secrets go through the environment
+                child_env[TOKEN_ENV] = opts.token
+            launcher = Launcher(child_env, method="exec", reason="spawn_servers")
+            logdir = Path(tempfile.mkdtemp(prefix="ftrl-ps-server-"))
+            log = logdir / "server.log"
+            handle = launcher.spawn(replace(opts, token=None), log, stdout_pipe=True)
+            started.append((handle, opts, log))
+        deadline = time.monotonic() + timeout
+        for handle, opts, log in started:
+            name = f"server (shard {opts.shard_index})"
+            url = wait_ready(handle, name, log, max(0.1, deadline - time.monotonic()))
+            servers.append(ServerProcess(url, handle, opts, log))
     except BaseException:
-        for s in servers:
-            s.stop()
-        for proc, _argv, path, err, _lines in started[len(servers):]:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            err.close()
-            path.unlink(missing_ok=True)
+        stop_all([h for h, _, _ in started], 2.0)
+        for _, _, log in started:
+            shutil.rmtree(log.parent, ignore_errors=True)
         raise
     return servers
 
 
+def spawn_server(
+    options: ShardOptions | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 60.0,
+) -> ServerProcess:
+    """Start one shard server (default options: a fresh 127.0.0.1 port) and wait for it."""
+    return spawn_servers([options or ShardOptions()], env=env, timeout=timeout)[0]
+
+
 def spawn_cluster(
     num_shards: int,
-    args: Sequence[str] = (),
+    options: ShardOptions | None = None,
     *,
     env: Mapping[str, str] | None = None,
     timeout: float = 60.0,
 ) -> list[ServerProcess]:
-    """Start the ``num_shards`` shards of one cluster in parallel
-    (``--shard-index i --num-shards M`` added to ``args``), in shard order."""
+    """Start the ``num_shards`` shards of one cluster in parallel, in shard order."""
+    base = options or ShardOptions()
     return spawn_servers(
-        [[*args, "--shard-index", str(i), "--num-shards", str(num_shards)]
-         for i in range(num_shards)],
+        [replace(base, shard_index=i, num_shards=num_shards) for i in range(num_shards)],
         env=env,
         timeout=timeout,
     )

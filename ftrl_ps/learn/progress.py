@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import Any, TextIO
+
+__all__ = ["Progress", "human", "report_bad_lines"]
 
 
 def human(n: float) -> str:
@@ -84,3 +86,13 @@ class Progress:
     @property
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
+
+
+def report_bad_lines(count: int, examples: list[Any], stream: TextIO | None = None) -> None:
+    """Say on stderr how many malformed lines were skipped and show the first ten."""
+    if not count:
+        return
+    out = sys.stderr if stream is None else stream
+    print(f"skipped {count} malformed line(s); first ones:", file=out)
+    for ex in examples[:10]:
+        print(f"  {ex}", file=out)

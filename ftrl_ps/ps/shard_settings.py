@@ -8,17 +8,14 @@ does not show up in ``ps`` output.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ftrl_ps.errors import ConfigError
+from ftrl_ps.ps.auth import TOKEN_ENV, resolve_token
 from ftrl_ps.ps.layout import DEFAULT_GROUP_SIZE, Layout
 
 __all__ = ["TOKEN_ENV", "ServerSettings"]
-
-#: environment variable holding the bearer token (``--token`` wins over it)
-TOKEN_ENV = "FTRL_PS_TOKEN"
 
 
 @dataclass(frozen=True)
@@ -109,8 +106,7 @@ class ServerSettings:
     def from_env(cls, **values: Any) -> ServerSettings:
         """Settings from keyword values, taking the token from ``FTRL_PS_TOKEN``
         when none is given."""
-        if values.get("token") is None and os.environ.get(TOKEN_ENV):
-            values["token"] = os.environ[TOKEN_ENV]
+        values["token"] = resolve_token(values.get("token"))
         return cls(**values)
 
     def with_(self, **changes: Any) -> ServerSettings:

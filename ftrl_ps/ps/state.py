@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ftrl_ps.ps.clock import SSPClock
 from ftrl_ps.errors import ConfigError, ModelFormatError, ProtocolError
+from ftrl_ps.ps.clock import SSPClock
 from ftrl_ps.ps.dedup import PushDeduper
 from ftrl_ps.ps.shard_settings import ServerSettings
 from ftrl_ps.ps.store import ParameterStore
@@ -86,7 +86,7 @@ def load_initial_model(store: ParameterStore, path: str | Path) -> int:
     try:
         from ftrl_ps.core.modelio import load_model
     except ImportError as exc:  # pragma: no cover - modelio is part of the package
-        raise ConfigError("--init-model needs ftrl_ps.core.modelio, which is not available") from exc
+        raise ConfigError("--init-model needs ftrl_ps.core.modelio (not available)") from exc
     model = load_model(path)
     if int(model.bits) != store.layout.bits:
         raise ConfigError(

@@ -1,0 +1,60 @@
+"""``python -m ftrl_ps.cluster.child ROLE JSON``: one exec'd cluster process.
+
+The fallback of :class:`ftrl_ps.cluster.launch.Launcher` where it cannot fork:
+a fresh interpreter runs one role (see :mod:`ftrl_ps.cluster.roles`) with
+options given as JSON. Exit code 2 for bad options, 1 for an ftrl-ps error
+(its message on stderr, no traceback).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from ftrl_ps.errors import ConfigError, FTRLPSError
+
+__all__ = ["main", "run_role"]
+
+
+def run_role(options: Any) -> int:
+    """Run the role of ``options`` in this process, as a child does; the exit code."""
+    import ftrl_ps._kernels
+    from ftrl_ps.cluster.roles import role_of
+
+    ftrl_ps._kernels.SKIP_BLAS_PROBE = True  # see ftrl_ps._kernels._config
+    role = role_of(options)
+    try:
+        return role.run(options)
+    except ConfigError as exc:
+        print(f"ftrl-ps {role.name}: error: {exc}", file=sys.stderr)
+        return 2
+    except FTRLPSError as exc:
+        print(f"ftrl-ps {role.name}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the role named in ``argv`` with its JSON options; the exit code."""
+    from ftrl_ps.cluster.roles import options_from_json
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 2:
+        print("usage: python -m ftrl_ps.cluster.child ROLE OPTIONS_JSON", file=sys.stderr)
+        return 2
+    try:
+        options = options_from_json(args[0], args[1])
+    except ConfigError as exc:
+        print(f"ftrl-ps {args[0]}: error: {exc}", file=sys.stderr)
+        return 2
+    return run_role(options)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # no interpreter teardown (numba's takes ~0.4 s)

@@ -1,0 +1,120 @@
+"""Export the model held by running servers: wait for the workers, read every
+shard's state, write a model file, optionally evaluate it.
+
+``ftrl-ps export`` and ``python -m services.export`` build an
+:class:`ExportOptions` and call :func:`run_export`.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ftrl_ps.core.jsonfile import write_json
+from ftrl_ps.errors import ClockTimeoutError, ConfigError
+from ftrl_ps.ps.auth import resolve_token
+from ftrl_ps.ps.worker_main import params_with_defaults, parse_urls
+
+__all__ = ["ExportOptions", "run_export", "workers_done"]
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """Everything ``ftrl-ps export`` is told; field names are the flags' names."""
+
+    server: str
+    model: str
+    token: str | None = field(default=None, repr=False)
+    test: str | None = None
+    wait: bool = False
+    timeout: float = 86400.0
+    metrics_json: str | None = None
+    quiet: bool = False
+    bits: int | None = None
+    alpha: float | None = None
+    beta: float | None = None
+    l1: float | None = None
+    l2: float | None = None
+    dtype: str | None = None
+    skip_bad_lines: bool = False
+    chunk_mb: int = 4
+
+
+def workers_done(snapshot: dict[str, Any]) -> bool:
+    """True when shard 0's clock shows no live and no missing worker.
+
+    >>> workers_done({"workers": [{"state": "finished"}], "missing_indices": []})
+    True
+    >>> workers_done({"workers": [{"state": "live"}]}), workers_done({"workers": []})
+    (False, False)
+    """
+    workers = snapshot.get("workers", [])
+    live = [w for w in workers if w.get("state") == "live"]
+    return bool(workers) and not live and not snapshot.get("missing_indices")
+
+
+def run_export(options: ExportOptions) -> dict[str, Any]:
+    """Save the servers' model (after the workers, with ``wait``); the results."""
+    import os
+
+    from ftrl_ps.core.modelio import SavedModel, save_model
+    from ftrl_ps.learn.training import evaluate
+    from ftrl_ps.ps.client import PSClient
+
+    if options.test and not os.path.exists(options.test):
+        raise ConfigError(f"test file not found: {options.test}")
+    urls = parse_urls(options.server)
+    with PSClient(urls, token=resolve_token(options.token)) as client:
+        layout = client.layout
+        if options.wait:
+            _wait_for_workers(client, options)
+        keys, n, z = client.dump_state()
+        snap = client.status().get("clock") or {}
+    dtype = options.dtype or "float32"
+    saved = SavedModel(
+        bits=layout.bits,
+        params=params_with_defaults(
+            alpha=options.alpha, beta=options.beta, l1=options.l1, l2=options.l2
+        ),
+        dtype=dtype,
+        keys=np.asarray(keys),
+        n=np.asarray(n, dtype=dtype),
+        z=np.asarray(z, dtype=dtype),
+    )
+    workers = snap.get("workers", [])
+    rows = int(sum(w.get("stats", {}).get("rows", 0) for w in workers))
+    dead = [w["index"] for w in workers if w.get("state") == "dead"]
+    path = save_model(options.model, saved, rows=rows, servers=len(urls), dead_workers=dead)
+    print(f"model saved to {path} ({saved.keys.size:,} keys with state, {rows:,} rows trained)")
+    if dead:
+        print(f"warning: worker(s) {dead} were marked dead during the run", file=sys.stderr)
+    results: dict[str, Any] = {"rows": rows, "dead_workers": dead, "keys": int(saved.keys.size)}
+    if options.test:
+        ev = evaluate(saved.to_ftrl(), options.test, chunk_bytes=options.chunk_mb << 20)
+        print(
+            f"test {options.test}: logloss {ev['logloss']:.5f}  AUC {ev['auc']:.5f}  "
+            f"rows {ev['rows']:,}"
+        )
+        results.update({f"test_{k}": v for k, v in ev.items()})
+    write_json(options.metrics_json, results)
+    return results
+
+
+def _wait_for_workers(client: Any, options: ExportOptions) -> None:
+    deadline = time.monotonic() + options.timeout
+    last = 0.0
+    while True:
+        snap = client.status().get("clock") or {}
+        if workers_done(snap):
+            return
+        if time.monotonic() > deadline:
+            raise ClockTimeoutError(f"workers still running after {options.timeout:g} s")
+        if not options.quiet and time.monotonic() - last > 10:
+            last = time.monotonic()
+            states = [f"{w['index']}:{w['state']}@{w['clock']}" for w in snap.get("workers", [])]
+            print(f"export: waiting for workers {' '.join(states)}", file=sys.stderr)
+        time.sleep(0.5)

@@ -1,0 +1,152 @@
+"""One worker process from typed options: connect, register, train its share, report.
+
+``ftrl-ps worker``, ``python -m services.worker`` and the local cluster all
+build a :class:`WorkerOptions` and call :func:`run_worker`. The training loop
+itself is :class:`ftrl_ps.ps.worker.Worker`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from ftrl_ps.core.jsonfile import write_json
+from ftrl_ps.core.params import FTRLParams
+from ftrl_ps.errors import ConfigError
+from ftrl_ps.learn.progress import report_bad_lines
+from ftrl_ps.ps.auth import resolve_token
+
+__all__ = ["WorkerOptions", "parse_urls", "params_with_defaults", "run_worker"]
+
+
+def parse_urls(text: str) -> list[str]:
+    """Shard URLs from ``URL[,URL...]`` in shard order.
+
+    >>> parse_urls(" http://a:1, http://b:2 ,")
+    ['http://a:1', 'http://b:2']
+    """
+    urls = [u.strip() for u in text.split(",") if u.strip()]
+    if not urls:
+        raise ConfigError("no server URL given")
+    return urls
+
+
+def params_with_defaults(**given: float | None) -> FTRLParams:
+    """:class:`FTRLParams` from the values given (None = the default)."""
+    defaults = FTRLParams().as_dict()
+    return FTRLParams(**{**defaults, **{k: v for k, v in given.items() if v is not None}})
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """Everything ``ftrl-ps worker`` is told; field names are the flags' names.
+
+    ``worker_index`` None means ``auto`` (the servers assign the lowest free
+    index); ``batch_size`` None means 500; ``bits`` None means the servers'.
+    """
+
+    server: str
+    input: str
+    num_workers: int
+    worker_index: int | None = None
+    token: str | None = field(default=None, repr=False)
+    epochs: int = 1
+    metrics_json: str | None = None
+    quiet: bool = False
+    dense_fraction: float = 0.5
+    batch_size: int | None = None
+    fetch_step: int = 4
+    push_step: int = 4
+    bits: int | None = None
+    alpha: float | None = None
+    beta: float | None = None
+    l1: float | None = None
+    l2: float | None = None
+    dtype: str | None = None
+    skip_bad_lines: bool = False
+    chunk_mb: int = 4
+
+    def check(self) -> None:
+        """Raise :class:`ConfigError` for options that cannot work."""
+        if self.input == "-":
+            raise ConfigError("a worker needs a file it can split into byte ranges, not stdin")
+        if not os.path.exists(self.input):
+            raise ConfigError(f"input file not found: {self.input}")
+        if self.num_workers < 1:
+            raise ConfigError(f"num_workers must be >= 1, got {self.num_workers}")
+        if self.worker_index is not None and not 0 <= self.worker_index < self.num_workers:
+            raise ConfigError(
+                f"--worker-index {self.worker_index} must be in [0, {self.num_workers})"
+            )
+
+
+def run_worker(options: WorkerOptions) -> dict[str, Any]:
+    """Train this worker's share against the servers; its report (also written to
+    ``metrics_json``)."""
+    from ftrl_ps.ps.client import PSClient
+    from ftrl_ps.ps.layout import Layout
+    from ftrl_ps.ps.worker import Worker, WorkerConfig, read_share, share_of
+
+    options.check()
+    urls = parse_urls(options.server)
+    cfg = WorkerConfig(
+        batch_size=options.batch_size if options.batch_size is not None
+        else WorkerConfig.batch_size,
+        fetch_step=options.fetch_step,
+        push_step=options.push_step,
+        epochs=options.epochs,
+        chunk_bytes=options.chunk_mb << 20,
+        skip_bad_lines=options.skip_bad_lines,
+        num_workers=options.num_workers,
+        dense_fraction=options.dense_fraction,
+    )
+    params = params_with_defaults(
+        alpha=options.alpha, beta=options.beta, l1=options.l1, l2=options.l2
+    )
+    index_wanted = options.worker_index
+    started = None
+    if index_wanted is not None and options.bits is not None:
+        # parse the first chunks while the servers start up / answer
+        started = read_share(options.input, share_of(options.input, index_wanted,
+                                                     options.num_workers), options.bits, cfg)
+    with PSClient(urls, token=resolve_token(options.token)) as client:
+        server_layout = client.layout
+        layout = Layout(
+            bits=options.bits if options.bits is not None else server_layout.bits,
+            group_size=server_layout.group_size,
+            num_shards=len(urls),
+        )
+        client.register(index_wanted, options.num_workers, layout)
+        index = client.worker_index if client.worker_index is not None else index_wanted
+        assert index is not None
+        client.start_heartbeat()
+        byte_range = share_of(options.input, index, options.num_workers)
+        if index != index_wanted:
+            started = None  # not the share begun above (dropping it stops its thread)
+        worker = Worker(client, layout.bits, params, cfg)
+        report = worker.run(options.input, byte_range, started=started)
+        client.finish()
+    report_bad_lines(report.bad_lines, report.bad_examples)
+    if not options.quiet:
+        print(
+            f"worker {index}/{options.num_workers}: {report.rows:,} rows in "
+            f"{report.seconds:.2f} s, progressive logloss {report.progressive_logloss:.5f}, "
+            f"{report.pushes} pushes ({report.keys_pushed:,} keys), "
+            f"{report.pulls} pulls ({report.keys_pulled:,} keys)",
+            file=sys.stderr,
+        )
+    result = {
+        "worker_index": index,
+        "rows": report.rows,
+        "loss_sum": report.loss_sum,
+        "seconds": report.seconds,
+        "pushes": report.pushes,
+        "pulls": report.pulls,
+        "keys_pushed": report.keys_pushed,
+        "keys_pulled": report.keys_pulled,
+        "bad_lines": report.bad_lines,
+    }
+    write_json(options.metrics_json, result)
+    return result
