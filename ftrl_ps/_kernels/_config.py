@@ -15,6 +15,8 @@ import numba
 
 import ftrl_ps._kernels as _kernels
 
+__all__ = ["JIT_FLAGS", "njit", "skip_blas_probe"]
+
 JIT_FLAGS: dict[str, bool] = {"nogil": True, "cache": True, "fastmath": False}
 
 

@@ -13,6 +13,8 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+__all__ = ["prefetch"]
+
 
 @intrinsic
 def prefetch(typingctx, arr, index):  # type: ignore[no-untyped-def]

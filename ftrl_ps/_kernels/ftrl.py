@@ -22,6 +22,16 @@ import numpy as np
 from ftrl_ps._kernels._config import njit
 from ftrl_ps._kernels._intrinsics import prefetch
 
+__all__ = [
+    "EPS",
+    "MAX_MARGIN",
+    "PREFETCH_ROWS",
+    "logloss_sum",
+    "predict_rows",
+    "train_rows",
+    "weights",
+]
+
 #: probabilities are clipped to [EPS, 1 - EPS] before taking the log loss
 EPS = 1e-15
 #: the margin is clipped to [-MAX_MARGIN, MAX_MARGIN] before the sigmoid

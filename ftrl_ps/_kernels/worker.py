@@ -18,6 +18,8 @@ import numpy as np
 from ftrl_ps._kernels._config import njit
 from ftrl_ps._kernels._intrinsics import prefetch
 
+__all__ = ["PREFETCH_AHEAD", "first_seen", "renumber"]
+
 #: entries ahead whose tags :func:`first_seen` prefetches
 PREFETCH_AHEAD = 16
 

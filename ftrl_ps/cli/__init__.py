@@ -22,6 +22,8 @@ from types import ModuleType
 
 from ftrl_ps.errors import ConfigError, FTRLPSError
 
+__all__ = ["COMMANDS", "build_parser", "console_main", "main"]
+
 #: sub-command modules, in the order ``--help`` lists them
 COMMANDS: tuple[str, ...] = (
     "train",

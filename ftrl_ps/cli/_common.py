@@ -18,6 +18,22 @@ from ftrl_ps.errors import ConfigError
 from ftrl_ps.ps.auth import TOKEN_ENV
 from ftrl_ps.server.options import DEFAULT_BITS
 
+__all__ = [
+    "PARAM_DEFAULTS",
+    "add_input_arguments",
+    "add_model_arguments",
+    "add_server_arguments",
+    "bits_arg",
+    "check_input",
+    "finite_float",
+    "non_negative_int",
+    "options_from",
+    "params_from",
+    "positive_float",
+    "positive_int",
+    "staleness_arg",
+]
+
 T = TypeVar("T")
 PARAM_DEFAULTS = FTRLParams()
 

@@ -7,6 +7,8 @@ import argparse
 from ftrl_ps.cli import _common as c
 from ftrl_ps.core.jsonfile import write_json
 
+__all__ = ["DESCRIPTION", "HELP", "NAME", "add_arguments", "run"]
+
 NAME = "eval"
 HELP = "evaluate a saved model on a libsvm file (log loss, AUC)"
 DESCRIPTION = """\

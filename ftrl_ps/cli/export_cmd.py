@@ -6,6 +6,8 @@ import argparse
 
 from ftrl_ps.cli import _common as c
 
+__all__ = ["DESCRIPTION", "HELP", "NAME", "add_arguments", "run"]
+
 NAME = "export"
 HELP = "save the model held by running parameter servers (optionally after the workers end)"
 DESCRIPTION = """\

@@ -6,6 +6,8 @@ import argparse
 
 from ftrl_ps.cli._common import options_from
 
+__all__ = ["DESCRIPTION", "HELP", "NAME", "add_arguments", "run"]
+
 NAME = "gen"
 HELP = "generate a synthetic Criteo-like CTR data set with a known true model"
 DESCRIPTION = """\

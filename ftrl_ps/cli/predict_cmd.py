@@ -7,6 +7,8 @@ import sys
 
 from ftrl_ps.cli import _common as c
 
+__all__ = ["DESCRIPTION", "HELP", "NAME", "add_arguments", "run"]
+
 NAME = "predict"
 HELP = "write P(click) for every row of a libsvm file, one per line"
 DESCRIPTION = """\

@@ -8,6 +8,8 @@ from ftrl_ps.cli import _common as c
 from ftrl_ps.ps.auth import TOKEN_ENV
 from ftrl_ps.ps.layout import DEFAULT_GROUP_SIZE
 
+__all__ = ["DESCRIPTION", "HELP", "NAME", "add_arguments", "run"]
+
 NAME = "server"
 HELP = "run one parameter-server shard (HTTP, one process per shard)"
 DESCRIPTION = """\

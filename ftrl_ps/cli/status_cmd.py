@@ -10,6 +10,8 @@ from typing import Any
 from ftrl_ps.cli import _common as c
 from ftrl_ps.ps.auth import resolve_token
 
+__all__ = ["DESCRIPTION", "HELP", "NAME", "add_arguments", "run", "summary"]
+
 NAME = "status"
 HELP = "show the status of every server shard (layout, workers and clocks, counters)"
 DESCRIPTION = """\

@@ -12,6 +12,16 @@ from ftrl_ps.core.jsonfile import write_json
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.progress import Progress, report_bad_lines
 
+__all__ = [
+    "DESCRIPTION",
+    "HELP",
+    "NAME",
+    "add_arguments",
+    "add_local_cluster_arguments",
+    "build_model",
+    "run",
+]
+
 if TYPE_CHECKING:
     from ftrl_ps.core.ftrl import FTRL
 

@@ -6,6 +6,8 @@ import argparse
 
 from ftrl_ps.cli import _common as c
 
+__all__ = ["DESCRIPTION", "HELP", "NAME", "add_arguments", "add_cluster_arguments", "run"]
+
 NAME = "worker"
 HELP = "train on one share of a libsvm file against parameter-server shards"
 DESCRIPTION = """\

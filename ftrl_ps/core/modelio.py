@@ -38,8 +38,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ftrl_ps import __version__
-from ftrl_ps.errors import ModelFormatError
 from ftrl_ps.core.params import DTYPES, FTRLParams, check_bits, num_keys
+from ftrl_ps.errors import ModelFormatError
+
+__all__ = ["FORMAT_VERSION", "MAGIC", "SavedModel", "load_model", "save_model"]
 
 if TYPE_CHECKING:
     from ftrl_ps.core.ftrl import FTRL

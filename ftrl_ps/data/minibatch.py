@@ -1,6 +1,6 @@
 """Re-slice reader chunks into mini-batches of exactly ``batch_size`` rows.
 
-The reader yields one :class:`~ftrl_ps.data.libsvm.Batch` per chunk of bytes, so
+The reader yields one :class:`~ftrl_ps.data.batch.Batch` per chunk of bytes, so
 chunk sizes vary with line lengths. Workers count steps in mini-batches, so
 they need a fixed row count per step: every mini-batch has ``batch_size`` rows
 except the last one of the stream.
@@ -12,6 +12,8 @@ from collections.abc import Iterable, Iterator
 
 from ftrl_ps.data.batch import Batch
 from ftrl_ps.errors import ConfigError
+
+__all__ = ["minibatches", "slice_rows"]
 
 
 def slice_rows(batch: Batch, start: int, stop: int) -> Batch:

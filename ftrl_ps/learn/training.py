@@ -13,12 +13,14 @@ from typing import Any, BinaryIO, TextIO
 
 import numpy as np
 
-from ftrl_ps.errors import ConfigError
 from ftrl_ps.core.ftrl import FTRL
-from ftrl_ps.data.libsvm import LibsvmReader
 from ftrl_ps.core.metrics import Evaluation
+from ftrl_ps.data.libsvm import LibsvmReader
 from ftrl_ps.data.prefetch import prefetch
+from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.progress import Progress
+
+__all__ = ["DEFAULT_CHUNK_BYTES", "PARSE_THREADS", "TrainReport", "evaluate", "predict", "train"]
 
 Source = str | os.PathLike[str] | BinaryIO
 DEFAULT_CHUNK_BYTES = 4 << 20
