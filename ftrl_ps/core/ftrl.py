@@ -165,6 +165,19 @@ class FTRL:
         _k.predict_rows(self._flat, indptr, indices, values, self.bias_key, *self._hp(), out)
         return out
 
+    def margin_rows(
+        self, indptr: npt.ArrayLike, indices: npt.ArrayLike, values: npt.ArrayLike
+    ) -> np.ndarray:
+        """The margin ``w . x + bias`` of every CSR row (float64; ``predict_rows``
+        is its sigmoid, with the margin clipped to +-35)."""
+        indptr, indices, values = check_rows(indptr, indices, values, self.num_slots)
+        return self._margins(indptr, indices, values)
+
+    def _margins(self, indptr: np.ndarray, indices: np.ndarray, values: np.ndarray) -> np.ndarray:
+        out = np.empty(indptr.size - 1, dtype=np.float64)
+        _k.margin_rows(self._flat, indptr, indices, values, self.bias_key, *self._hp(), out)
+        return out
+
     def weights(self) -> np.ndarray:
         """The dense weight vector (float64), bias last."""
         out = np.empty(self.state.shape[0], dtype=np.float64)

@@ -1,0 +1,251 @@
+"""Python inputs to CSR rows of slots, exactly as the libsvm reader makes them.
+
+What the estimator (:mod:`ftrl_ps.learn.estimator`) and the online API
+(:mod:`ftrl_ps.learn.online`) accept, turned into the :class:`Batch` rows the
+kernels train on. The rules are those of a libsvm line read by ``ftrl-ps
+train`` (:mod:`ftrl_ps.data.libsvm`, :mod:`ftrl_ps.data.hashing`), so the same
+examples give the same model:
+
+* **Columns** of a matrix (dense or scipy.sparse) are the features named
+  ``"0"``, ``"1"``, ...: column ``j < 2**bits`` is slot ``j``, a later column
+  is hashed (``mix64(j) & (2**bits - 1)``), as the reader treats index ``j``.
+* **Dicts** map feature names to values. A ``str`` name is hashed as the
+  reader hashes that token (``{"user=7": 1}`` is the token ``user=7``); an
+  ``int`` name ``i`` is the name ``str(i)``. A value is a number (``True`` is
+  1, ``False`` 0) or a string ``v``, which stands for the feature
+  ``"name=v"`` with value 1 (one-hot, as ``DictVectorizer`` spells it).
+* Zero values are dropped; features that land on the same slot in a row are
+  summed; non-finite values and values beyond float32 are errors.
+* **Labels** are two-valued: ``1``/``True`` is a click, ``0``/``-1``/``False``
+  is none (:func:`binary_labels`).
+
+>>> rows = rows_from_dicts([{"user": "7", "age": 31}, {"3": 2.0}], bits=20)
+>>> rows.indptr.tolist(), rows.indices[2:].tolist(), rows.values[2:].tolist()
+([0, 2, 3], [3], [2.0])
+>>> first = dict(zip(rows.indices[:2].tolist(), rows.values[:2].tolist()))
+>>> first == {slot_of("user=7", 20): 1.0, slot_of("age", 20): 31.0}
+True
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ftrl_ps.data.batch import Batch
+from ftrl_ps.data.hashing import MIX_M1, MIX_M2, check_bits, slot_of, slots_of
+from ftrl_ps.errors import DataError
+
+__all__ = [
+    "NameCache",
+    "binary_labels",
+    "canonical_rows",
+    "column_slots",
+    "rows_from_csr",
+    "rows_from_dense",
+    "rows_from_dicts",
+]
+
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
+def column_slots(n_features: int, bits: int) -> np.ndarray:
+    """The slot of every column ``0 .. n_features - 1`` (int64), as the reader maps indices.
+
+    >>> column_slots(3, 4).tolist()
+    [0, 1, 2]
+    >>> int(column_slots(17, 4)[16]) == slot_of("16", 4)
+    True
+    """
+    bits = check_bits(bits)
+    mask = (1 << bits) - 1
+    cols = np.arange(n_features, dtype=np.uint64)
+    if n_features <= mask + 1:
+        return cols.astype(np.int64)
+    x = cols.copy()  # splitmix64's finalizer, wrapping uint64 arithmetic
+    x ^= x >> np.uint64(30)
+    x *= np.uint64(MIX_M1)
+    x ^= x >> np.uint64(27)
+    x *= np.uint64(MIX_M2)
+    x ^= x >> np.uint64(31)
+    out = np.where(cols <= np.uint64(mask), cols, x & np.uint64(mask))
+    return out.astype(np.int64)
+
+
+def _check_values(values: np.ndarray) -> None:
+    if values.size and not np.all(np.isfinite(values)):
+        raise DataError("feature values must be finite (no NaN or inf)")
+    if values.size and np.abs(values).max() > _F32_MAX:
+        raise DataError("feature values must be within float32 range")
+
+
+def canonical_rows(
+    labels: np.ndarray, row_of: np.ndarray, slots: np.ndarray, values: npt.ArrayLike,
+    rows: int, *, ordered: bool = False,
+) -> Batch:
+    """A :class:`Batch` from one ``(row, slot, value)`` triple per feature.
+
+    Within each row slots are sorted, repeats summed and zeros dropped.
+    ``ordered=True`` promises that ``row_of`` is non-decreasing and slots strictly
+    increase within each row (then nothing is sorted).
+    """
+    vals = np.asarray(values, dtype=np.float64)
+    _check_values(vals)
+    row_of = np.asarray(row_of, dtype=np.int64)
+    slots = np.asarray(slots, dtype=np.int64)
+    if not ordered and row_of.size > 1:
+        key = row_of * (np.int64(1) << 31) + slots
+        order = np.argsort(key, kind="stable")
+        key = key[order]
+        row_of, slots, vals = row_of[order], slots[order], vals[order]
+        first = np.empty(key.size, dtype=bool)
+        first[0] = True
+        np.not_equal(key[1:], key[:-1], out=first[1:])
+        if not first.all():
+            starts = np.flatnonzero(first)
+            vals = np.add.reduceat(vals, starts)
+            row_of, slots = row_of[starts], slots[starts]
+            _check_values(vals)
+    out = vals.astype(np.float32)
+    keep = out != 0
+    if not keep.all():
+        row_of, slots, out = row_of[keep], slots[keep], out[keep]
+    indptr = np.zeros(rows + 1, dtype=np.int64)
+    np.cumsum(np.bincount(row_of, minlength=rows), out=indptr[1:])
+    return Batch(np.ascontiguousarray(labels, dtype=np.float32), indptr,
+                 slots.astype(np.int32), np.ascontiguousarray(out))
+
+
+def binary_labels(y: npt.ArrayLike, rows: int) -> np.ndarray:
+    """0/1 float32 labels from ``1``/``True`` (click) and ``0``/``-1``/``False``.
+
+    >>> binary_labels([1, -1, 0, True], 4).tolist()
+    [1.0, 0.0, 0.0, 1.0]
+    """
+    arr = np.asarray(y)
+    if arr.ndim != 1 or arr.size != rows:
+        raise DataError(f"{arr.size} labels for {rows} rows")
+    try:
+        num = arr.astype(np.float64)
+    except (TypeError, ValueError):
+        raise DataError("labels must be numbers or booleans (1 = click, 0 or -1 = none)") from None
+    bad = ~np.isin(num, (-1.0, 0.0, 1.0))
+    if bad.any():
+        raise DataError(f"labels must be -1, 0 or 1 (or booleans), got {arr[bad][0]!r}")
+    return (num == 1.0).astype(np.float32)
+
+
+def rows_from_csr(
+    labels: np.ndarray, indptr: npt.ArrayLike, indices: npt.ArrayLike, data: npt.ArrayLike,
+    n_features: int, bits: int, *, canonical: bool = False,
+) -> Batch:
+    """Rows of a CSR matrix (columns are the features ``"0"``, ``"1"``, ...).
+
+    ``canonical=True`` promises indices sorted and unique within each row
+    (scipy's ``has_canonical_format``).
+    """
+    indptr = np.asarray(indptr, dtype=np.int64)
+    indices = np.asarray(indices)
+    rows = indptr.size - 1
+    if rows < 0 or (indptr.size and indptr[0] != 0) or indices.size != indptr[-1]:
+        raise DataError("malformed CSR matrix")
+    if indices.size and (indices.min() < 0 or indices.max() >= n_features):
+        raise DataError(f"column indices must be in [0, {n_features})")
+    cols = column_slots(n_features, bits)
+    identity = n_features <= (1 << check_bits(bits))
+    slots = indices.astype(np.int64) if identity else cols[indices]
+    row_of = np.repeat(np.arange(rows, dtype=np.int64), np.diff(indptr))
+    return canonical_rows(labels, row_of, slots, data, rows, ordered=canonical and identity)
+
+
+def rows_from_dense(labels: np.ndarray, x: npt.ArrayLike, bits: int) -> Batch:
+    """Rows of a 2-D array (zeros are absent features)."""
+    arr = np.asarray(x)
+    if arr.ndim != 2:
+        raise DataError(f"expected a 2-D array, got {arr.ndim} dimension(s)")
+    try:
+        arr = arr.astype(np.float64, copy=False)
+    except (TypeError, ValueError):
+        raise DataError("feature values must be numbers") from None
+    row_of, cols = np.nonzero(arr)
+    cs = column_slots(arr.shape[1], bits)
+    identity = arr.shape[1] <= (1 << check_bits(bits))
+    return canonical_rows(labels, row_of, cs[cols], arr[row_of, cols], arr.shape[0],
+                          ordered=identity)
+
+
+class NameCache:
+    """Feature name -> slot, remembered (the hash of a name costs ~1 us in Python).
+
+    Holds at most ``limit`` names; when full it starts over.
+    """
+
+    def __init__(self, bits: int, limit: int = 1 << 20) -> None:
+        self.bits = check_bits(bits)
+        self.limit = limit
+        self._slots: dict[str, int] = {}
+
+    def slot(self, name: str) -> int:
+        slot = self._slots.get(name)
+        if slot is None:
+            slot = slot_of(name, self.bits)
+            if len(self._slots) >= self.limit:
+                self._slots.clear()
+            self._slots[name] = slot
+        return slot
+
+    def slots(self, names: Sequence[str]) -> list[int]:
+        """Slots of many names; unknown ones are hashed together by the reader's kernel."""
+        missing = list(dict.fromkeys(n for n in names if n not in self._slots))
+        if len(missing) > 64:
+            if len(self._slots) + len(missing) > self.limit:
+                self._slots.clear()
+            self._slots.update(zip(missing, slots_of(missing, self.bits).tolist(), strict=True))
+        return [self.slot(n) for n in names]
+
+
+def _name_value(name: Any, value: Any) -> tuple[str, float]:
+    if isinstance(name, bool) or not isinstance(name, str | int | np.integer):
+        raise DataError(f"feature names must be str or int, got {name!r}")
+    key = name if isinstance(name, str) else str(int(name))
+    if isinstance(value, str):
+        return f"{key}={value}", 1.0
+    if isinstance(value, bool | np.bool_):
+        return key, float(value)
+    if isinstance(value, int | float | np.integer | np.floating):
+        v = float(value)
+        if not math.isfinite(v) or abs(v) > _F32_MAX:
+            raise DataError(f"feature {key!r}: value {value!r} is not a finite float32")
+        return key, v
+    raise DataError(f"feature {key!r}: value must be a number, bool or str, got {value!r}")
+
+
+def rows_from_dicts(
+    rows: Iterable[Mapping[Any, Any]], bits: int, labels: npt.ArrayLike | None = None,
+    cache: NameCache | None = None,
+) -> Batch:
+    """Rows of dicts ``{name: value}`` (see the module docstring for the rules)."""
+    names: list[str] = []
+    values: list[float] = []
+    counts: list[int] = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, Mapping):
+            raise DataError(f"row {i}: expected a dict of features, got {type(row).__name__}")
+        before = len(names)
+        for name, value in row.items():
+            key, v = _name_value(name, value)
+            names.append(key)
+            values.append(v)
+        counts.append(len(names) - before)
+    if any(not n for n in names):
+        raise DataError("empty feature name")
+    cache = cache if cache is not None and cache.bits == check_bits(bits) else NameCache(bits)
+    slots = np.asarray(cache.slots(names), dtype=np.int64)
+    n = len(counts)
+    row_of = np.repeat(np.arange(n, dtype=np.int64), counts)
+    lab = np.zeros(n, np.float32) if labels is None else np.asarray(labels, np.float32)
+    return canonical_rows(lab, row_of, slots, np.asarray(values, dtype=np.float64), n)
