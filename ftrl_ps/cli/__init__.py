@@ -27,6 +27,7 @@ __all__ = ["COMMANDS", "build_parser", "console_main", "main"]
 #: sub-command modules, in the order ``--help`` lists them
 COMMANDS: tuple[str, ...] = (
     "train",
+    "tune",
     "eval",
     "predict",
     "gen",
