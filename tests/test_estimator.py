@@ -24,7 +24,9 @@ from tests.conftest import run_cli  # noqa: E402
 
 
 @pytest.mark.parametrize(
-    "params", [{}, {"bits": 3, "epochs": 3, "l1": 0.0, "dtype": "float64"}], ids=["defaults", "hashed"]
+    "params",
+    [{}, {"bits": 3, "epochs": 3, "l1": 0.0, "dtype": "float64"}],
+    ids=["defaults", "hashed"],
 )
 def test_passes_scikit_learns_estimator_checks(params: dict) -> None:
     assert len(EXPECTED_FAILED_CHECKS) <= 3

@@ -64,6 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="share of TRAIN's rows held back for scoring (default 0.2)")
     g.add_argument("--validation", choices=("every", "tail"), default="every",
                    help="hold back every k-th row (default) or the last rows (time order)")
+    g.add_argument("--threads", type=c.positive_int, default=1,
+                   help="train the settings in this many groups side by side (default 1; "
+                   "the same result; on a 2-vCPU machine 2 threads were slower)")
     m = parser.add_argument_group("model")
     m.add_argument("--bits", type=c.bits_arg, default=None,
                    help=f"feature space of 2**BITS slots plus a bias (default {c.DEFAULT_BITS})")

@@ -43,16 +43,17 @@ is ~21 ns):
 =====================================  =============================
 one default ``ftrl-ps train`` run      ``START + DEFAULT_PASS * F``
 parsing TRAIN once (into memory)       ``PARSE * F``
-one pass of K models over rows         ``(1.2 + K / 12) * F``
-scoring K models on rows               ``(0.8 + K / 24) * F``
+one pass of K models over rows         ``(1.4 + K / 10) * F``
+scoring K models on rows               ``(0.9 + K / 20) * F``
 training the final model, one pass     ``F``
 =====================================  =============================
 
 with ``START`` = 2e7 (process start-up, ~0.45 s), ``DEFAULT_PASS`` = 2.2
 (parsing and training overlap on two threads) and ``PARSE`` = 1.5. The K-model
-figures are a little above those measured for float32 state (1M generated rows,
+figures are those measured for float32 state, rounded up (1M generated rows,
 37.7M features, CPU time per feature: 14, 30, 37, 46, 65, 113 ns for K = 1, 4,
-8, 16, 32, 64 against 20 ns for one pass of ``ftrl-ps train``'s kernel).
+8, 16, 32, 64 against 20 ns for one pass of ``ftrl-ps train``'s kernel; a whole
+search of 45 settings cost 23 ns per unit).
 :func:`plan` reserves the final model's training (``max passes * F``) and
 picks the most passes (up to ``max_epochs``) that still let at least
 :data:`MIN_CANDIDATES` start, then as many candidates as fit (at most
@@ -117,11 +118,11 @@ def default_run_cost(features: int) -> float:
 
 
 def train_cost(features: int, models: int) -> float:
-    return features * (1.2 + models / 12.0)
+    return features * (1.4 + models / 10.0)
 
 
 def score_cost(features: int, models: int) -> float:
-    return features * (0.8 + models / 24.0)
+    return features * (0.9 + models / 20.0)
 
 
 def halton(index: int, base: int) -> float:
@@ -211,7 +212,7 @@ def plan(budget: float, max_epochs: int, features: int, train_features: int,
     >>> p.rungs, p.candidates
     ((1, 2, 4, 8, 16), 64)
     >>> plan(10, 16, features=10**8, train_features=8 * 10**7, held_features=2 * 10**7)
-    Plan(candidates=30, rungs=(1, 2, 4, 8))
+    Plan(candidates=18, rungs=(1, 2, 4, 8))
     """
     if budget <= 0 or max_epochs < 1:
         raise ConfigError("plan needs budget > 0 and max_epochs >= 1")

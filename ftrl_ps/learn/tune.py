@@ -47,6 +47,7 @@ class TuneOptions:
     chunk_mb: int = 4
     metrics_json: str | None = None
     quiet: bool = False
+    threads: int = 1
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,7 @@ def run_tune(opts: TuneOptions) -> int:
                   f"({time.perf_counter() - started:.1f} s)", file=sys.stderr, flush=True)
 
     result = search.successive_halving(rows, slots.size + 1, train, held, settings, schedule,
-                                       dtype="float32", threads=os.cpu_count() or 1,
+                                       dtype="float32", threads=opts.threads,
                                        on_pass=on_pass)
     searched = time.perf_counter()
     best = result.best
