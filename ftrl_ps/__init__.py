@@ -6,6 +6,9 @@ The public face of the library; everything else is an implementation detail.
 >>> model = ftrl_ps.FTRL(bits=10, params=ftrl_ps.FTRLParams(alpha=0.1, l1=1.0))
 >>> model.num_slots
 1024
+
+From Python, a scikit-learn estimator (``FTRLClassifier``) and a river-style
+online model (``OnlineFTRL``) wrap the same model; see the README's "From Python".
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ from ftrl_ps.core.params import FTRLParams  # noqa: E402
 #: and the command line / cluster launcher must be able to start without it
 _LAZY = {
     "FTRL": "ftrl_ps.core.ftrl",
+    # needs scikit-learn (the "sklearn" extra); imported only when asked for
+    "FTRLClassifier": "ftrl_ps.learn.estimator",
+    "OnlineFTRL": "ftrl_ps.learn.online",
     "Batch": "ftrl_ps.data.batch",
     "LibsvmReader": "ftrl_ps.data.libsvm",
     "read_all": "ftrl_ps.data.libsvm",
@@ -56,7 +62,15 @@ def __getattr__(name: str) -> object:
         raise AttributeError(f"module 'ftrl_ps' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(module), name)
+    try:
+        imported = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name in ("sklearn", "scipy"):
+            raise ImportError(
+                f"ftrl_ps.{name} needs scikit-learn: pip install 'ftrl-ps[sklearn]'"
+            ) from exc
+        raise
+    value = getattr(imported, name)
     globals()[name] = value
     return value
 
@@ -72,11 +86,13 @@ __all__ = [
     "ConfigError",
     "DataError",
     "FTRL",
+    "FTRLClassifier",
     "FTRLPSError",
     "FTRLParams",
     "LayoutMismatchError",
     "LibsvmReader",
     "ModelFormatError",
+    "OnlineFTRL",
     "ParseError",
     "PayloadTooLargeError",
     "ProtocolError",
