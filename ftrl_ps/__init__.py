@@ -12,9 +12,11 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from ftrl_ps.core.params import FTRLParams  # noqa: E402
 from ftrl_ps.errors import (  # noqa: E402
     AuthError,
     ClockTimeoutError,
+    ClusterError,
     ConfigError,
     DataError,
     FTRLPSError,
@@ -28,7 +30,6 @@ from ftrl_ps.errors import (  # noqa: E402
     UnknownWorkerError,
     WorkerStateError,
 )
-from ftrl_ps.core.params import FTRLParams  # noqa: E402
 
 #: names loaded on first use: they need numba, which takes ~0.4 s to import,
 #: and the command line / cluster launcher must be able to start without it
@@ -69,6 +70,7 @@ __all__ = [
     "AuthError",
     "Batch",
     "ClockTimeoutError",
+    "ClusterError",
     "ConfigError",
     "DataError",
     "FTRL",

@@ -47,75 +47,16 @@ from typing import Any
 
 import numpy as np
 
-from ftrl_ps.errors import ConfigError, ProtocolError
+from ftrl_ps.errors import ConfigError
 from ftrl_ps.ps.layout import Layout
+from ftrl_ps.ps.validate import check_keys, check_values
 
-__all__ = ["ParameterStore", "check_keys", "check_values"]
+__all__ = ["ParameterStore"]
 
 _DTYPES = {"float32": np.float32, "float64": np.float64}
 
 #: most parameter groups whose locks one indexing call holds (see ``_locked_runs``)
 GROUPS_PER_CALL = 32
-
-
-def check_keys(
-    keys: Any, begin: int, end: int, *, name: str = "keys", where: str = "this shard's range"
-) -> np.ndarray:
-    """Validate a key array and return it as a 1-D integer ndarray.
-
-    Keys must be integers, one-dimensional, sorted strictly increasing and
-    inside ``[begin, end)``.
-
-    Raises
-    ------
-    ProtocolError
-        Naming the first offending position.
-    """
-    arr = np.asarray(keys)
-    if arr.ndim != 1:
-        raise ProtocolError(f"{name} must be one-dimensional, got shape {arr.shape}")
-    if arr.size == 0:
-        return arr.astype(np.int64)
-    if arr.dtype.kind not in "iu":
-        raise ProtocolError(f"{name} must be integers, got dtype {arr.dtype}")
-    bad = np.flatnonzero(arr[1:] <= arr[:-1])
-    if bad.size:
-        i = int(bad[0]) + 1
-        raise ProtocolError(
-            f"{name} must be sorted strictly increasing (unique): "
-            f"{name}[{i}]={int(arr[i])} <= {name}[{i - 1}]={int(arr[i - 1])}"
-        )
-    lo, hi = int(arr[0]), int(arr[-1])
-    if lo < begin or hi >= end:
-        which = lo if lo < begin else hi
-        raise ProtocolError(f"{name} contain {which}, outside {where} [{begin}, {end})")
-    return arr
-
-
-def check_values(
-    values: Any, name: str, length: int, dtype: np.dtype, *, non_negative: bool = False
-) -> np.ndarray:
-    """Validate a value array: 1-D, ``length`` long, real, finite (after the cast
-    to ``dtype``) and, if ``non_negative``, ``>= 0``. Returns it as ``dtype``."""
-    arr = np.asarray(values)
-    if arr.ndim != 1:
-        raise ProtocolError(f"{name} must be one-dimensional, got shape {arr.shape}")
-    if arr.shape[0] != length:
-        raise ProtocolError(f"{name} has {arr.shape[0]} values but there are {length} keys")
-    if length and arr.dtype.kind not in "iuf":
-        raise ProtocolError(f"{name} must be real numbers, got dtype {arr.dtype}")
-    with np.errstate(over="ignore", invalid="ignore"):
-        arr = arr.astype(dtype, copy=False)
-    finite = np.isfinite(arr)
-    if not finite.all():
-        i = int(np.flatnonzero(~finite)[0])
-        raise ProtocolError(f"{name}[{i}] is {arr[i]!r}; values must be finite")
-    if non_negative and length:
-        neg = np.flatnonzero(arr < 0)
-        if neg.size:
-            i = int(neg[0])
-            raise ProtocolError(f"{name}[{i}] = {arr[i]!r} is negative; it must be >= 0")
-    return arr
 
 
 class ParameterStore:

@@ -19,7 +19,7 @@ import json
 from typing import Any
 
 from ftrl_ps.errors import PayloadTooLargeError
-from ftrl_ps.server.errors import error_payload, status_for
+from ftrl_ps.ps.http_status import error_payload, status_for
 
 __all__ = ["DRAIN_LIMIT", "BodyLimitMiddleware"]
 
