@@ -36,11 +36,11 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from ftrl_ps import __version__
+from ftrl_ps.ps.shard_settings import ServerSettings
+from ftrl_ps.ps.state import ServerState
 from ftrl_ps.server import routes_params, routes_status, routes_workers
 from ftrl_ps.server.errors import install_error_handlers
 from ftrl_ps.server.limits import BodyLimitMiddleware
-from ftrl_ps.ps.shard_settings import ServerSettings
-from ftrl_ps.ps.state import ServerState
 
 __all__ = ["create_app"]
 

@@ -10,7 +10,7 @@
   :class:`~ftrl_ps.errors.PayloadTooLargeError`, and whatever answer the app
   then produces is replaced by the 413.
 
-The answer's status and JSON body come from :mod:`ftrl_ps.server.errors`.
+The answer's status and JSON body come from :mod:`ftrl_ps.ps.http_status`.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from ftrl_ps.ps.clock import SSPClock
 from ftrl_ps.ps.layout import Layout
-from ftrl_ps.server.deps import AuthDep, StateDep
 from ftrl_ps.ps.state import ServerState
+from ftrl_ps.server.deps import AuthDep, StateDep
 
 __all__ = ["router"]
 
