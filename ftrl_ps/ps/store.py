@@ -184,7 +184,7 @@ class ParameterStore:
         keys = (touched + self.begin).astype(np.uint32)
         return keys, snap_n[touched], snap_z[touched]
 
-    def keys_with_state(self, max_age: float = 10.0) -> int:
+    def keys_with_state(self, max_age: float = 2.0) -> int:
         """Number of keys whose ``n`` or ``z`` is non-zero (what :meth:`dump` returns).
 
         Counted without locks, 1 Mi keys at a time (exact when no push runs),

@@ -8,7 +8,7 @@
   (:meth:`ftrl_ps.server.observability.Observer.feed`). With a token set it
   requires ``Authorization: Bearer``; the page then asks for the token, keeps
   it in the tab's ``sessionStorage`` and sends it in that header, never in a
-  URL.
+  URL. ``GET /v1/dashboard/auth`` (open) tells the page whether to ask.
 
 The page and its files carry no data and are open; shard 0 has the workers,
 the other shards show their own row only.
@@ -24,7 +24,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from ftrl_ps.errors import ProtocolError
-from ftrl_ps.server.deps import AuthDep
+from ftrl_ps.server.deps import AuthDep, StateDep
 
 __all__ = ["ASSETS", "CSP", "router"]
 
@@ -71,6 +71,13 @@ def dashboard() -> Response:
 def dashboard_file(name: str) -> Response:
     """``app.js`` or ``style.css`` (400 for any other name)."""
     return _file(name)
+
+
+@router.get("/v1/dashboard/auth", summary="does the dashboard feed need a token?")
+def dashboard_auth(state: StateDep) -> dict[str, bool]:
+    """``{"token_required": bool}`` (open: the page asks for a token only when needed,
+    instead of provoking a 401)."""
+    return {"token_required": state.settings.token is not None}
 
 
 @router.get("/v1/dashboard", summary="the dashboard's data: cluster, workers, shards, history",

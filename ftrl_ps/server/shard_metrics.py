@@ -122,7 +122,7 @@ class ShardCollector(Collector):
                        "pushes acknowledged but not applied again (a retry of an applied push)",
                        self.state.dedup.duplicates)
         yield _gauge("shard_keys", "keys in this shard's range", float(store.size))
-        yield _gauge("keys_with_state", "keys with non-zero n or z (recounted every >= 10 s)",
+        yield _gauge("keys_with_state", "keys with non-zero n or z (recounted every >= 2 s)",
                      float(store.keys_with_state()))
         yield _gauge("store_bytes", "bytes of the n and z arrays (virtual: untouched keys "
                      "cost no memory)", float(2 * store.size * store.dtype.itemsize))

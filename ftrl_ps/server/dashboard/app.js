@@ -210,6 +210,23 @@
       setStatus("connecting…", false);
       if (timer === null) poll();
     });
-    poll();
+    start();
   });
+
+  async function start() {
+    // ask first whether a token is needed, rather than provoking a 401
+    try {
+      const resp = await fetch("/v1/dashboard/auth", { cache: "no-store" });
+      const auth = await resp.json();
+      if (auth.token_required && !sessionStorage.getItem(TOKEN_KEY)) {
+        showLogin("");
+        return;
+      }
+    } catch (err) {
+      setStatus("cannot reach the server (" + err.message + "); retrying", true);
+      setTimeout(start, POLL_MS);
+      return;
+    }
+    poll();
+  }
 })();
