@@ -50,6 +50,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from fastapi import Depends
+from fastapi.responses import Response
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -177,9 +179,6 @@ def instrument(
 
     Returns the registry (register more collectors on it at any time).
     """
-    from fastapi import Depends
-    from fastapi.responses import Response
-
     # no ``*_created`` series (process-wide): they double the families for no use here
     disable_created_metrics()
     registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
