@@ -189,20 +189,11 @@ def local_batch_size(opts: LocalClusterOptions) -> int:
     return min(MAX_BATCH, max(MIN_BATCH, per_worker // (TARGET_ROUNDS * opts.fetch_step)))
 
 
-class _LiveLine:
-    """The one progress line of all workers: rows, rows/s over the last ~5 s,
-    progressive logloss, min..max clock, restarts, worker states (from shard 0)."""
-
-    def __init__(self) -> None:
-        self.history = History(maxlen=64)
-
-    def update(self, client: Any, progress: Progress) -> None:
-        o = Overview.from_clock(client.status().get("clock"))
-        self.history.sample(o.rows, o.loss_sum)
-        clock = f"clock {o.min_clock}..{o.max_clock}  " if o.min_clock is not None else ""
-        states = " ".join(f"{k} {v}" for k, v in o.states.items())
-        progress.update(o.rows, o.loss_sum, rate=self.history.rate(),
-                        extra=f"{clock}restarts {o.restarts}  {states}".strip())
+def _live_line(client: Any, progress: Progress, history: History) -> None:
+    """The one line of all workers: rows, rows/s over ~5 s, logloss, clocks, restarts."""
+    o = Overview.from_clock(client.status().get("clock"))
+    history.sample(o.rows, o.loss_sum)
+    progress.update(o.rows, o.loss_sum, rate=history.rate(), extra=o.extra())
 
 
 def run_cluster(args: LocalClusterOptions) -> int:
@@ -302,8 +293,7 @@ def run_cluster(args: LocalClusterOptions) -> int:
 
 
 def _wait_for_workers(cluster: Cluster, client: Any, progress: Progress) -> None:
-    last_poll = 0.0
-    line = _LiveLine()
+    last_poll, history = 0.0, History(maxlen=64)
     while True:
         for p in cluster.servers:
             if p.popen.poll() is not None:
@@ -324,7 +314,7 @@ def _wait_for_workers(cluster: Cluster, client: Any, progress: Progress) -> None
         if progress.enabled and now - last_poll > 0.5:
             last_poll = now
             with contextlib.suppress(FTRLPSError):
-                line.update(client, progress)
+                _live_line(client, progress, history)
         time.sleep(0.05)
 
 

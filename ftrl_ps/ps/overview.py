@@ -142,8 +142,11 @@ class Overview:
             parts.append(f"{human(rows_per_second)} rows/s")
         if self.rows:
             parts.append(f"logloss {self.progressive_logloss:.5f}")
-        if self.min_clock is not None:
-            parts.append(f"clock {self.min_clock}..{self.max_clock}")
+        return "  ".join([*parts, self.extra()])
+
+    def extra(self) -> str:
+        """``clock MIN..MAX  restarts R  live L ...`` (the end of :meth:`line`)."""
+        parts = [f"clock {self.min_clock}..{self.max_clock}"] if self.min_clock is not None else []
         parts.append(f"restarts {self.restarts}")
         parts.append(" ".join(f"{k} {v}" for k, v in self.states.items()) or "no workers yet")
         return "  ".join(parts)

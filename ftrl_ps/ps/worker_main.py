@@ -88,10 +88,12 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
     """Train this worker's share against the servers; its report (also written to
     ``metrics_json``)."""
     from ftrl_ps.ps.client import PSClient
+    from ftrl_ps.ps.kernels import load_kernels
     from ftrl_ps.ps.layout import Layout
     from ftrl_ps.ps.worker import Worker, WorkerConfig, read_share, share_of
 
     options.check()
+    load_kernels()  # a fresh machine compiles here, once, and says so
     urls = parse_urls(options.server)
     cfg = WorkerConfig(
         batch_size=options.batch_size if options.batch_size is not None
