@@ -1,23 +1,27 @@
 """ftrl-ps: sparse FTRL-Proximal logistic regression, single process or parameter-server cluster.
 
-The public face of the library; everything else is an implementation detail.
+The public face of the library: single-process training (FTRL, FTRLParams,
+LibsvmReader, train/evaluate/predict, load_model/save_model), the Python APIs
+(FTRLClassifier, a scikit-learn estimator; OnlineFTRL, river-style), the cluster's
+pieces (PSClient, Worker, ParameterStore, SSPClock, Layout, create_app and the
+options/runners of each process) and the error tree. The layers behind them are
+described in docs/architecture.md.
 
 >>> import ftrl_ps
 >>> model = ftrl_ps.FTRL(bits=10, params=ftrl_ps.FTRLParams(alpha=0.1, l1=1.0))
 >>> model.num_slots
 1024
-
-From Python, a scikit-learn estimator (``FTRLClassifier``) and a river-style
-online model (``OnlineFTRL``) wrap the same model; see the README's "From Python".
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from ftrl_ps.core.params import FTRLParams  # noqa: E402
 from ftrl_ps.errors import (  # noqa: E402
     AuthError,
     ClockTimeoutError,
+    ClusterError,
     ConfigError,
     DataError,
     FTRLPSError,
@@ -31,11 +35,24 @@ from ftrl_ps.errors import (  # noqa: E402
     UnknownWorkerError,
     WorkerStateError,
 )
-from ftrl_ps.core.params import FTRLParams  # noqa: E402
 
-#: names loaded on first use: they need numba, which takes ~0.4 s to import,
-#: and the command line / cluster launcher must be able to start without it
+#: names loaded on first use: many need numba (~0.4 s to import) or FastAPI,
+#: and the command line, the launcher and the servers must start without them
 _LAZY = {
+    "Layout": "ftrl_ps.ps.layout",
+    "LocalClusterOptions": "ftrl_ps.cluster.local",
+    "PSClient": "ftrl_ps.ps.client",
+    "ParameterStore": "ftrl_ps.ps.store",
+    "SSPClock": "ftrl_ps.ps.clock",
+    "ServerSettings": "ftrl_ps.ps.shard_settings",
+    "ShardOptions": "ftrl_ps.server.options",
+    "Worker": "ftrl_ps.ps.worker",
+    "WorkerConfig": "ftrl_ps.ps.worker",
+    "WorkerOptions": "ftrl_ps.ps.worker_main",
+    "create_app": "ftrl_ps.server.app",
+    "run_cluster": "ftrl_ps.cluster.local",
+    "run_shard": "ftrl_ps.server.run",
+    "run_worker": "ftrl_ps.ps.worker_main",
     "FTRL": "ftrl_ps.core.ftrl",
     # needs scikit-learn (the "sklearn" extra); imported only when asked for
     "FTRLClassifier": "ftrl_ps.learn.estimator",
@@ -83,32 +100,47 @@ __all__ = [
     "AuthError",
     "Batch",
     "ClockTimeoutError",
+    "ClusterError",
     "ConfigError",
     "DataError",
     "FTRL",
     "FTRLClassifier",
     "FTRLPSError",
     "FTRLParams",
+    "Layout",
     "LayoutMismatchError",
     "LibsvmReader",
+    "LocalClusterOptions",
     "ModelFormatError",
     "OnlineFTRL",
+    "PSClient",
+    "ParameterStore",
     "ParseError",
     "PayloadTooLargeError",
     "ProtocolError",
+    "SSPClock",
     "SavedModel",
     "ServerError",
+    "ServerSettings",
+    "ShardOptions",
     "TrainReport",
     "TransportError",
     "UnknownWorkerError",
+    "Worker",
+    "WorkerConfig",
+    "WorkerOptions",
     "WorkerStateError",
     "__version__",
     "auc",
+    "create_app",
     "evaluate",
     "load_model",
     "logloss",
     "predict",
     "read_all",
+    "run_cluster",
+    "run_shard",
+    "run_worker",
     "save_model",
     "split_ranges",
     "train",

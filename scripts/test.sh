@@ -5,6 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh dev
-.venv/bin/ruff check ftrl_ps services tests benchmarks
+.venv/bin/ruff check ftrl_ps services tools tests benchmarks
 .venv/bin/lint-imports --no-cache --no-logo
 .venv/bin/python -m pytest "$@"

@@ -1,8 +1,9 @@
 """Deployable entry points of ftrl-ps, configured by environment variables.
 
-Each module runs one ``ftrl-ps`` sub-command with its flags taken from
-``FTRL_PS_<FLAG_UPPER_SNAKE>`` variables, so a container needs no shell
-wrapper::
+Each module runs one role (the same runner as the matching ``ftrl-ps``
+sub-command) with its options read from ``FTRL_PS_<FIELD_UPPER_SNAKE>``
+variables by :func:`ftrl_ps.cluster.settings.load_options`, so a container
+needs no shell wrapper::
 
     FTRL_PS_PORT=7000 FTRL_PS_NUM_SHARDS=2 python -m services.server
 
@@ -16,11 +17,12 @@ services.server    ``ftrl-ps server``   binds 0.0.0.0:7000 unless told
 services.worker    ``ftrl-ps worker``   worker index from
                                         ``JOB_COMPLETION_INDEX`` when unset
 services.export    ``ftrl-ps export``
+services.wait      (init container)     waits for /health and the files
 =================  ===================  =======================================
 
-The mapping is derived from the real argument parser
-(:func:`ftrl_ps.cli.build_parser`) by :mod:`services.env`;
-``python -m services.env --markdown`` prints the table of every variable.
+The checks of the deployment files and the table of every variable live in
+the top-level ``tools`` package (``python -m tools.deploycheck``,
+``python -m tools.envtable --markdown``).
 """
 
 from __future__ import annotations

@@ -9,22 +9,25 @@ Typical use as the last step of a run::
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from services.env import Service
+from ftrl_ps.ps.export import ExportOptions, run_export
+from services._common import Service
 
 __all__ = ["SERVICE", "main"]
 
 SERVICE = Service(
     name="export",
     command="export",
-    notes={"FTRL_PS_TOKEN": "Keep it in a Secret; the service never prints it"},
+    options=ExportOptions,
+    runner=run_export,
+    notes={"token": "Keep it in a Secret; the service never prints it"},
 )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     """Wait (with FTRL_PS_WAIT), save the model, print test metrics; the exit code."""
-    return SERVICE.run(argv)
+    return SERVICE.main(argv, environ)
 
 
 if __name__ == "__main__":  # pragma: no cover

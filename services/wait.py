@@ -1,10 +1,10 @@
 """``python -m services.wait SERVICE``: wait until a service can start (an init container).
 
 Reads the same ``FTRL_PS_*`` environment as ``services.SERVICE`` (so the
-configuration is checked by the real parser before anything runs), then
-waits until every server URL of ``--server`` answers ``GET /health`` and the
-``--input`` / ``--test`` files exist. Exit 0 when ready, 1 on timeout, 2 on a
-bad configuration.
+configuration is checked before anything runs), then waits until every
+server URL of its ``server`` option answers ``GET /health`` and its ``input``
+/ ``test`` files exist. Exit 0 when ready, 1 on timeout, 2 on a bad
+configuration.
 
 Kubernetes use (an init container of the worker Job, same env as the worker)::
 
@@ -14,26 +14,27 @@ Kubernetes use (an init container of the worker Job, same env as the worker)::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
-import io
 import os
 import sys
 import time
 import urllib.request
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ftrl_ps.errors import ConfigError
 from services import SERVICE_MODULES
+from services._common import Service
 
 __all__ = ["main", "missing", "wait_for"]
 
 
-def missing(namespace: argparse.Namespace, *, timeout: float = 2.0) -> list[str]:
-    """What the service still waits for: unreachable health URLs and absent files."""
+def missing(options: Any, *, timeout: float = 2.0) -> list[str]:
+    """What a service with ``options`` still waits for: unreachable health URLs
+    and absent files (``server``, ``input``, ``test`` attributes, where present)."""
     out = []
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # cluster-internal
-    urls = [u.strip() for u in (getattr(namespace, "server", None) or "").split(",") if u.strip()]
+    urls = [u.strip() for u in (getattr(options, "server", None) or "").split(",") if u.strip()]
     for url in urls:
         health = url.rstrip("/") + "/health"
         try:
@@ -43,18 +44,18 @@ def missing(namespace: argparse.Namespace, *, timeout: float = 2.0) -> list[str]
         except OSError as exc:
             out.append(f"{health} ({getattr(exc, 'reason', exc)})")
     for name in ("input", "test"):
-        path = getattr(namespace, name, None)
+        path = getattr(options, name, None)
         if path and path != "-" and not os.path.exists(path):
             out.append(path)
     return out
 
 
-def wait_for(namespace: argparse.Namespace, timeout: float, interval: float = 1.0) -> list[str]:
+def wait_for(options: Any, timeout: float, interval: float = 1.0) -> list[str]:
     """Poll :func:`missing` until it is empty or ``timeout`` s pass; the last list."""
     deadline = time.monotonic() + timeout
     last = ""
     while True:
-        todo = missing(namespace)
+        todo = missing(options)
         if not todo or time.monotonic() >= deadline:
             return todo
         if ", ".join(todo) != last:
@@ -64,29 +65,21 @@ def wait_for(namespace: argparse.Namespace, timeout: float, interval: float = 1.
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
-    from ftrl_ps.cli import build_parser
-
+    """Check SERVICE's configuration and wait for what it needs; the exit code."""
     parser = argparse.ArgumentParser(prog="python -m services.wait", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("service", choices=SERVICE_MODULES, help="the service to wait for")
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="give up after this many seconds (default 600)")
     args = parser.parse_args(argv)
-    service = importlib.import_module(f"services.{args.service}").SERVICE
+    service: Service = importlib.import_module(f"services.{args.service}").SERVICE
     try:
-        cli_argv = service.argv([], environ)
+        options = service.load([], environ)
     except ConfigError as exc:
-        print(f"services.wait: error: {exc}", file=sys.stderr)
+        print(f"services.wait: bad configuration for services.{args.service}: {exc}",
+              file=sys.stderr)
         return 2
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            namespace = build_parser().parse_args(cli_argv)
-    except SystemExit:
-        print(f"services.wait: bad configuration for services.{args.service}: "
-              f"{err.getvalue().strip()}", file=sys.stderr)
-        return 2
-    todo = wait_for(namespace, args.timeout)
+    todo = wait_for(options, args.timeout)
     if todo:
         print(f"services.wait: still waiting after {args.timeout:g} s for {', '.join(todo)}",
               file=sys.stderr)

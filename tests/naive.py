@@ -1,8 +1,9 @@
 """Slow, obvious reference implementations that the kernels are tested against.
 
 Plain Python (dicts and the math module), written straight from McMahan et al.
-(KDD 2013) Algorithm 1, so that a bug in a numba kernel cannot hide in a shared
-helper.
+(KDD 2013) Algorithm 1 and from the feature-hashing specification in
+:mod:`ftrl_ps.data.hashing`, so that a bug in a numba kernel cannot hide in a
+shared helper.
 """
 
 from __future__ import annotations
@@ -67,3 +68,36 @@ def auc(labels: Sequence[float], probs: Sequence[float]) -> float:
         for b in neg:
             wins += 1.0 if a > b else 0.5 if a == b else 0.0
     return wins / (len(pos) * len(neg))
+
+
+# --- feature hashing (the specification in ftrl_ps/data/hashing.py) -----------------------
+MASK64 = (1 << 64) - 1
+
+
+def mix64_reference(x: int) -> int:
+    """splitmix64 finalizer on ``x mod 2**64``."""
+    x &= MASK64
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & MASK64
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & MASK64
+    x ^= x >> 31
+    return x
+
+
+def fnv1a64_reference(data: bytes) -> int:
+    """64-bit FNV-1a of ``data``."""
+    h = 0xCBF29CE484222325
+    for c in data:
+        h = ((h ^ c) * 0x100000001B3) & MASK64
+    return h
+
+
+def slot_of_reference(name: str, bits: int) -> int:
+    """Slot in ``[0, 2**bits)`` of the non-empty feature name ``name``."""
+    mask = (1 << bits) - 1
+    if name.isascii() and name.isdigit():
+        i = int(name)
+        if i <= MASK64:
+            return i if i <= mask else mix64_reference(i) & mask
+    return mix64_reference(fnv1a64_reference(name.encode("utf-8"))) & mask

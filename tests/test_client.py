@@ -15,8 +15,6 @@ import httpx
 import numpy as np
 import pytest
 
-from ftrl_ps.ps import wire
-from ftrl_ps.ps.client import PSClient
 from ftrl_ps.errors import (
     AuthError,
     ClockTimeoutError,
@@ -29,6 +27,8 @@ from ftrl_ps.errors import (
     UnknownWorkerError,
     WorkerStateError,
 )
+from ftrl_ps.ps import wire
+from ftrl_ps.ps.client import PSClient
 from ftrl_ps.ps.layout import Layout
 from tests._servers import TOKEN, in_process, in_process_cluster, real_servers
 

@@ -1,8 +1,8 @@
-"""docker-compose.yml, Dockerfile and deploy/k8s/*.yaml agree with the real CLI parser.
+"""docker-compose.yml, Dockerfile and deploy/k8s/*.yaml agree with the services and each other.
 
-The checks live in :mod:`services.check` / :mod:`services.check_k8s`; here
-they run on the repository's files (no problem allowed) and on in-memory
-copies with one thing broken (the checker must report it).
+The checks live in :mod:`tools.deploycheck`; here they run on the repository's
+files (no problem allowed) and on in-memory copies with one thing broken (the
+checker must report it).
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 import yaml
 
-from services.check import check_compose
-from services.check_docker import check_dockerfile, dockerfile_instructions
-from services.check_k8s import check_k8s, pod_instances
-from services.table import embedded_table, markdown_table
+from tools.deploycheck.__main__ import main as deploycheck_main
+from tools.deploycheck.compose import check_compose
+from tools.deploycheck.docker import check_dockerfile, dockerfile_instructions
+from tools.deploycheck.k8s import check_k8s, pod_instances
+from tools.envtable import embedded_table, markdown_table
 
 REPO = Path(__file__).resolve().parents[1]
 K8S = REPO / "deploy" / "k8s"
@@ -88,7 +89,12 @@ def test_k8s_pods_are_simulated(k8s: list[dict[str, Any]]) -> None:
 def test_env_table_in_docs_is_up_to_date() -> None:
     text = (REPO / "docs" / "deployment.md").read_text()
     assert embedded_table(text) == markdown_table(), (
-        "run: python -m services.env --write docs/deployment.md")
+        "run: python -m tools.envtable --write docs/deployment.md")
+
+
+def test_deploycheck_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert deploycheck_main([str(REPO)]) == 0
+    assert capsys.readouterr().out == "0 problem(s)\n"
 
 
 def test_dockerignore_keeps_the_source() -> None:
@@ -131,7 +137,8 @@ def test_compose_renamed_flag_is_reported(compose: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     ("path", "value", "needle"),
     [
-        ("services/server-1/environment/FTRL_PS_PORT", "70o0", "argument --port"),
+        ("services/server-1/environment/FTRL_PS_PORT", "70o0", "FTRL_PS_PORT='70o0'"),
+        ("services/server-0/environment/FTRL_PS_STALENESS", "-1", "FTRL_PS_STALENESS='-1'"),
         ("services/export/environment/FTRL_PS_WAIT", "maybe", "FTRL_PS_WAIT='maybe'"),
         ("services/export/environment/FTRL_PS_FETCH_STEP", "2", "FTRL_PS_FETCH_STEP"),
         ("services/export/command", ["python", "-m", "services.exporter"], "services.exporter"),
@@ -140,8 +147,9 @@ def test_compose_renamed_flag_is_reported(compose: dict[str, Any]) -> None:
         ("services/export/environment/FTRL_PS_SERVER", "http://server-0:7000", "1 server URL"),
         ("services/server-1/environment/FTRL_PS_SHARD_INDEX", "0", "shard indices"),
         ("services/server-1/environment/FTRL_PS_HOST", "127.0.0.1", "binds 127.0.0.1"),
-        ("services/server-1/environment/FTRL_PS_BITS", "22", "disagree on --bits"),
-        ("services/server-0/environment/FTRL_PS_NUM_WORKERS", "4", "replicas but --num-workers"),
+        ("services/server-1/environment/FTRL_PS_BITS", "22", "disagree on FTRL_PS_BITS"),
+        ("services/server-0/environment/FTRL_PS_NUM_WORKERS", "4",
+         "replicas but FTRL_PS_NUM_WORKERS"),
         ("services/export/environment/FTRL_PS_TOKEN", "other", "token differs"),
         ("services/server-1/healthcheck", {"disable": True}, "healthcheck"),
         ("services/export/depends_on/server-1/condition", "service_started", "service_healthy"),
@@ -219,7 +227,7 @@ def _env_index(container: dict[str, Any], name: str) -> int:
         ("Job", "ftrl-ps-worker", "spec/completions", 4, "completions 4"),
         ("Job", "ftrl-ps-worker", "spec/parallelism", 2, "parallelism"),
         ("Job", "ftrl-ps-worker", "spec/completionMode", "NonIndexed",
-         "required: --worker-index"),
+         "FTRL_PS_WORKER_INDEX is required"),
         ("Job", "ftrl-ps-worker", "spec/template/spec/volumes/0/persistentVolumeClaim/"
          "claimName", "nope", "missing PVC nope"),
         ("Secret", "ftrl-ps-token", "stringData", {"tokn": "x"}, "missing secret key"),
@@ -244,7 +252,7 @@ def test_k8s_mutation_is_reported(k8s: list[dict[str, Any]], kind: str, name: st
          "http://ftrl-ps-server-1.ftrl-ps-server:7000,http://ftrl-ps-server-0.ftrl-ps-server:7000",
          "shard 0 URL ftrl-ps-server-1"),
         ("ftrl-ps-worker", "worker", "FTRL_PS_INPUT", "/tmp/train.svm", "on no mounted volume"),
-        ("ftrl-ps-worker", "worker", "FTRL_PS_NUM_WORKERS", "2", "--num-workers 2"),
+        ("ftrl-ps-worker", "worker", "FTRL_PS_NUM_WORKERS", "2", "FTRL_PS_NUM_WORKERS 2"),
         ("ftrl-ps-export", "export", "FTRL_PS_WAIT", "0", "should wait"),
         ("ftrl-ps-export", "export", "FTRL_PS_MODEL", "/data/model.ftrl", "read-only"),
         ("ftrl-ps-server", "server", "FTRL_PS_NUM_SHARDS", "3", "expected 0 of 2"),

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ftrl_ps.core.params import MAX_BITS
 from ftrl_ps.errors import ConfigError, LayoutMismatchError
-from ftrl_ps.ps.layout import DEFAULT_GROUP_SIZE, MAX_BITS, Layout
+from ftrl_ps.ps.layout import DEFAULT_GROUP_SIZE, Layout
 
 
 @pytest.mark.parametrize(

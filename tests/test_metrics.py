@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import log_loss, roc_auc_score
 
-from ftrl_ps.core.metrics import Evaluation, auc, logloss
+from ftrl_ps._kernels import ftrl as kernels
+from ftrl_ps.core.metrics import EPS, Evaluation, auc, logloss
 from tests import naive
 
 
@@ -19,6 +20,15 @@ def test_against_naive_and_sklearn_with_ties() -> None:
     assert logloss(y, p) == pytest.approx(naive.logloss(y, p), rel=1e-9)
     assert logloss(y, np.clip(p, 1e-15, 1 - 1e-15)) == pytest.approx(
         log_loss(y, np.clip(p, 1e-15, 1 - 1e-15)), rel=1e-9
+    )
+
+
+def test_clip_constant_is_the_kernels() -> None:
+    # evaluation and the training kernel's progressive loss clip probabilities alike
+    assert EPS == kernels.EPS == 1e-15
+    assert logloss([1], [0.0]) == pytest.approx(-math.log(EPS))
+    assert logloss([1.0, 0.0], [0.0, 1.0]) == pytest.approx(
+        kernels.logloss_sum(np.array([1.0, 0.0]), np.array([0.0, 1.0])) / 2
     )
 
 

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from ftrl_ps.ps import wire
 from ftrl_ps.cli import main as cli_main
-from ftrl_ps.server.errors import exception_from_response, status_for
+from ftrl_ps.ps import wire
+from ftrl_ps.ps.http_status import exception_from_response, status_for
 from tests._servers import (
     BINARY,
     JSON,

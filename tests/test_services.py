@@ -1,8 +1,9 @@
-"""services/: FTRL_PS_* environment -> ftrl-ps argv, and the services as real processes."""
+"""services/: FTRL_PS_* environment -> a role's options -> its runner; the services as
+real processes."""
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import os
 import queue
@@ -12,20 +13,18 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import httpx
 import pytest
 
-from ftrl_ps.cli import build_parser
-from ftrl_ps.errors import ConfigError
-from services import SERVICE_MODULES, env, gen, server, table, wait, worker
-from services.env import argv_from_env, env_vars, explicit_dests, masked, parse_switch
+from ftrl_ps.errors import ConfigError, TransportError
+from services import SERVICE_MODULES, gen, server, wait, worker
+from services._common import Service, command_line_parser
+from tools import envtable
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def parse(argv: list[str]) -> argparse.Namespace:
-    return build_parser().parse_args(argv)
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -35,116 +34,72 @@ def clean_env(**extra: str) -> dict[str, str]:
     return out
 
 
-# --- the mapping ------------------------------------------------------------------
+# --- every service and its command line ------------------------------------------
 
-@pytest.mark.parametrize("command", ["train", "eval", "predict", "gen", "server", "worker",
-                                     "export"])
-def test_every_argument_has_a_variable(command: str) -> None:
-    sub = env.subparser(command)
-    dests = {a.dest for a in sub._actions if not isinstance(a, argparse._HelpAction)}
-    names = [v.name for v in env_vars(command)]
-    assert {v.dest for v in env_vars(command)} == dests
-    assert len(set(names)) == len(names) and all(n.startswith("FTRL_PS_") for n in names)
-
-
-def test_names_follow_the_long_flags() -> None:
-    by_name = {v.name: v for v in env_vars("worker")}
-    assert by_name["FTRL_PS_WORKER_INDEX"].flag == "--worker-index"
-    assert by_name["FTRL_PS_BATCH_SIZE"].flag == "--batch-size"
-    assert by_name["FTRL_PS_QUIET"].switch and by_name["FTRL_PS_QUIET"].flag == "--quiet"
-    assert {v.name for v in env_vars("train") if v.positional} == {"FTRL_PS_TRAIN"}
-    assert {v.name for v in env_vars("eval") if v.positional} == {"FTRL_PS_MODEL",
-                                                                   "FTRL_PS_TEST"}
-
-
-def test_env_values_reach_the_real_parser() -> None:
-    environ = {"FTRL_PS_SERVER": "http://a:1,http://b:2", "FTRL_PS_INPUT": "/d/train.svm",
-               "FTRL_PS_WORKER_INDEX": "2", "FTRL_PS_NUM_WORKERS": "3",
-               "FTRL_PS_BATCH_SIZE": "100", "FTRL_PS_ALPHA": "-0.5", "FTRL_PS_QUIET": "Yes",
-               "FTRL_PS_SKIP_BAD_LINES": "off", "FTRL_PS_DTYPE": "", "PATH": "/bin"}
-    args = parse(argv_from_env("worker", environ))
-    assert (args.server, args.input, args.worker_index, args.num_workers) == (
-        "http://a:1,http://b:2", "/d/train.svm", 2, 3)
-    assert (args.batch_size, args.alpha, args.quiet, args.skip_bad_lines) == (100, -0.5, True,
-                                                                               False)
-    assert args.dtype is None  # empty = unset
-
-
-def test_positionals_come_after_a_double_dash() -> None:
-    argv = argv_from_env("train", {"FTRL_PS_TRAIN": "-", "FTRL_PS_EPOCHS": "2"})
-    assert argv == ["train", "--epochs=2", "--", "-"]
-    args = parse(argv)
-    assert (args.train, args.epochs) == ("-", 2)
-    eval_args = parse(argv_from_env("eval", {"FTRL_PS_MODEL": "m.ftrl", "FTRL_PS_TEST": "t"}))
-    assert (eval_args.model, eval_args.test) == ("m.ftrl", "t")
+@pytest.mark.parametrize("service", envtable.services(), ids=lambda s: s.name)
+def test_every_flag_is_an_option_and_every_option_a_flag(service: Service) -> None:
+    fields = {f.name for f in dataclasses.fields(service.options)}
+    assert set(envtable.cli_arguments(service.command)) - {"help"} == fields
+    assert set(service.defaults) | set(service.notes) | set(service.required) <= fields
+    assert all(name.startswith("FTRL_PS_") for name in service.extras)
 
 
 def test_command_line_wins_over_env() -> None:
     environ = {"FTRL_PS_OUTDIR": "/env", "FTRL_PS_ROWS": "1000", "FTRL_PS_SEED": "1"}
-    args = parse(argv_from_env("gen", environ, ["--rows", "5", "--see=9", "/cli"]))
-    assert (args.outdir, args.rows, args.seed) == ("/cli", 5, 9)  # '--see' abbreviates --seed
-    assert explicit_dests("gen", ["--rows", "5", "/cli"]) == {"rows", "outdir"}
-    assert explicit_dests("gen", ["--rows"]) == set()  # broken: the real parse reports it
+    opts = gen.SERVICE.load(["--rows", "5", "--see=9", "/cli"], environ)
+    assert (opts.outdir, opts.rows, opts.seed) == ("/cli", 5, 9)  # '--see' abbreviates --seed
+    assert gen.SERVICE.load([], environ).rows == 1000
+    parser = command_line_parser("worker", "python -m services.worker")
+    assert vars(parser.parse_args(["-q", "--worker-index", "auto"])) == {
+        "quiet": True, "worker_index": None}
+    with pytest.raises(ConfigError, match="argument --batch-size: expected a positive integer"):
+        worker.SERVICE.load(["--batch-size", "0"], {})
+    with pytest.raises(ConfigError, match="unrecognized arguments: --bogus"):
+        worker.SERVICE.load(["--bogus"], {})
 
 
-def test_unknown_variable_is_an_error_naming_it() -> None:
-    with pytest.raises(ConfigError, match=r"FTRL_PS_BACH_SIZE \(did you mean FTRL_PS_BATCH"):
-        argv_from_env("worker", {"FTRL_PS_BACH_SIZE": "10"})
-    with pytest.raises(ConfigError, match="FTRL_PS_PORT"):  # a server flag, not gen's
-        argv_from_env("gen", {"FTRL_PS_OUTDIR": "/d", "FTRL_PS_PORT": "1"})
-    assert argv_from_env("gen", {"FTRL_PS_X": "1"}, extras=["FTRL_PS_X"]) == ["gen"]
+def test_service_help_lists_the_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        gen.main(["--help"], {})
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert "python -m services.gen" in out and "--test-rows" in out and "(default: 100000)" in out
 
 
-@pytest.mark.parametrize(("text", "value"), [("1", True), ("TRUE", True), (" yes", True),
-                                             ("on", True), ("0", False), ("False", False),
-                                             ("no", False), ("off", False)])
-def test_switch_words(text: str, value: bool) -> None:
-    assert parse_switch("FTRL_PS_WAIT", text) is value
-
-
-def test_bad_switch_value_is_an_error() -> None:
-    with pytest.raises(ConfigError, match="FTRL_PS_WAIT='2'"):
-        argv_from_env("export", {"FTRL_PS_WAIT": "2"})
-
-
-def test_unsupported_action_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = argparse.ArgumentParser()
-    fake.add_argument("--tag", action="append")
-    monkeypatch.setattr(env, "subparser", lambda command: fake)
-    with pytest.raises(ConfigError, match="'tag'.*no environment mapping"):
-        env_vars("x")
-
-
-def test_token_is_masked() -> None:
-    assert masked(["server", "--token=abc", "--port=1"]) == "server --token=*** --port=1"
-    assert masked(["worker", "--token", "abc", "-q"]) == "worker --token *** -q"
+def test_unknown_variable_names_the_service() -> None:
+    with pytest.raises(ConfigError, match=r"for services.worker: FTRL_PS_BACH_SIZE \(did you"):
+        worker.SERVICE.load([], {"FTRL_PS_BACH_SIZE": "10"})
 
 
 # --- service-specific behaviour ---------------------------------------------------------
 
 def test_server_defaults_and_k8s_ordinal() -> None:
     k8s = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "HOSTNAME": "ftrl-ps-server-3"}
-    args = parse(server.SERVICE.argv([], {**k8s, "FTRL_PS_NUM_SHARDS": "4"}))
-    assert (args.host, args.port, args.shard_index) == ("0.0.0.0", 7000, 3)
-    explicit = parse(server.SERVICE.argv([], {**k8s, "FTRL_PS_SHARD_INDEX": "1",
-                                             "FTRL_PS_NUM_SHARDS": "4"}))
+    opts = server.SERVICE.load([], {**k8s, "FTRL_PS_NUM_SHARDS": "4"})
+    assert (opts.host, opts.port, opts.shard_index) == ("0.0.0.0", 7000, 3)
+    explicit = server.SERVICE.load([], {**k8s, "FTRL_PS_SHARD_INDEX": "1",
+                                        "FTRL_PS_NUM_SHARDS": "4"})
     assert explicit.shard_index == 1
-    outside = parse(server.SERVICE.argv([], {"HOSTNAME": "build-07"}))  # not in Kubernetes
+    outside = server.SERVICE.load([], {"HOSTNAME": "build-07"})  # not in Kubernetes
     assert outside.shard_index == 0
-    cli = parse(server.SERVICE.argv(["--port", "0", "--host", "127.0.0.1"],
-                                    {"FTRL_PS_PORT": "9"}))
+    cli = server.SERVICE.load(["--port", "0", "--host", "127.0.0.1"], {"FTRL_PS_PORT": "9"})
     assert (cli.host, cli.port) == ("127.0.0.1", 0)
+    assert server.SERVICE.load([], {"FTRL_PS_PORT": "9"}).port == 9
     assert [server.ordinal(h) for h in ("a-0", "web-12.x.svc", "web", "7f3a9c21")] == [
         0, 12, None, None]
 
 
 def test_worker_index_from_indexed_job() -> None:
     base = {"FTRL_PS_SERVER": "http://s:7000", "FTRL_PS_INPUT": "in.svm",
-            "FTRL_PS_NUM_WORKERS": "3", "JOB_COMPLETION_INDEX": "2"}
-    assert parse(worker.SERVICE.argv([], base)).worker_index == 2
-    assert parse(worker.SERVICE.argv([], {**base, "FTRL_PS_WORKER_INDEX": "0"})).worker_index == 0
-    assert "--worker-index=auto" in worker.SERVICE.argv(
-        [], {**base, "FTRL_PS_WORKER_INDEX": "auto"})
+            "FTRL_PS_NUM_WORKERS": "3"}
+    assert worker.SERVICE.load([], {**base, "JOB_COMPLETION_INDEX": "2"}).worker_index == 2
+    assert worker.SERVICE.load([], {**base, "JOB_COMPLETION_INDEX": "2",
+                                    "FTRL_PS_WORKER_INDEX": "0"}).worker_index == 0
+    assert worker.SERVICE.load([], {**base, "FTRL_PS_WORKER_INDEX": "auto"}).worker_index is None
+    with pytest.raises(ConfigError, match="FTRL_PS_WORKER_INDEX is required"):
+        worker.SERVICE.load([], base)  # 'auto' must be asked for
+    with pytest.raises(ConfigError, match=r"FTRL_PS_WORKER_INDEX \(default\)='x'"):
+        worker.SERVICE.load([], {**base, "JOB_COMPLETION_INDEX": "x"})
 
 
 def test_gen_skips_existing_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -158,26 +113,60 @@ def test_gen_skips_existing_data(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "FTRL_PS_ROWZ" in capsys.readouterr().err
 
 
+def _fake(runner: Any) -> Service:
+    return Service(name="gen", command="gen", options=gen.GenOptions, runner=runner)
+
+
+@pytest.mark.parametrize(("exc", "code"), [(ConfigError("bad rows"), 2),
+                                           (TransportError("no server"), 1)])
+def test_runner_errors_give_exit_codes(exc: Exception, code: int,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    def runner(options: Any) -> None:
+        raise exc
+
+    assert _fake(runner).main([], {"FTRL_PS_OUTDIR": "/x"}) == code
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("services.gen: GenOptions(outdir='/x'")
+    assert err[-1] == f"services.gen: error: {exc}"
+
+
+def test_config_errors_exit_2_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    service = _fake(lambda options: 7)
+    assert service.main([], {"FTRL_PS_OUTDIR": "/x"}) == 7
+    capsys.readouterr()
+    assert service.main(["--rows", "x"], {"FTRL_PS_OUTDIR": "/x"}) == 2
+    assert service.main([], {"FTRL_PS_ROWS": "x"}) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["services.gen: error: argument --rows: invalid int value: 'x'",
+                   "services.gen: error: FTRL_PS_OUTDIR is required; FTRL_PS_ROWS='x': Input "
+                   "should be a valid integer, unable to parse string as an integer"]
+
+
+# --- the documentation table ---------------------------------------------------------
+
 def test_service_modules_and_table() -> None:
-    services = table.services()
+    services = envtable.services()
     assert [s.name for s in services] == list(SERVICE_MODULES)
-    text = table.markdown_table()
+    text = envtable.markdown_table()
     for s in services:
-        for var in env_vars(s.command):
-            assert f"| `services.{s.name}` | `{var.name}` |" in text
+        for f in dataclasses.fields(s.options):
+            assert f"| `services.{s.name}` | `FTRL_PS_{f.name.upper()}` |" in text
     assert "| `services.gen` | `FTRL_PS_SKIP_IF_EXISTS` | (service only)" in text
-    doc = f"intro\n{table.BEGIN}\nold\n{table.END}\nmore\n"
-    assert table.embedded_table(table.replace_table(doc, text)) == text
+    assert "| `services.server` | `FTRL_PS_PORT` | `--port` | `7000` (CLI: `0`) |" in text
+    assert ("| `services.worker` | `FTRL_PS_WORKER_INDEX` | `--worker-index` | **required** |"
+            in text)
+    doc = f"intro\n{envtable.BEGIN}\nold\n{envtable.END}\nmore\n"
+    assert envtable.embedded_table(envtable.replace_table(doc, text)) == text
     with pytest.raises(ValueError, match="env-table"):
-        table.replace_table("no markers", text)
+        envtable.replace_table("no markers", text)
 
 
-def test_env_cli_check_reports_stale_table(tmp_path: Path) -> None:
+def test_envtable_check_reports_stale_table(tmp_path: Path) -> None:
     doc = tmp_path / "d.md"
-    doc.write_text(f"{table.BEGIN}\nstale\n{table.END}\n")
-    assert env.main(["--check", str(doc)]) == 1
-    assert env.main(["--write", str(doc)]) == 0
-    assert env.main(["--check", str(doc)]) == 0
+    doc.write_text(f"{envtable.BEGIN}\nstale\n{envtable.END}\n")
+    assert envtable.main(["--check", str(doc)]) == 1
+    assert envtable.main(["--write", str(doc)]) == 0
+    assert envtable.main(["--check", str(doc)]) == 0
 
 
 # --- real processes ------------------------------------------------------------------
@@ -250,8 +239,8 @@ def test_server_service_from_env_only(procs: list[Proc]) -> None:
     assert status["settings"]["num_workers"] == 2
     assert srv.stop() in (0, -15)
     err = srv.stderr()
-    assert "services.server: ftrl-ps server --host=127.0.0.1 --port=0" in err
-    assert "--token=***" in err and "tok-123" not in err
+    assert "services.server: ShardOptions(host='127.0.0.1', port=0, fd=None, token=***" in err
+    assert "tok-123" not in err
 
 
 def test_service_with_a_typo_exits_2() -> None:
@@ -310,8 +299,9 @@ def test_services_train_end_to_end(tmp_path: Path, procs: list[Proc]) -> None:
 
 
 def test_wait_reports_what_is_missing(tmp_path: Path) -> None:
-    ns = argparse.Namespace(server="http://127.0.0.1:9/", input=str(tmp_path / "nope"))
+    ns = SimpleNamespace(server="http://127.0.0.1:9/", input=str(tmp_path / "nope"))
     todo = wait.missing(ns, timeout=0.5)
     assert len(todo) == 2 and todo[0].startswith("http://127.0.0.1:9/health")
     assert len(wait.wait_for(ns, timeout=0.2, interval=0.1)) == 2
     assert wait.main(["worker", "--timeout", "1"], {"FTRL_PS_BOGUS": "1"}) == 2
+    assert wait.main(["gen", "--timeout", "1"], {"FTRL_PS_OUTDIR": str(tmp_path)}) == 0

@@ -8,7 +8,8 @@ validate the inputs. Assumptions (not checked here):
 * ``1 <= bits <= 30``.
 
 The parsing rules are those documented in :mod:`ftrl_ps.data.libsvm`; the hashing
-rules those of :mod:`ftrl_ps.data.hashing`. Everything runs without the GIL.
+rules those of :mod:`ftrl_ps.data.hashing`, with the mix and hash of
+:mod:`ftrl_ps._kernels.mix`. Everything runs without the GIL.
 """
 
 from __future__ import annotations
@@ -16,7 +17,20 @@ from __future__ import annotations
 import numpy as np
 
 from ftrl_ps._kernels._config import njit
-from ftrl_ps.data.hashing import FNV_OFFSET, FNV_PRIME, MIX_M1, MIX_M2
+from ftrl_ps._kernels.mix import fnv1a64, mix64
+
+__all__ = [
+    "R_BAD_VALUE",
+    "R_EMPTY_NAME",
+    "R_EMPTY_VALUE",
+    "R_LABEL",
+    "R_RANGE",
+    "R_SUM_RANGE",
+    "parse_chunk",
+    "parse_float",
+    "slot_of_bytes",
+    "slots_of_names",
+]
 
 # reason codes of a bad line (texts in ftrl_ps.data.libsvm)
 R_LABEL = 1
@@ -26,13 +40,6 @@ R_BAD_VALUE = 4
 R_RANGE = 5
 R_SUM_RANGE = 6
 
-_M1 = np.uint64(MIX_M1)
-_M2 = np.uint64(MIX_M2)
-_FNV_OFFSET = np.uint64(FNV_OFFSET)
-_FNV_PRIME = np.uint64(FNV_PRIME)
-_S27 = np.uint64(27)
-_S30 = np.uint64(30)
-_S31 = np.uint64(31)
 _ONE = np.uint64(1)
 _TEN = np.uint64(10)
 _NINE = np.uint64(9)
@@ -44,25 +51,6 @@ _F32_LIMIT = 3.4028235677973366e38
 _POW10 = np.array([10.0**k for k in range(23)], dtype=np.float64)
 _EXACT_MANTISSA = 1 << 53
 _MAX_SIG_DIGITS = 18  # fits an int64 mantissa
-
-
-@njit(inline="always")
-def mix64(x: np.uint64) -> np.uint64:
-    """splitmix64 finalizer (mod 2**64)."""
-    x = x ^ (x >> _S30)
-    x = x * _M1
-    x = x ^ (x >> _S27)
-    x = x * _M2
-    return x ^ (x >> _S31)
-
-
-@njit(inline="always")
-def fnv1a64(buf: np.ndarray, start: int, end: int) -> np.uint64:
-    """64-bit FNV-1a of ``buf[start:end]``."""
-    h = _FNV_OFFSET
-    for i in range(start, end):
-        h = (h ^ np.uint64(buf[i])) * _FNV_PRIME
-    return h
 
 
 @njit(inline="always")

@@ -10,6 +10,8 @@ import numpy as np
 
 from ftrl_ps._kernels._config import njit
 
+__all__ = ["format_block_kernel"]
+
 
 @njit
 def _write_uint(out: np.ndarray, pos: int, value: int) -> int:

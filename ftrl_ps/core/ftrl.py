@@ -33,8 +33,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ftrl_ps._kernels import ftrl as _k
-from ftrl_ps.errors import ConfigError, DataError
 from ftrl_ps.core.params import DTYPES, MAX_BITS, MIN_BITS, FTRLParams, check_bits, num_keys
+from ftrl_ps.errors import ConfigError, DataError
 
 __all__ = [
     "DTYPES",

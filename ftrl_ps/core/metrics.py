@@ -10,11 +10,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from ftrl_ps._kernels.ftrl import EPS
+__all__ = ["EPS", "Evaluation", "auc", "logloss"]
+
+#: :func:`logloss` clips probabilities to ``[EPS, 1 - EPS]`` before the log. The
+#: same value as the training kernel's clip (``ftrl_ps._kernels.ftrl.EPS``, checked
+#: by ``tests/test_metrics.py``), so evaluated and progressive log loss agree.
+EPS = 1e-15
 
 
 def logloss(labels: npt.ArrayLike, probs: npt.ArrayLike) -> float:
-    """Mean binary cross-entropy, probabilities clipped to ``[1e-15, 1 - 1e-15]``."""
+    """Mean binary cross-entropy, probabilities clipped to ``[EPS, 1 - EPS]`` (EPS = 1e-15)."""
     y = np.asarray(labels, dtype=np.float64)
     p = np.clip(np.asarray(probs, dtype=np.float64), EPS, 1.0 - EPS)
     if y.size == 0:

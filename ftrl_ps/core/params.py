@@ -29,6 +29,8 @@ __all__ = [
     "num_keys",
 ]
 
+#: smallest and largest ``bits`` (``2**bits`` feature slots plus the bias), checked by
+#: :func:`check_bits`; at 30 every key is below ``2**31`` (int32 indices, uint32 wire keys)
 MIN_BITS = 1
 MAX_BITS = 30
 #: the feature space of a new model (``ftrl-ps train``; the servers' own default,
@@ -65,7 +67,13 @@ class FTRLParams:
 
 
 def check_bits(bits: int) -> int:
-    """Validate a feature-space size in bits."""
+    """Validate a feature-space size in bits and return it as an ``int``.
+
+    Raises
+    ------
+    ConfigError
+        If ``bits`` is not an integer (``bool`` is refused) in ``[MIN_BITS, MAX_BITS]``.
+    """
     if isinstance(bits, bool) or not isinstance(bits, int | np.integer):
         raise ConfigError(f"bits must be an integer, got {bits!r}")
     if not MIN_BITS <= bits <= MAX_BITS:

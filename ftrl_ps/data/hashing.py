@@ -2,7 +2,9 @@
 
 This docstring is the specification; it is precise enough to re-implement the
 mapping in another language (the test vectors in ``tests/test_hashing.py``
-pin it down).
+pin it down). The functions below run the numba kernels of the reader
+(:mod:`ftrl_ps._kernels.mix`, :mod:`ftrl_ps._kernels.parse`), loaded on first
+call; ``tests/naive.py`` holds a pure-Python reference they are tested against.
 
 Feature space
 -------------
@@ -59,60 +61,26 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ftrl_ps.errors import ConfigError, DataError
+from ftrl_ps.core.params import check_bits
+from ftrl_ps.errors import DataError
 
-__all__ = [
-    "FNV_OFFSET",
-    "FNV_PRIME",
-    "MASK64",
-    "MAX_BITS",
-    "MIN_BITS",
-    "MIX_M1",
-    "MIX_M2",
-    "check_bits",
-    "fnv1a64",
-    "mix64",
-    "slot_of",
-    "slots_of",
-]
-
-MASK64 = (1 << 64) - 1
-FNV_OFFSET = 0xCBF29CE484222325
-FNV_PRIME = 0x100000001B3
-MIX_M1 = 0xBF58476D1CE4E5B9
-MIX_M2 = 0x94D049BB133111EB
-MIN_BITS = 1
-MAX_BITS = 30
+__all__ = ["fnv1a64", "mix64", "slot_of", "slots_of"]
 
 
-def check_bits(bits: int) -> int:
-    """Validate ``bits`` (an int in ``[MIN_BITS, MAX_BITS]``) and return it.
-
-    Raises
-    ------
-    ConfigError
-        If ``bits`` is not an integer in range.
-    """
-    if isinstance(bits, bool) or not isinstance(bits, int | np.integer):
-        raise ConfigError(f"bits must be an integer, got {bits!r}")
-    if not MIN_BITS <= int(bits) <= MAX_BITS:
-        raise ConfigError(f"bits must be in [{MIN_BITS}, {MAX_BITS}], got {bits}")
-    return int(bits)
+def _as_buffer(data: bytes) -> np.ndarray:
+    """``data`` as a writable ``uint8`` array (the type the kernels are compiled for)."""
+    return np.frombuffer(bytearray(data), dtype=np.uint8)
 
 
 def mix64(x: int) -> int:
-    """The splitmix64 finalizer on an unsigned 64-bit integer.
+    """The splitmix64 finalizer on an unsigned 64-bit integer (``x`` is taken mod 2**64).
 
     >>> hex(mix64(0x9E3779B97F4A7C15))  # first output of splitmix64 seeded with 0
     '0xe220a8397b1dcdaf'
     """
-    x &= MASK64
-    x ^= x >> 30
-    x = (x * MIX_M1) & MASK64
-    x ^= x >> 27
-    x = (x * MIX_M2) & MASK64
-    x ^= x >> 31
-    return x
+    from ftrl_ps._kernels import mix as _mix
+
+    return int(_mix.mix64(np.uint64(int(x) & _mix.MASK64)))
 
 
 def fnv1a64(data: bytes) -> int:
@@ -121,14 +89,14 @@ def fnv1a64(data: bytes) -> int:
     >>> hex(fnv1a64(b"a"))
     '0xaf63dc4c8601ec8c'
     """
-    h = FNV_OFFSET
-    for c in data:
-        h = ((h ^ c) * FNV_PRIME) & MASK64
-    return h
+    from ftrl_ps._kernels import mix as _mix
+
+    buf = _as_buffer(data)
+    return int(_mix.fnv1a64(buf, 0, buf.shape[0]))
 
 
 def slot_of(name: str, bits: int) -> int:
-    """The slot in ``[0, 2**bits)`` of feature ``name`` (pure-Python reference).
+    """The slot in ``[0, 2**bits)`` of feature ``name`` (the reader's kernel).
 
     Parameters
     ----------
@@ -139,18 +107,18 @@ def slot_of(name: str, bits: int) -> int:
 
     Raises
     ------
+    ConfigError
+        If ``bits`` is out of range.
     DataError
         If ``name`` is empty.
     """
+    from ftrl_ps._kernels.parse import slot_of_bytes
+
     bits = check_bits(bits)
     if not name:
         raise DataError("empty feature name")
-    mask = (1 << bits) - 1
-    if name.isascii() and name.isdigit():
-        i = int(name)
-        if i <= MASK64:
-            return i if i <= mask else mix64(i) & mask
-    return mix64(fnv1a64(name.encode("utf-8"))) & mask
+    buf = _as_buffer(name.encode("utf-8"))
+    return int(slot_of_bytes(buf, 0, buf.shape[0], bits))
 
 
 def slots_of(names: Iterable[str], bits: int) -> np.ndarray:
@@ -166,5 +134,5 @@ def slots_of(names: Iterable[str], bits: int) -> np.ndarray:
         raise DataError("empty feature name")
     offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
     np.cumsum([len(e) for e in encoded], out=offsets[1:])
-    buf = np.frombuffer(bytearray(b"".join(encoded)) or bytearray(1), dtype=np.uint8)
+    buf = _as_buffer(b"".join(encoded) or b"\0")  # an empty list still gets a buffer
     return slots_of_names(buf, offsets, bits)

@@ -53,9 +53,9 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from ftrl_ps._kernels import parse as _k
+from ftrl_ps.core.params import check_bits
 from ftrl_ps.data.batch import Batch
 from ftrl_ps.errors import ConfigError, DataError, ParseError
-from ftrl_ps.data.hashing import check_bits
 
 __all__ = ["Batch", "LibsvmReader", "ReaderStats", "read_all", "split_ranges"]
 

@@ -59,9 +59,10 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from ftrl_ps._kernels.mix import mix64_array
 from ftrl_ps._kernels.synth import format_block_kernel
-from ftrl_ps.errors import ConfigError, DataError
 from ftrl_ps.core.metrics import auc, logloss
+from ftrl_ps.errors import ConfigError, DataError
 
 __all__ = [
     "BLOCK_ROWS",
@@ -137,12 +138,12 @@ class Design:
 
 
 def _mix64(x: np.ndarray | np.uint64) -> np.ndarray:
-    """splitmix64 finaliser on uint64 values (wraps modulo 2**64)."""
+    """splitmix64 finaliser on uint64 values of any shape (wraps modulo 2**64).
+
+    Runs :func:`ftrl_ps._kernels.mix.mix64_array`; the result has the shape of ``x``.
+    """
     z = np.asarray(x, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
+    return mix64_array(z.ravel()).reshape(z.shape)
 
 
 def _sigmoid(score: np.ndarray) -> np.ndarray:

@@ -36,7 +36,6 @@ from typing import Any, TypeVar
 import httpx
 import numpy as np
 
-from ftrl_ps.ps import wire
 from ftrl_ps.errors import (
     ClockTimeoutError,
     ConfigError,
@@ -46,9 +45,10 @@ from ftrl_ps.errors import (
     UnknownWorkerError,
     WorkerStateError,
 )
+from ftrl_ps.ps import wire
 from ftrl_ps.ps.layout import Layout
 from ftrl_ps.ps.shards import ShardConnections
-from ftrl_ps.ps.store import check_keys, check_values
+from ftrl_ps.ps.validate import check_keys, check_values
 
 __all__ = ["PSClient"]
 

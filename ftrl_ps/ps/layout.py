@@ -2,7 +2,8 @@
 
 A model with ``bits`` = *b* hashes features into ``2**b`` slots and keeps ONE
 extra bias slot at key ``2**b``, so the key space is ``[0, 2**b + 1)``. Keys
-travel as ``uint32`` on the wire; ``b <= 30`` as in :mod:`ftrl_ps.core.ftrl`.
+travel as ``uint32`` on the wire; ``1 <= b <= 30``
+(:func:`ftrl_ps.core.params.check_bits`).
 
 Two partitions of the key space:
 
@@ -38,26 +39,23 @@ from typing import Any
 
 import numpy as np
 
+from ftrl_ps.core.params import check_bits
 from ftrl_ps.errors import ConfigError, LayoutMismatchError
 
-__all__ = ["DEFAULT_GROUP_SIZE", "MAX_BITS", "Layout"]
+__all__ = ["DEFAULT_GROUP_SIZE", "Layout"]
 
 #: default number of keys per parameter group (one lock per group). 4096 keys
 #: = 32 KiB of float32 ``n`` + ``z``: small enough that unrelated updates rarely
 #: contend, large enough that the lock list stays short (256 locks at 2**20 keys).
 DEFAULT_GROUP_SIZE: int = 4096
 
-#: largest supported ``bits`` (as ``ftrl_ps.core.ftrl.MAX_BITS``; keys fit in uint32).
-MAX_BITS: int = 30
 
-
-def _check_int(name: str, value: Any, low: int, high: int | None = None) -> int:
+def _check_int(name: str, value: Any, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise ConfigError(f"{name} must be an integer, got {value!r}")
     value = int(value)
-    if value < low or (high is not None and value > high):
-        bound = f"[{low}, {high}]" if high is not None else f">= {low}"
-        raise ConfigError(f"{name} must be in {bound}, got {value}")
+    if value < low:
+        raise ConfigError(f"{name} must be in >= {low}, got {value}")
     return value
 
 
@@ -86,7 +84,7 @@ class Layout:
     num_shards: int = 1
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "bits", _check_int("bits", self.bits, 1, MAX_BITS))
+        object.__setattr__(self, "bits", check_bits(self.bits))
         object.__setattr__(self, "group_size", _check_int("group_size", self.group_size, 1))
         object.__setattr__(self, "num_shards", _check_int("num_shards", self.num_shards, 1))
         if self.num_shards > self.num_groups:

@@ -20,9 +20,9 @@ from typing import Any, TypeVar
 
 import httpx
 
-from ftrl_ps.ps import wire
 from ftrl_ps.errors import ConfigError, TransportError
-from ftrl_ps.server.errors import exception_from_response
+from ftrl_ps.ps import wire
+from ftrl_ps.ps.http_status import exception_from_response
 
 __all__ = ["ShardConnections"]
 

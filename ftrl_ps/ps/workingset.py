@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ftrl_ps._kernels import worker as _k
-from ftrl_ps.data.batch import Batch
 from ftrl_ps.core.ftrl import num_keys
+from ftrl_ps.data.batch import Batch
 
 __all__ = ["KeyNumbering", "PendingDeltas", "WorkingSet"]
 

@@ -1,7 +1,7 @@
 """The parameter server: one FastAPI/uvicorn process per shard.
 
-Public names are imported lazily so that ``ftrl_ps.server.errors`` (used by the
-client) does not pull in FastAPI.
+Public names are imported lazily: importing the package (e.g. for
+:class:`~ftrl_ps.server.options.ShardOptions`) does not pull in FastAPI.
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from fastapi.responses import JSONResponse, Response
 
-from ftrl_ps.ps import wire
 from ftrl_ps.errors import AuthError, ProtocolError
+from ftrl_ps.ps import wire
 from ftrl_ps.ps.state import ServerState
 
 __all__ = [

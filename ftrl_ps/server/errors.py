@@ -1,24 +1,8 @@
-"""The ONE place that maps the ftrl-ps error hierarchy to HTTP status codes.
+"""FastAPI error handlers of the server: every error answer as JSON.
 
-Every error answer has the JSON body ``{"error": <class name>, "detail": <message>}``.
-
-=========================  ======
-error class                status
-=========================  ======
-LayoutMismatchError        409
-ConfigError                400
-PayloadTooLargeError       413
-ProtocolError              400
-AuthError                  401
-UnknownWorkerError         404
-WorkerStateError           409
-ClockTimeoutError          408
-anything else              500
-=========================  ======
-
-The client uses :func:`exception_from_response` to turn an answer back into
-the matching class. This module imports FastAPI only inside
-:func:`install_error_handlers`, so the client does not pull in the server stack.
+Status codes and bodies come from :mod:`ftrl_ps.ps.http_status`, the one
+mapping of the error hierarchy to HTTP (the client uses it too, without this
+module). FastAPI is imported only inside :func:`install_error_handlers`.
 """
 
 from __future__ import annotations
@@ -26,81 +10,16 @@ from __future__ import annotations
 from typing import Any
 
 from ftrl_ps import errors as E
+from ftrl_ps.ps.http_status import error_payload, status_for
 
-__all__ = [
-    "STATUS_CODES",
-    "error_payload",
-    "exception_from_response",
-    "install_error_handlers",
-    "status_for",
-]
-
-#: most specific classes first: the first ``isinstance`` match wins
-STATUS_CODES: tuple[tuple[type[E.FTRLPSError], int], ...] = (
-    (E.LayoutMismatchError, 409),
-    (E.ConfigError, 400),
-    (E.PayloadTooLargeError, 413),
-    (E.ProtocolError, 400),
-    (E.AuthError, 401),
-    (E.UnknownWorkerError, 404),
-    (E.WorkerStateError, 409),
-    (E.ClockTimeoutError, 408),
-)
-
-_BY_NAME: dict[str, type[E.FTRLPSError]] = {
-    cls.__name__: cls
-    for cls in (
-        E.ConfigError, E.LayoutMismatchError, E.DataError, E.ModelFormatError, E.ProtocolError,
-        E.PayloadTooLargeError, E.AuthError, E.UnknownWorkerError, E.WorkerStateError,
-        E.ClockTimeoutError, E.ServerError,
-    )
-}
-
-#: status code -> class used when an answer does not name a known class (e.g. a
-#: proxy's answer, or 404 for a route this server does not have); other 4xx
-#: become ProtocolError, everything else ServerError
-_BY_STATUS: dict[int, type[E.FTRLPSError]] = {
-    401: E.AuthError,
-    408: E.ClockTimeoutError,
-    413: E.PayloadTooLargeError,
-}
-
-
-def status_for(exc: BaseException) -> int:
-    """HTTP status code of an exception (500 unless it is a mapped ftrl-ps error)."""
-    for cls, status in STATUS_CODES:
-        if isinstance(exc, cls):
-            return status
-    return 500
-
-
-def error_payload(exc: BaseException) -> dict[str, str]:
-    """``{"error": class name, "detail": message}``; unexpected errors become
-    ``ServerError`` (their text is kept, the traceback stays in the server log)."""
-    if isinstance(exc, E.FTRLPSError) and status_for(exc) != 500:
-        return {"error": type(exc).__name__, "detail": str(exc)}
-    return {"error": "ServerError", "detail": f"{type(exc).__name__}: {exc}"}
-
-
-def exception_from_response(status: int, payload: Any) -> E.FTRLPSError:
-    """The ftrl-ps exception matching an error answer (the reverse mapping)."""
-    name = payload.get("error") if isinstance(payload, dict) else None
-    detail = payload.get("detail") if isinstance(payload, dict) else None
-    if not isinstance(detail, str):
-        detail = f"HTTP {status}" + (f": {payload}" if payload else "")
-    cls = _BY_NAME.get(name) if isinstance(name, str) else None
-    if cls is None:
-        default = E.ProtocolError if 400 <= status < 500 else E.ServerError
-        cls = _BY_STATUS.get(status, default)
-        if isinstance(name, str):
-            detail = f"{name}: {detail}"
-    return cls(detail)
+__all__ = ["install_error_handlers"]
 
 
 def install_error_handlers(app: Any) -> None:
     """Register JSON error handlers on a FastAPI app: ftrl-ps errors by the
-    table above, request validation errors as ProtocolError (400), HTTP errors
-    (404 route, 405 method) with their own status, anything else as 500."""
+    table of :mod:`ftrl_ps.ps.http_status`, request validation errors as
+    ProtocolError (400), HTTP errors (404 route, 405 method) with their own
+    status, anything else as 500."""
     import logging
 
     from fastapi.exceptions import RequestValidationError

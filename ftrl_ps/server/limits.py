@@ -10,7 +10,7 @@
   :class:`~ftrl_ps.errors.PayloadTooLargeError`, and whatever answer the app
   then produces is replaced by the 413.
 
-The answer's status and JSON body come from :mod:`ftrl_ps.server.errors`.
+The answer's status and JSON body come from :mod:`ftrl_ps.ps.http_status`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import json
 from typing import Any
 
 from ftrl_ps.errors import PayloadTooLargeError
-from ftrl_ps.server.errors import error_payload, status_for
+from ftrl_ps.ps.http_status import error_payload, status_for
 
 __all__ = ["DRAIN_LIMIT", "BodyLimitMiddleware"]
 

@@ -1,8 +1,8 @@
 """Check the Dockerfile: layer order, non-root user, health check, environment, commands.
 
-The default command must start a service module, and the ``python -m ftrl_ps``
-commands run at build time (the numba warm-up) must still parse with the real
-parser. See :mod:`services.check` for the other deployment files.
+The default command must start a service module whose default options load,
+and the ``python -m ftrl_ps`` commands run at build time (the numba warm-up)
+must still parse with the real ``ftrl-ps`` parser.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import re
 import shlex
 from pathlib import Path
 
-from services.check import ROOT, launch, parse_cli
+from tools.deploycheck.launch import ROOT, launch, parse_cli
 
 __all__ = ["check_dockerfile", "dockerfile_instructions"]
 
@@ -110,9 +110,7 @@ def _check_docker_commands(ins: list[tuple[str, str]], kinds: list[str]) -> list
             lexer.whitespace_split = True
             for words in [*_segments(list(lexer))]:
                 if words[:3] == ["python", "-m", "ftrl_ps"]:
-                    _ns, error = parse_cli(words[3:])
+                    error = parse_cli(words[3:])
                     if error:
                         problems.append(f"Dockerfile: RUN {' '.join(words)}: {error}")
     return problems
-
-

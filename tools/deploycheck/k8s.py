@@ -1,10 +1,11 @@
-"""Check Kubernetes manifests (deploy/k8s/*.yaml) against the real parser and each other.
+"""Check Kubernetes manifests (deploy/k8s/*.yaml) against the services and each other.
 
 Each pod a workload creates is simulated: a StatefulSet pod gets its hostname
 ``<name>-<ordinal>``, a pod of an Indexed Job its ``JOB_COMPLETION_INDEX``,
 every pod ``KUBERNETES_SERVICE_HOST``; secrets referenced by ``secretKeyRef``
-are looked up in the Secret manifests. The service then builds its argv from
-that environment and the real parser must accept it (see :mod:`services.check`).
+are looked up in the Secret manifests. The service then loads its options
+from that environment (:func:`tools.deploycheck.launch.launch`) and the
+workloads must agree with each other.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from services.check import Launch, launch, server_urls
+from tools.deploycheck.launch import Launch, launch, server_urls
 
 __all__ = ["check_k8s", "pod_instances"]
 
@@ -109,7 +110,7 @@ def _check_paths(where: str, la: Launch, container: Mapping[str, Any], pod: Mapp
     reads = {"worker": ["input"], "export": ["test"]}.get(la.module, [])
     writes = {"export": ["model", "metrics_json"], "gen": ["outdir"]}.get(la.module, [])
     for attr in reads + writes:
-        path = getattr(la.args, attr, None)
+        path = getattr(la.options, attr, None)
         if not path or path == "-":
             continue
         mount = _mount_of(str(path), container)
@@ -174,27 +175,28 @@ def _check_topology(docs: Sequence[Mapping[str, Any]],
         return problems
     sts = next(iter(sets.values()))
     sts_name, replicas = _name(sts), int(sts["spec"].get("replicas", 1))
-    port = servers[0][1].args.port
+    port = servers[0][1].options.port
     for i, (_d, la) in enumerate(servers):
-        if la.args.shard_index != i or la.args.num_shards != replicas:
-            problems.append(f"{la.where}: shard {la.args.shard_index} of {la.args.num_shards}, "
-                            f"expected {i} of {replicas} (the pod ordinal)")
-        if la.args.host in ("127.0.0.1", "localhost", "::1"):
-            problems.append(f"{la.where}: binds {la.args.host}; other pods cannot reach it")
-        if la.args.port != port:
-            problems.append(f"{la.where}: port {la.args.port} differs from shard 0's {port}")
+        if la.options.shard_index != i or la.options.num_shards != replicas:
+            problems.append(f"{la.where}: shard {la.options.shard_index} of "
+                            f"{la.options.num_shards}, expected {i} of {replicas} "
+                            "(the pod ordinal)")
+        if la.options.host in ("127.0.0.1", "localhost", "::1"):
+            problems.append(f"{la.where}: binds {la.options.host}; other pods cannot reach it")
+        if la.options.port != port:
+            problems.append(f"{la.where}: port {la.options.port} differs from shard 0's {port}")
     problems += _check_server_pod(docs, sts, port)
     svc_name = str(sts["spec"].get("serviceName"))
     host = re.compile(rf"{re.escape(sts_name)}-(\d+)\.{re.escape(svc_name)}"
                       r"(\.[a-z0-9-]+(\.svc(\.cluster\.local)?)?)?")
-    tokens = {la.args.token for _d, la in servers}
-    expected_workers = {la.args.num_workers for _d, la in servers}
+    tokens = {la.options.token for _d, la in servers}
+    expected_workers = {la.options.num_workers for _d, la in servers}
     if None in tokens or len(tokens) != 1:
         problems.append("k8s: every server needs the same token")
     for doc, label, _env, la in found:
         if la.module not in ("worker", "export"):
             continue
-        urls = server_urls(la.args)
+        urls = server_urls(la.options)
         if len(urls) != replicas:
             problems.append(f"{la.where}: {len(urls)} server URL(s) for {replicas} shards")
         for i, (name, url_port) in enumerate(urls):
@@ -202,9 +204,9 @@ def _check_topology(docs: Sequence[Mapping[str, Any]],
             if m is None or int(m.group(1)) != i or url_port != port:
                 problems.append(f"{la.where}: shard {i} URL {name}:{url_port} is not "
                                 f"{sts_name}-{i}.{svc_name}:{port}")
-        if la.args.token not in tokens:
+        if la.options.token not in tokens:
             problems.append(f"{la.where}: token differs from the servers'")
-        if la.module == "export" and not la.args.wait:
+        if la.module == "export" and not la.options.wait:
             problems.append(f"{la.where}: export should wait for the workers (FTRL_PS_WAIT=1)")
         if la.module == "worker":
             spec = doc.get("spec") or {}
@@ -214,11 +216,11 @@ def _check_topology(docs: Sequence[Mapping[str, Any]],
             if int(spec.get("parallelism", 1)) != completions:
                 problems.append(f"{la.where}: parallelism must equal completions "
                                 "(missing workers hold back the SSP clock)")
-            if {la.args.num_workers} | (expected_workers - {None}) != {completions}:
-                problems.append(f"{la.where}: --num-workers {la.args.num_workers} / servers' "
-                                f"{expected_workers} != completions {completions}")
-            if label.startswith("index ") and str(la.args.worker_index) != label[6:]:
-                problems.append(f"{la.where}: worker index {la.args.worker_index} is not the "
+            if {la.options.num_workers} | (expected_workers - {None}) != {completions}:
+                problems.append(f"{la.where}: FTRL_PS_NUM_WORKERS {la.options.num_workers} / "
+                                f"servers' {expected_workers} != completions {completions}")
+            if label.startswith("index ") and str(la.options.worker_index) != label[6:]:
+                problems.append(f"{la.where}: worker index {la.options.worker_index} is not the "
                                 f"completion index {label[6:]}")
     return problems
 

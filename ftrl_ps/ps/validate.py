@@ -1,0 +1,81 @@
+"""Validators of the key and value arrays of a push or pull.
+
+Shared by the server's store (:mod:`ftrl_ps.ps.store`) and the client
+(:mod:`ftrl_ps.ps.client`), which checks its arguments before sending them.
+Both raise :class:`~ftrl_ps.errors.ProtocolError`.
+
+>>> check_keys([1, 5, 9], 0, 10).tolist()
+[1, 5, 9]
+>>> check_values([0.5, 2], "n", 2, np.dtype(np.float32), non_negative=True).dtype
+dtype('float32')
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ftrl_ps.errors import ProtocolError
+
+__all__ = ["check_keys", "check_values"]
+
+
+def check_keys(
+    keys: Any, begin: int, end: int, *, name: str = "keys", where: str = "this shard's range"
+) -> np.ndarray:
+    """Validate a key array and return it as a 1-D integer ndarray.
+
+    Keys must be integers, one-dimensional, sorted strictly increasing and
+    inside ``[begin, end)``.
+
+    Raises
+    ------
+    ProtocolError
+        Naming the first offending position.
+    """
+    arr = np.asarray(keys)
+    if arr.ndim != 1:
+        raise ProtocolError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    if arr.size == 0:
+        return arr.astype(np.int64)
+    if arr.dtype.kind not in "iu":
+        raise ProtocolError(f"{name} must be integers, got dtype {arr.dtype}")
+    bad = np.flatnonzero(arr[1:] <= arr[:-1])
+    if bad.size:
+        i = int(bad[0]) + 1
+        raise ProtocolError(
+            f"{name} must be sorted strictly increasing (unique): "
+            f"{name}[{i}]={int(arr[i])} <= {name}[{i - 1}]={int(arr[i - 1])}"
+        )
+    lo, hi = int(arr[0]), int(arr[-1])
+    if lo < begin or hi >= end:
+        which = lo if lo < begin else hi
+        raise ProtocolError(f"{name} contain {which}, outside {where} [{begin}, {end})")
+    return arr
+
+
+def check_values(
+    values: Any, name: str, length: int, dtype: np.dtype, *, non_negative: bool = False
+) -> np.ndarray:
+    """Validate a value array: 1-D, ``length`` long, real, finite (after the cast
+    to ``dtype``) and, if ``non_negative``, ``>= 0``. Returns it as ``dtype``."""
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise ProtocolError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    if arr.shape[0] != length:
+        raise ProtocolError(f"{name} has {arr.shape[0]} values but there are {length} keys")
+    if length and arr.dtype.kind not in "iuf":
+        raise ProtocolError(f"{name} must be real numbers, got dtype {arr.dtype}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        arr = arr.astype(dtype, copy=False)
+    finite = np.isfinite(arr)
+    if not finite.all():
+        i = int(np.flatnonzero(~finite)[0])
+        raise ProtocolError(f"{name}[{i}] is {arr[i]!r}; values must be finite")
+    if non_negative and length:
+        neg = np.flatnonzero(arr < 0)
+        if neg.size:
+            i = int(neg[0])
+            raise ProtocolError(f"{name}[{i}] = {arr[i]!r} is negative; it must be >= 0")
+    return arr
