@@ -27,7 +27,6 @@ __all__ = [
     "MAX_MARGIN",
     "PREFETCH_ROWS",
     "logloss_sum",
-    "margin_rows",
     "predict_rows",
     "train_rows",
     "weights",
@@ -149,21 +148,6 @@ def predict_rows(state, indptr, indices, values, bias_key, alpha, beta, l1, l2, 
             w = _weight(np.float64(state[key + 1]), np.float64(state[key]), alpha, beta, l1, l2)
             margin += w * np.float64(values[j])
         out[r] = _sigmoid(margin)
-
-
-@njit
-def margin_rows(state, indptr, indices, values, bias_key, alpha, beta, l1, l2, out):  # type: ignore[no-untyped-def]
-    """Write the margin ``w . x + bias`` of every row into ``out`` (float64, not clipped)."""
-    rows = out.shape[0]
-    b = 2 * np.int64(bias_key)
-    w_bias = _weight(np.float64(state[b + 1]), np.float64(state[b]), alpha, beta, l1, l2)
-    for r in range(rows):
-        margin = w_bias
-        for j in range(indptr[r], indptr[r + 1]):
-            key = 2 * np.int64(indices[j])
-            w = _weight(np.float64(state[key + 1]), np.float64(state[key]), alpha, beta, l1, l2)
-            margin += w * np.float64(values[j])
-        out[r] = margin
 
 
 @njit

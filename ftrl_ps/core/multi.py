@@ -32,7 +32,7 @@ from ftrl_ps.core.ftrl import check_rows
 from ftrl_ps.core.params import DTYPES, FTRLParams
 from ftrl_ps.errors import ConfigError, DataError
 
-__all__ = ["MultiFTRL", "check_order", "compact_keys"]
+__all__ = ["MultiFTRL", "check_order", "compact_keys", "warm_up"]
 
 
 def check_order(order: npt.ArrayLike | None, rows: int) -> np.ndarray:
@@ -189,3 +189,15 @@ class MultiFTRL:
         """``(n, z)`` of model ``k``, float64, one entry per key (as :class:`FTRL` keeps them)."""
         s = self.state[:, 0, k].astype(np.float64)
         return s * s, self.state[:, 1, k].astype(np.float64)
+
+
+def warm_up() -> None:
+    """Compile (or load from the cache) every K-model kernel, for both dtypes."""
+    labels = np.array([1.0, 0.0], np.float32)
+    indptr = np.array([0, 2, 3])
+    indices = np.array([0, 1, 1], np.int32)
+    values = np.ones(3, np.float32)
+    for dtype in DTYPES:
+        multi = MultiFTRL(3, [FTRLParams(), FTRLParams(alpha=0.5)], dtype=dtype)
+        multi.fit(labels, indptr, indices, values)
+        multi.logloss(labels, indptr, indices, values)

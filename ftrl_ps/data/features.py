@@ -36,8 +36,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ftrl_ps.core.params import check_bits
 from ftrl_ps.data.batch import Batch
-from ftrl_ps.data.hashing import MIX_M1, MIX_M2, check_bits, slot_of, slots_of
+from ftrl_ps.data.hashing import slot_of, slots_of
 from ftrl_ps.errors import DataError
 
 __all__ = [
@@ -61,18 +62,14 @@ def column_slots(n_features: int, bits: int) -> np.ndarray:
     >>> int(column_slots(17, 4)[16]) == slot_of("16", 4)
     True
     """
+    from ftrl_ps._kernels.mix import mix64_array
+
     bits = check_bits(bits)
     mask = (1 << bits) - 1
     cols = np.arange(n_features, dtype=np.uint64)
     if n_features <= mask + 1:
         return cols.astype(np.int64)
-    x = cols.copy()  # splitmix64's finalizer, wrapping uint64 arithmetic
-    x ^= x >> np.uint64(30)
-    x *= np.uint64(MIX_M1)
-    x ^= x >> np.uint64(27)
-    x *= np.uint64(MIX_M2)
-    x ^= x >> np.uint64(31)
-    out = np.where(cols <= np.uint64(mask), cols, x & np.uint64(mask))
+    out = np.where(cols <= np.uint64(mask), cols, mix64_array(cols) & np.uint64(mask))
     return out.astype(np.int64)
 
 
