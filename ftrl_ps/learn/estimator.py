@@ -111,8 +111,10 @@ class FTRLClassifier(ClassifierMixin, BaseEstimator):
         """Validated rows of X (labels zero) and, when given, validated y."""
         bits = check_bits(self.bits)
         if _is_dicts(X):
-            if reset and hasattr(self, "n_features_in_"):
-                del self.n_features_in_
+            if reset:  # a model of named features has no columns
+                for name in ("n_features_in_", "feature_names_in_"):
+                    if hasattr(self, name):
+                        delattr(self, name)
             if y is not None:
                 y = np.asarray(y)
                 if y.ndim != 1 or y.shape[0] != len(X):

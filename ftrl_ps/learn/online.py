@@ -44,10 +44,14 @@ from ftrl_ps.data.features import (
     rows_from_csr,
     rows_from_dense,
     rows_from_dicts,
+    slots_of_row,
 )
 from ftrl_ps.errors import DataError
 
 __all__ = ["OnlineFTRL", "to_rows"]
+
+#: label of one example -> 0/1 (1 and True are a click; 0, -1 and False are none)
+_LABELS = {1: 1.0, 0: 0.0, -1: 0.0}
 
 
 def to_rows(x: Any, bits: int, labels: Any = None, cache: NameCache | None = None,
@@ -126,15 +130,21 @@ class OnlineFTRL:
     def _rows(self, x: Any, labels: Any = None) -> Batch:
         return to_rows(x, self.model.bits, labels, self._names)
 
-    def _one(self, x: Mapping[Any, Any], labels: np.ndarray | None = None) -> Batch:
+    def _one(self, x: Mapping[Any, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(indptr, indices, values)`` of one dict (the reader's row)."""
         if not isinstance(x, Mapping):
             raise DataError(f"x must be a dict of features, got {type(x).__name__}")
-        return rows_from_dicts([x], self.model.bits, labels, self._names)
+        indices, values = slots_of_row(x, self._names)
+        return np.array([0, indices.size], dtype=np.int64), indices, values
 
     def learn_one(self, x: Mapping[Any, Any], y: Any) -> None:
         """Learn from one example: ``x`` a dict of features, ``y`` 1/True or 0/-1/False."""
-        rows = self._one(x, binary_labels([y], 1))
-        self._learn(rows)
+        label = _LABELS.get(y) if isinstance(y, bool | int | float | np.number) else None
+        if label is None:
+            raise DataError(f"labels must be -1, 0 or 1 (or booleans), got {y!r}")
+        indptr, indices, values = self._one(x)
+        self.loss_sum += self.model._fit(np.array([label], np.float32), indptr, indices, values)
+        self.rows_seen += 1
 
     def learn_many(self, X: Any, y: Any) -> None:
         """Learn from the rows of ``X`` in order (list of dicts, sparse, dense, DataFrame)."""
@@ -148,8 +158,7 @@ class OnlineFTRL:
 
     def predict_proba_one(self, x: Mapping[Any, Any]) -> dict[bool, float]:
         """``{False: P(no click), True: P(click)}`` for one example."""
-        rows = self._one(x)
-        p = float(self.model._predict(rows.indptr, rows.indices, rows.values)[0])
+        p = float(self.model._predict(*self._one(x))[0])
         return {False: 1.0 - p, True: p}
 
     def predict_one(self, x: Mapping[Any, Any]) -> bool:
