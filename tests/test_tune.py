@@ -123,7 +123,7 @@ def test_tune_command_and_train_params_from(tmp_path: Path, synth_small: Path) -
                   "--metrics-json", str(report), "--max-epochs", "4")
     assert res.returncode == 0, res.stderr
     assert "held-out logloss" in res.stdout and "(defaults)" in res.stdout
-    assert "every 5th row" in res.stderr
+    assert "held back: one row in 5" in res.stderr
     out = json.loads(report.read_text())
     chosen = out["best"]
     assert chosen["holdout_logloss"] <= chosen["defaults_holdout_logloss"]

@@ -232,7 +232,10 @@ def plan(budget: float, max_epochs: int, features: int, train_features: int,
             fallback = Plan(fits[-1], rungs)
     if fallback is not None:
         return fallback
-    raise ConfigError(f"budget {budget:g} is too small for even one setting and one pass")
+    least = (START + PARSE * features + features
+             + Plan(1, (1,)).cost(train_features, held_features)) / default_run_cost(features)
+    raise ConfigError(f"budget {budget:g} is too small for even one setting and one pass "
+                      f"(that takes {math.ceil(least * 10) / 10:g})")
 
 
 @dataclass(frozen=True)

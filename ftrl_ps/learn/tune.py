@@ -143,11 +143,13 @@ def run_tune(opts: TuneOptions) -> int:
     schedule = search.plan(opts.budget, opts.max_epochs, features,
                            int(row_features[train].sum()), int(row_features[held].sum()))
     settings = search.candidates(schedule.candidates)
-    what = (f"every {max(2, round(1 / opts.holdout))}th row" if opts.validation == "every"
+    what = (f"one row in {max(2, round(1 / opts.holdout))}" if opts.validation == "every"
             else f"the last {opts.holdout:.0%} of the rows")
-    print(f"tuning on {data.rows:,} rows ({train.size:,} train, {held.size:,} held back: "
-          f"{what}); {schedule.candidates} settings, passes {'/'.join(map(str, schedule.rungs))} "
-          f"(successive halving), budget {opts.budget:g} default runs", file=sys.stderr)
+    if not opts.quiet:
+        print(f"tuning on {data.rows:,} rows ({train.size:,} train, {held.size:,} held back: "
+              f"{what}); {schedule.candidates} settings, passes "
+              f"{'/'.join(map(str, schedule.rungs))} (successive halving), budget "
+              f"{opts.budget:g} default runs", file=sys.stderr)
 
     def on_pass(epoch: int, models: int) -> None:
         if not opts.quiet:
