@@ -125,11 +125,20 @@ def test_rows_in_any_order_and_repeated() -> None:
     assert held.shape == (3,) and np.all(held > 0)
 
 
-def test_compact_keys_keep_order() -> None:
-    slots, compact = compact_keys(np.array([7, 3, 1000, 3, 7], np.int32))
+@pytest.mark.parametrize("num_slots", [None, 1024])
+def test_compact_keys_keep_order(num_slots: int | None) -> None:
+    slots, compact = compact_keys(np.array([7, 3, 1000, 3, 7], np.int32), num_slots)
     assert slots.tolist() == [3, 7, 1000]
     assert compact.tolist() == [1, 0, 2, 0, 1]
     assert compact.dtype == np.int32
+    rng = np.random.default_rng(3)
+    many = rng.integers(0, 5000, 20000).astype(np.int32)
+    a, b = compact_keys(many, 8192), compact_keys(many)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+    np.testing.assert_array_equal(a[0][a[1]], many)
+    with pytest.raises(DataError):
+        compact_keys([5], num_slots=4)
 
 
 def test_bad_inputs_raise_clear_errors_and_leave_state_alone() -> None:

@@ -56,8 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", metavar="OUT", required=True,
                         help="save the model trained with the best settings here")
     g = parser.add_argument_group("search")
-    g.add_argument("--budget", type=c.positive_float, default=10.0, metavar="N",
-                   help="cost at most N default training runs on TRAIN (default 10)")
+    g.add_argument("--budget", type=c.positive_float, default=8.0, metavar="N",
+                   help="cost at most N default training runs on TRAIN (default 8)")
     g.add_argument("--max-epochs", type=c.positive_int, default=16, metavar="E",
                    help="at most this many passes over TRAIN (default 16)")
     g.add_argument("--holdout", type=_holdout, default=0.2, metavar="SHARE",

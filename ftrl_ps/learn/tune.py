@@ -37,7 +37,7 @@ class TuneOptions:
 
     train: str
     model: str
-    budget: float = 10.0
+    budget: float = 8.0
     max_epochs: int = 16
     holdout: float = 0.2
     validation: str = "every"
@@ -135,7 +135,7 @@ def run_tune(opts: TuneOptions) -> int:
     if data.rows < 2:
         raise DataError(f"{opts.train}: {data.rows} row(s); tune needs rows to train and score")
     parsed = time.perf_counter()
-    slots, compact = compact_keys(data.indices)
+    slots, compact = compact_keys(data.indices, 1 << bits)
     rows = Batch(data.labels, data.indptr, compact, data.values)
     train, held = search.holdout_split(data.rows, opts.holdout, opts.validation)
     row_features = data.indptr[1:] - data.indptr[:-1] + 1
