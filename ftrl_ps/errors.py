@@ -18,9 +18,13 @@ the client; the client also maps transport failures to :class:`TransportError`.
     ├── AuthError              missing or wrong token                      (401)
     ├── UnknownWorkerError     a worker id the server does not know        (404)
     ├── WorkerStateError       e.g. a push from a finished/dead worker     (409)
+    │   └── PushGapError           a shard lacks earlier pushes: replay     (409)
     ├── ClockTimeoutError      an SSP wait that did not clear in time      (408)
     ├── ServerError            the server failed while handling a request  (500)
+    │   └── BusyError              too many concurrent exports: retry       (503)
+    ├── RequestTimeoutError    the request body did not arrive in time     (408)
     ├── TransportError         the client could not reach the server
+    ├── UpdatesLostError       a shard lost pushes no journal holds any more
     └── ClusterError           a process of the local cluster failed
 """
 
@@ -88,6 +92,11 @@ class WorkerStateError(FTRLPSError):
     """The request is not allowed in the worker's current state."""
 
 
+class PushGapError(WorkerStateError):
+    """A shard has not applied pushes that this push follows (it restarted
+    from an older checkpoint): the worker must replay them first."""
+
+
 class ClockTimeoutError(FTRLPSError, TimeoutError):
     """An SSP clock wait did not clear before its deadline."""
 
@@ -96,8 +105,21 @@ class ServerError(FTRLPSError):
     """The server failed while handling a request."""
 
 
+class BusyError(ServerError):
+    """The server is busy (e.g. too many concurrent state exports); retry later."""
+
+
+class RequestTimeoutError(FTRLPSError, TimeoutError):
+    """A request body did not arrive within the server's body timeout."""
+
+
 class TransportError(FTRLPSError, ConnectionError):
     """The client could not reach the server or the connection broke."""
+
+
+class UpdatesLostError(FTRLPSError):
+    """A shard lacks pushes that the worker's journal no longer holds (e.g. it
+    restarted without a checkpoint): the model would silently miss updates."""
 
 
 class ClusterError(FTRLPSError):

@@ -6,12 +6,17 @@ increasing order** (checked) and lie in ``[0, 2**bits + 1)``. With several
 shards each call is split by the shards' key ranges, the parts are sent
 concurrently, and the answers are put back together in key order.
 
-Reliability: every request is retried on transport errors (connection
-refused/reset, timeouts) with exponential backoff, then raised as
-:class:`~ftrl_ps.errors.TransportError`. A push carries the worker id and a
-per-worker sequence number, so a retried push is applied exactly once; a
-clock tick carries its target clock, so a retried tick counts once. Error
-answers become the matching :mod:`ftrl_ps.errors` class.
+Reliability (docs/durability.md): every request is retried on transport
+errors with backoff for ``retry_seconds`` (a shard restart is ridden out), then
+raised as :class:`~ftrl_ps.errors.TransportError`. A registered worker's push
+carries ``(worker index, epoch, seq, prev_seq, position)`` and is journaled
+before it is sent (:mod:`ftrl_ps.ps.journal`, on disk with ``state_dir``), so
+it is applied exactly once on every shard: a retry is recognised by the shard,
+a shard that restarted from a checkpoint answers with a gap and gets the
+missing pushes replayed, and pushes a shard lost beyond the journal raise
+:class:`~ftrl_ps.errors.UpdatesLostError`. Never silently dropped. A clock tick
+carries its target clock, so a retried tick counts once. Error answers become
+the matching :mod:`ftrl_ps.errors` class.
 
 Example (needs a running server)::
 
@@ -27,10 +32,12 @@ Example (needs a running server)::
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
@@ -42,11 +49,14 @@ from ftrl_ps.errors import (
     FTRLPSError,
     LayoutMismatchError,
     ProtocolError,
+    PushGapError,
     UnknownWorkerError,
     WorkerStateError,
 )
 from ftrl_ps.ps import wire
+from ftrl_ps.ps.journal import JournalEntry, PushJournal
 from ftrl_ps.ps.layout import Layout
+from ftrl_ps.ps.replay import PushStream
 from ftrl_ps.ps.shards import ShardConnections
 from ftrl_ps.ps.validate import check_keys, check_values
 
@@ -70,7 +80,12 @@ class PSClient:
     timeout : float, default 30
         Seconds per HTTP request (clock requests get the server's wait on top).
     retries : int, default 3
-        Retries after a transport error (backoff 0.05 s, doubling, max 2 s).
+        Retries after a transport error at least (backoff 0.05 s, doubling, max 2 s).
+    retry_seconds : float, default 120
+        ... and for at least this long, so that a shard restart is ridden out.
+    state_dir : str, optional
+        Directory for the push journal (``worker-<index>.journal``), so that a
+        restarted worker replays and resumes; None keeps it in memory.
     wire_format : {"binary", "json"}, default "binary"
         Body encoding of pull/push (JSON is for debugging and comparison).
     http_clients : list of httpx.Client, optional
@@ -85,6 +100,8 @@ class PSClient:
         token: str | None = None,
         timeout: float = 30.0,
         retries: int = 3,
+        retry_seconds: float = 120.0,
+        state_dir: str | os.PathLike[str] | None = None,
         wire_format: str = "binary",
         http_clients: Sequence[httpx.Client] | None = None,
     ) -> None:
@@ -92,8 +109,10 @@ class PSClient:
             raise ConfigError(f"wire_format must be 'binary' or 'json', got {wire_format!r}")
         self._net = ShardConnections(
             [urls] if isinstance(urls, str) else list(urls),
-            token=token, timeout=timeout, retries=retries, http_clients=http_clients,
+            token=token, timeout=timeout, retries=retries, retry_seconds=retry_seconds,
+            http_clients=http_clients,
         )
+        self.state_dir = Path(state_dir) if state_dir is not None else None
         self.urls = self._net.urls
         self.timeout = self._net.timeout
         self.retries = self._net.retries
@@ -102,7 +121,9 @@ class PSClient:
         self.worker_id: int | None = None
         self.worker_index: int | None = None
         self.worker_clock = 0
-        self._seq = 0
+        self.stream: PushStream | None = None
+        self._num_workers = 0
+        self._layout_sent: Layout | None = None
         self._instance = uuid.uuid4().hex
         self._hb_thread: threading.Thread | None = None
         self._hb_stop = threading.Event()
@@ -120,6 +141,8 @@ class PSClient:
         self.layout = Layout.from_dict(first["layout"])
         self.dtype = np.dtype(first["dtype"])
         self.server_settings: dict[str, Any] = first.get("settings", {})
+        #: what the servers own of the model: bits, dtype, params (hyper-parameters)
+        self.server_model: dict[str, Any] | None = first.get("model")
         if self.layout.num_shards != len(self.urls):
             raise LayoutMismatchError(
                 f"the servers form {self.layout.num_shards} shard(s) but {len(self.urls)} "
@@ -149,41 +172,92 @@ class PSClient:
         z = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, self.dtype)
         return n, z
 
-    def push(self, keys: Any, delta_n: Any, delta_z: Any) -> int:
+    def push(self, keys: Any, delta_n: Any, delta_z: Any, *, position: int = 0,
+             loss_sum: float = 0.0) -> int:
         """Add ``delta_n`` (>= 0) and ``delta_z`` at ``keys`` (sorted, unique).
 
         Values are validated here before anything is sent, so a bad push
-        changes no shard. Returns the push's sequence number (0 before
-        :meth:`register`: anonymous pushes are only retried when the
-        connection could not be made, since they cannot be deduplicated).
+        changes no shard. After :meth:`register` the push is journaled and
+        applied exactly once (``position``: input rows trained up to this push,
+        ``loss_sum``: their summed logloss, kept for a restarted worker); its
+        sequence number is returned. Before it, the push is anonymous (0 is
+        returned): only retried when the connection could not be made.
         """
         k = self._check_keys(keys)
         dn = check_values(delta_n, "delta_n", k.size, self.dtype, non_negative=True)
         dz = check_values(delta_z, "delta_z", k.size, self.dtype)
-        with self._lock:
-            worker_id = self.worker_id
-            if worker_id is not None:
-                self._seq += 1
-            seq = self._seq if worker_id is not None else 0
         splits = self.layout.split_keys(k)
-
-        def send(shard: int) -> None:
-            a, b = splits[shard], splits[shard + 1]
-            if self.wire_format == "json":
-                obj: dict[str, Any] = wire.to_json(wire.PUSH, k[a:b], (dn[a:b], dz[a:b]))
-                if worker_id is not None:
-                    obj.update(worker_id=worker_id, seq=seq)
-                self._net.post_json(shard, "/v1/push", obj, idempotent=worker_id is not None)
-            else:
-                body = wire.encode_push(k[a:b], dn[a:b], dz[a:b], worker_id=worker_id,
-                                        seq=seq, dtype=self.dtype)
-                self._net.request(shard, "POST", "/v1/push", content=body,
-                              headers={"Content-Type": wire.BINARY_MEDIA_TYPE},
-                              idempotent=worker_id is not None)
-
         shards = [i for i in range(self.layout.num_shards) if splits[i + 1] > splits[i]]
-        self._net.each(send, shards)
-        return seq
+        stream = self.stream
+        if stream is None:
+            def send(shard: int) -> None:
+                a, b = splits[shard], splits[shard + 1]
+                self._post_push(shard, k[a:b], dn[a:b], dz[a:b], None)
+
+            self._net.each(send, shards)
+            return 0
+        with self._lock:
+            entry = stream.record(k, dn, dz, splits, position, loss_sum)
+        try:
+            self._net.each(lambda s: self._deliver(s, entry), shards)
+        except UnknownWorkerError:
+            self._reregister()  # shard 0 forgot this epoch; registering replays the rest
+        stream.release()
+        return entry.seq
+
+    def _post_push(self, shard: int, keys: np.ndarray, dn: np.ndarray, dz: np.ndarray,
+                   origin: wire.PushOrigin | None) -> dict[str, Any]:
+        if self.wire_format == "json":
+            obj: dict[str, Any] = wire.to_json(wire.PUSH, keys, (dn, dz))
+            if origin is not None:
+                obj.update(worker=origin.worker, epoch=origin.epoch, seq=origin.seq,
+                           prev_seq=origin.prev_seq, position=origin.position)
+            resp = self._net.post_json(shard, "/v1/push", obj, idempotent=origin is not None)
+        else:
+            body = wire.encode_push(keys, dn, dz, origin=origin, dtype=self.dtype)
+            resp = self._net.request(shard, "POST", "/v1/push", content=body,
+                                     headers={"Content-Type": wire.BINARY_MEDIA_TYPE},
+                                     idempotent=origin is not None)
+        answer: dict[str, Any] = resp.json()
+        return answer
+
+    def _send_entry(self, shard: int, entry: JournalEntry) -> None:
+        """Send ``entry``'s part for ``shard`` (raises PushGapError on a gap)."""
+        assert self.stream is not None and self.worker_id is not None
+        a, b = self.layout.split_keys(entry.keys)[shard:shard + 2]
+        origin = wire.PushOrigin(self.stream.worker, self.worker_id, entry.seq,
+                                 entry.prev[shard], entry.position)
+        answer = self._post_push(shard, entry.keys[a:b], entry.delta_n[a:b],
+                                 entry.delta_z[a:b], origin)
+        if "durable_seq" not in answer:
+            raise ProtocolError(f"shard {shard} answered a push without its stream record")
+        self.stream.acknowledged(shard, int(answer["durable_seq"]))
+
+    def _deliver(self, shard: int, entry: JournalEntry) -> None:
+        try:
+            self._send_entry(shard, entry)
+        except PushGapError:  # the shard restarted: claim again, replay what it lacks
+            self._sync_shard(shard)
+
+    def _sync_shard(self, shard: int) -> None:
+        """Claim this epoch on ``shard`` and replay the pushes it lacks, in order."""
+        assert self.stream is not None
+        record = self._net.post_json(shard, f"/v1/streams/{self.stream.worker}",
+                                     {"epoch": self.worker_id}).json()
+        self.stream.acknowledged(shard, int(record["durable_seq"]))
+        for entry in self.stream.plan(shard, int(record["last_seq"])):
+            self._send_entry(shard, entry)
+
+    def stream_totals(self) -> list[tuple[int, int]]:
+        """Per shard: (pushes, digest) of every push part this worker index sent,
+        to compare with the shards' ``/v1/streams`` records."""
+        return self.stream.journal.totals() if self.stream is not None else []
+
+    def resume_point(self) -> tuple[int, float]:
+        """``(position, loss_sum)`` of the last journaled push (0, 0.0 if none):
+        a restarted worker continues after ``position`` input rows."""
+        last = self.stream.journal.last if self.stream is not None else None
+        return (last.position, last.loss_sum) if last is not None else (0, 0.0)
 
     def pull_groups(self, group_ids: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """All keys of the given parameter groups (sorted, unique group ids) with
@@ -205,12 +279,15 @@ class PSClient:
 
     # --- workers and the SSP clock (shard 0) ------------------------------------------
     def register(
-        self, worker_index: int | None, num_workers: int, layout: Layout | None = None
+        self, worker_index: int | None, num_workers: int, layout: Layout | None = None,
+        *, supersede: bool = False,
     ) -> int:
-        """Register this worker with shard 0 and return its worker id.
+        """Register this worker with shard 0 and return its worker id (its epoch).
 
         ``worker_index=None`` lets the server assign the index (then in
-        :attr:`worker_index`).
+        :attr:`worker_index`). ``supersede`` replaces a live registration of the
+        same index (its process is known to be gone). Then the epoch is claimed
+        on every shard and the journal's pushes a shard lacks are replayed.
 
         ``layout`` (default: the servers' layout) is checked by the server;
         a mismatch raises :class:`~ftrl_ps.errors.LayoutMismatchError`.
@@ -219,13 +296,27 @@ class PSClient:
         answer = self._net.post_json(0, "/v1/workers", {
             "worker_index": worker_index, "num_workers": num_workers,
             "layout": lay.to_dict(), "instance": self._instance,
+            "supersede": supersede, "pid": os.getpid(),
         }, idempotent=True).json()
         with self._lock:
             self.worker_id = int(answer["worker_id"])
             self.worker_index = int(answer.get("worker_index", worker_index))
             self.worker_clock = int(answer["clock"])
-            self._seq = 0
+            self._num_workers, self._layout_sent = num_workers, lay
+            if self.stream is None or self.stream.worker != self.worker_index:
+                path = (self.state_dir / f"worker-{self.worker_index}.journal"
+                        if self.state_dir is not None else None)
+                if path is not None:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                self.stream = PushStream(PushJournal(path, self.worker_index,
+                                                     self.layout.num_shards, self.dtype))
+        self._net.each(self._sync_shard, range(self.layout.num_shards))
         return self.worker_id
+
+    def _reregister(self) -> None:
+        """Register the same index again after shard 0 forgot this epoch."""
+        assert self.worker_index is not None
+        self.register(self.worker_index, self._num_workers, self._layout_sent, supersede=True)
 
     def clock(self, stats: dict[str, float] | None = None, timeout: float | None = None) -> int:
         """Tick this worker's clock, then block until the SSP bound lets it go on.
@@ -235,6 +326,15 @@ class PSClient:
         :class:`~ftrl_ps.errors.ClockTimeoutError` if ``timeout`` seconds pass
         first (default: wait as long as it takes). Returns the new clock.
         """
+        try:
+            return self._clock(stats, timeout)
+        except UnknownWorkerError:  # shard 0 restarted and forgot this epoch
+            if self.stream is None:
+                raise
+            self._reregister()
+            return self._clock(stats, timeout)
+
+    def _clock(self, stats: dict[str, float] | None, timeout: float | None) -> int:
         wid = self._require_worker()
         deadline = None if timeout is None else time.monotonic() + timeout
         target = self.worker_clock + 1
@@ -326,11 +426,9 @@ class PSClient:
     def _pull_shard(self, shard: int, keys: np.ndarray) -> Arrays:
         if self.wire_format == "json":
             obj: dict[str, Any] = {"keys": keys.tolist()}
-            if self.worker_id is not None:
-                obj["worker_id"] = self.worker_id
             msg = wire.decode_json(self._net.post_json(shard, "/v1/pull", obj).content, wire.VALUES)
         else:
-            body = wire.encode_keys(keys, worker_id=self.worker_id)
+            body = wire.encode_keys(keys)
             resp = self._net.request(shard, "POST", "/v1/pull", content=body, headers={
                 "Content-Type": wire.BINARY_MEDIA_TYPE, "Accept": wire.BINARY_MEDIA_TYPE})
             msg = wire.decode(resp.content, wire.VALUES)

@@ -23,6 +23,12 @@ back gets :class:`~ftrl_ps.errors.WorkerStateError` and must register again;
 its index then gets a new worker id that starts at the current ``min_live``.
 Registration is idempotent for the same ``(worker_index, instance)``.
 
+A worker id is the registration's *epoch* (docs/durability.md): strictly
+increasing over the clock's life and across restarts (``max(last + 1, unix
+ms)``; the last one is kept by :meth:`SSPClock.state`), so an id is never
+reused. ``supersede=True`` lets a launcher that saw a worker die register its
+index again at once (the old epoch is marked dead).
+
 Dead workers are found by :meth:`SSPClock.sweep`, which every call runs and
 which :meth:`SSPClock.start_sweeper` runs periodically in a daemon thread.
 Heartbeat ages use ``time_source`` (fake it in tests); wait timeouts use real
@@ -47,7 +53,6 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from ftrl_ps.errors import (
@@ -56,36 +61,9 @@ from ftrl_ps.errors import (
     UnknownWorkerError,
     WorkerStateError,
 )
+from ftrl_ps.ps.registry import DEAD, FINISHED, LIVE, WorkerInfo
 
 __all__ = ["SSPClock", "WorkerInfo"]
-
-LIVE, FINISHED, DEAD = "live", "finished", "dead"
-
-
-@dataclass
-class WorkerInfo:
-    """State of one registered worker incarnation."""
-
-    worker_id: int
-    index: int
-    instance: str | None
-    clock: int
-    last_seen: float
-    state: str = LIVE
-    stats: dict[str, float] = field(default_factory=dict)
-    active_waits: int = 0
-
-    def as_dict(self, now: float) -> dict[str, Any]:
-        return {
-            "worker_id": self.worker_id,
-            "index": self.index,
-            "state": self.state,
-            "clock": self.clock,
-            "seconds_since_seen": round(max(0.0, now - self.last_seen), 3),
-            "stats": dict(self.stats),
-        }
-
-
 def _check_staleness(staleness: int | float | None) -> int | None:
     if staleness is None or (isinstance(staleness, float) and math.isinf(staleness)):
         return None
@@ -136,7 +114,7 @@ class SSPClock:
         self._by_index: dict[int, WorkerInfo] = {}
         self._first_registration: float | None = None
         self._missing_expired = False
-        self._next_id = 0
+        self._last_epoch = 0
         self.max_gap_allowed = 0
         self._sweeper: threading.Thread | None = None
         self._stop_sweeper = threading.Event()
@@ -144,9 +122,11 @@ class SSPClock:
 
     # --- registration -----------------------------------------------------------
     def register(
-        self, worker_index: int | None, num_workers: int, instance: str | None = None
+        self, worker_index: int | None, num_workers: int, instance: str | None = None,
+        *, supersede: bool = False, pid: int | None = None,
     ) -> int:
-        """Register worker ``worker_index`` of ``num_workers``; returns its worker id.
+        """Register worker ``worker_index`` of ``num_workers``; returns its worker id
+        (= its epoch).
 
         ``worker_index=None`` asks the clock to assign one: the lowest index
         that never registered or whose worker was marked dead (a restarted
@@ -158,7 +138,7 @@ class SSPClock:
             ``num_workers`` differs from the expected number.
         WorkerStateError
             The index is already registered and live (under another
-            ``instance``) or has finished.
+            ``instance``, unless ``supersede``) or has finished.
         """
         self._check_num_workers(num_workers)
         if worker_index is not None and (
@@ -184,6 +164,10 @@ class SSPClock:
                 if instance is not None and old.instance == instance:
                     old.last_seen = now
                     return old.worker_id  # a retried registration
+                if supersede:
+                    old.state, old.superseded_by = DEAD, -1
+                    self._cond.notify_all()
+            if old is not None and old.state == LIVE:
                 raise WorkerStateError(
                     f"worker index {worker_index} is already registered as worker id "
                     f"{old.worker_id} and alive"
@@ -197,9 +181,11 @@ class SSPClock:
                 start = live_min if live_min is not None else (old.clock if old else 0)
             if self._first_registration is None:
                 self._first_registration = now
-            info = WorkerInfo(self._next_id, worker_index, instance, start, now)
-            self._next_id += 1
+            self._last_epoch = max(self._last_epoch + 1, int(time.time() * 1000))
+            info = WorkerInfo(self._last_epoch, worker_index, instance, start, now, pid=pid)
             self._workers[info.worker_id] = info
+            if old is not None and old.superseded_by == -1:
+                old.superseded_by = info.worker_id
             self._by_index[worker_index] = info
             self._cond.notify_all()
             return info.worker_id
@@ -212,7 +198,9 @@ class SSPClock:
 
         ``expected`` (the clock the caller wants to reach) makes retries
         idempotent: if the clock already equals ``expected`` nothing happens;
-        if it is neither ``expected`` nor ``expected - 1`` -> WorkerStateError.
+        if it is neither ``expected`` nor ``expected - 1`` -> WorkerStateError,
+        except for a worker restored from a checkpoint, whose clock jumps
+        forward to ``expected`` (the checkpoint is older than the worker).
         ``stats`` (small dict of numbers) is stored for the status page.
         """
         with self._cond:
@@ -221,6 +209,9 @@ class SSPClock:
                 w.stats = dict(stats)
             if expected is not None and expected == w.clock:
                 return w.clock
+            if expected is not None and w.restored and expected > w.clock:
+                w.clock = expected - 1
+            w.restored = False
             if expected is not None and expected != w.clock + 1:
                 raise WorkerStateError(
                     f"worker {worker_id} is at clock {w.clock}; cannot tick to {expected}"
@@ -289,6 +280,38 @@ class SSPClock:
         """The worker's record (raises UnknownWorkerError)."""
         with self._cond:
             return self._get(worker_id)
+
+    def current_epoch(self, worker_index: int) -> int | None:
+        """The epoch (worker id) of the index's live registration, else None."""
+        with self._cond:
+            info = self._by_index.get(worker_index)
+            return info.worker_id if info is not None and info.state == LIVE else None
+
+    def state(self) -> dict[str, Any]:
+        """Restorable registry state (for checkpoints): epochs, clocks, states."""
+        with self._cond:
+            return {
+                "num_workers": self.num_workers, "last_epoch": self._last_epoch,
+                "missing_expired": self._missing_expired,
+                "workers": [w.to_row() for w in self._workers.values()],
+            }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Load :meth:`state`; restored live workers count as just seen."""
+        with self._cond:
+            now = self._now()
+            self.num_workers = state["num_workers"]
+            self._last_epoch = int(state["last_epoch"])
+            self._missing_expired = bool(state["missing_expired"])
+            self._first_registration = now
+            self._workers, self._by_index = {}, {}
+            for row in state["workers"]:
+                w = WorkerInfo.from_row(row, now)
+                self._workers[w.worker_id] = w
+                old = self._by_index.get(w.index)
+                if old is None or old.worker_id < w.worker_id:
+                    self._by_index[w.index] = w
+            self._cond.notify_all()
 
     def _free_index_locked(self, num_workers: int, instance: str | None) -> int:
         """The index an auto-assigned registration gets (see :meth:`register`)."""
@@ -371,6 +394,11 @@ class SSPClock:
         now = self._now()
         self._sweep_locked(now)
         w = self._get(worker_id)
+        if w.state == DEAD and w.superseded_by is not None:
+            raise WorkerStateError(
+                f"worker {worker_id} (index {w.index}) was superseded by epoch "
+                f"{w.superseded_by}: another process registered this index; stop this one"
+            )
         if w.state == DEAD:
             raise WorkerStateError(
                 f"worker {worker_id} (index {w.index}) was declared dead after "

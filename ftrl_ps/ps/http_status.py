@@ -12,7 +12,10 @@ ProtocolError              400
 AuthError                  401
 UnknownWorkerError         404
 WorkerStateError           409
+PushGapError               409
 ClockTimeoutError          408
+RequestTimeoutError        408
+BusyError                  503
 anything else              500
 =========================  ======
 
@@ -40,6 +43,8 @@ STATUS_CODES: tuple[tuple[type[E.FTRLPSError], int], ...] = (
     (E.UnknownWorkerError, 404),
     (E.WorkerStateError, 409),
     (E.ClockTimeoutError, 408),
+    (E.RequestTimeoutError, 408),
+    (E.BusyError, 503),
 )
 
 #: class name in an answer -> class raised by the client
@@ -48,7 +53,8 @@ _BY_NAME: dict[str, type[E.FTRLPSError]] = {
     for cls in (
         E.ConfigError, E.LayoutMismatchError, E.DataError, E.ModelFormatError, E.ProtocolError,
         E.PayloadTooLargeError, E.AuthError, E.UnknownWorkerError, E.WorkerStateError,
-        E.ClockTimeoutError, E.ServerError,
+        E.ClockTimeoutError, E.ServerError, E.PushGapError, E.BusyError,
+        E.RequestTimeoutError,
     )
 }
 
@@ -59,6 +65,7 @@ _BY_STATUS: dict[int, type[E.FTRLPSError]] = {
     401: E.AuthError,
     408: E.ClockTimeoutError,
     413: E.PayloadTooLargeError,
+    503: E.BusyError,
 }
 
 

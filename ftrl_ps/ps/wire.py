@@ -4,14 +4,17 @@ Binary format (media type ``application/x-ftrl-ps``), all little-endian::
 
     offset size  field
     0      4     magic  b"FTPS"
-    4      1     version (1)
+    4      1     version (2)
     5      1     kind: 1 PUSH, 2 KEYS, 3 VALUES, 4 GROUPS, 5 ENTRIES
     6      2     flags: bit 0 = values are float64 (else float32),
-                        bit 1 = worker_id and seq are set
+                        bit 1 = the worker fields are set (PUSH only)
     8      4     count: number of keys (uint32)
-    12     4     worker_id (uint32; 0 unless flag bit 1)
-    16     8     seq: per-worker push sequence number (uint64; 0 unless bit 1)
-    24     ...   sections, by kind:
+    12     4     worker: the pushing worker's index (uint32)
+    16     8     epoch: the worker's registration epoch (uint64)
+    24     8     seq: the worker index's push sequence number (uint64, >= 1)
+    32     8     prev_seq: seq of this index's previous push to this shard (uint64)
+    40     8     position: input rows the worker trained up to this push (uint64)
+    48     ...   sections, by kind:
                  PUSH     keys uint32[count], delta_n[count], delta_z[count]
                  KEYS     keys uint32[count]            (pull request)
                  VALUES   n[count], z[count]            (pull response)
@@ -25,8 +28,9 @@ have exactly the length these fields imply. Decoding is zero-copy
 (:func:`numpy.frombuffer`): decoded arrays are read-only views of the body.
 
 JSON (``application/json``) carries the same messages as objects:
-PUSH ``{"keys": [...], "delta_n": [...], "delta_z": [...], "worker_id": 3, "seq": 7}``
-(worker fields optional), KEYS ``{"keys": [...]}`` (optional ``worker_id``),
+PUSH ``{"keys": [...], "delta_n": [...], "delta_z": [...], "worker": 3, "epoch": 5,
+"seq": 7, "prev_seq": 6, "position": 3500}`` (worker fields optional, all or none;
+see docs/durability.md), KEYS ``{"keys": [...]}``,
 VALUES ``{"n": [...], "z": [...]}``, GROUPS ``{"groups": [...]}``, ENTRIES
 ``{"keys": [...], "n": [...], "z": [...]}``.
 
@@ -34,11 +38,11 @@ Examples
 --------
 >>> import numpy as np
 >>> body = encode_push(np.array([1, 5]), np.array([0.5, 1.0]), np.array([-1.0, 2.0]),
-...                    worker_id=3, seq=9)
+...                    origin=PushOrigin(worker=3, epoch=1, seq=9, prev_seq=8, position=70))
 >>> len(body)
-48
+72
 >>> msg = decode(body, PUSH)
->>> msg.keys.tolist(), msg.delta_z.tolist(), msg.worker_id, msg.seq
+>>> msg.keys.tolist(), msg.delta_z.tolist(), msg.origin.worker, msg.origin.seq
 ([1, 5], [-1.0, 2.0], 3, 9)
 """
 
@@ -63,6 +67,7 @@ __all__ = [
     "PUSH",
     "VALUES",
     "Message",
+    "PushOrigin",
     "decode",
     "decode_json",
     "encode",
@@ -78,18 +83,45 @@ BINARY_MEDIA_TYPE = "application/x-ftrl-ps"
 JSON_MEDIA_TYPE = "application/json"
 
 MAGIC = b"FTPS"
-VERSION = 1
+VERSION = 2
 PUSH, KEYS, VALUES, GROUPS, ENTRIES = 1, 2, 3, 4, 5
 KIND_NAMES = {PUSH: "PUSH", KEYS: "KEYS", VALUES: "VALUES", GROUPS: "GROUPS", ENTRIES: "ENTRIES"}
 FLAG_FLOAT64 = 1
 FLAG_WORKER = 2
 
-_HEADER = struct.Struct("<4sBBHIIQ")
-HEADER_SIZE = _HEADER.size  # 24
+_HEADER = struct.Struct("<4sBBHIIQQQQ")
+HEADER_SIZE = _HEADER.size  # 48
+_U64 = 1 << 64
 _UINT32_LIMIT = 1 << 32
 # kind -> (has a uint32 key section, number of value sections)
 _SECTIONS = {PUSH: (True, 2), KEYS: (True, 0), VALUES: (False, 2), GROUPS: (True, 0),
              ENTRIES: (True, 2)}
+
+
+@dataclass(frozen=True)
+class PushOrigin:
+    """Who sent a push and where it stands in that worker's stream of pushes
+    (see docs/durability.md): worker index, registration epoch, sequence number,
+    the sequence number of the previous push to the same shard, input position."""
+
+    worker: int
+    epoch: int
+    seq: int
+    prev_seq: int
+    position: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.worker < _UINT32_LIMIT:
+            raise ProtocolError(f"worker index must fit in uint32, got {self.worker}")
+        for name in ("epoch", "seq", "prev_seq", "position"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _U64:
+                raise ProtocolError(f"{name} must be an integer in [0, 2**64), got {value!r}")
+        if self.seq < 1 or self.prev_seq >= self.seq:
+            raise ProtocolError(
+                f"a push needs seq >= 1 and prev_seq < seq, got seq={self.seq} "
+                f"prev_seq={self.prev_seq}"
+            )
 
 
 @dataclass(frozen=True)
@@ -100,8 +132,7 @@ class Message:
     kind: int
     keys: np.ndarray | None = None
     values: tuple[np.ndarray, np.ndarray] | None = None
-    worker_id: int | None = None
-    seq: int = 0
+    origin: PushOrigin | None = None
 
     @property
     def delta_n(self) -> np.ndarray:
@@ -129,8 +160,7 @@ def encode(
     keys: Any = None,
     values: tuple[Any, Any] | None = None,
     *,
-    worker_id: int | None = None,
-    seq: int = 0,
+    origin: PushOrigin | None = None,
     dtype: Any = None,
 ) -> bytes:
     """Encode one message (see the module docstring for the layout).
@@ -170,22 +200,23 @@ def encode(
         little = dt.newbyteorder("<")
         parts.append(a.astype(little, copy=False).tobytes())
         parts.append(b.astype(little, copy=False).tobytes())
-    if worker_id is not None:
-        if not 0 <= worker_id < _UINT32_LIMIT or not 0 <= seq < 1 << 64:
-            raise ProtocolError("worker_id must fit in uint32 and seq in uint64")
+    fields = (0, 0, 0, 0, 0)
+    if origin is not None:
+        if kind != PUSH:
+            raise ProtocolError("only a PUSH carries worker fields")
         flags |= FLAG_WORKER
-    header = _HEADER.pack(MAGIC, VERSION, kind, flags, count, worker_id or 0,
-                          seq if worker_id is not None else 0)
+        fields = (origin.worker, origin.epoch, origin.seq, origin.prev_seq, origin.position)
+    header = _HEADER.pack(MAGIC, VERSION, kind, flags, count, *fields)
     return header + b"".join(parts)
 
 
 def encode_push(keys: Any, delta_n: Any, delta_z: Any, **kw: Any) -> bytes:
-    """PUSH body; keywords as :func:`encode` (worker_id, seq, dtype)."""
+    """PUSH body; keywords as :func:`encode` (origin, dtype)."""
     return encode(PUSH, keys, (delta_n, delta_z), **kw)
 
 
 def encode_keys(keys: Any, **kw: Any) -> bytes:
-    """KEYS body (a pull request); optional ``worker_id`` for the heartbeat."""
+    """KEYS body (a pull request)."""
     return encode(KEYS, keys, **kw)
 
 
@@ -216,7 +247,7 @@ def decode(body: bytes | bytearray | memoryview, expected_kind: int | None = Non
     size = len(body)
     if size < HEADER_SIZE:
         raise ProtocolError(f"body of {size} bytes is shorter than the {HEADER_SIZE}-byte header")
-    magic, version, kind, flags, count, worker_id, seq = _HEADER.unpack_from(body, 0)
+    magic, version, kind, flags, count, *fields = _HEADER.unpack_from(body, 0)
     if magic != MAGIC:
         raise ProtocolError(f"bad magic {magic!r}; not an {BINARY_MEDIA_TYPE} body")
     if version != VERSION:
@@ -229,6 +260,10 @@ def decode(body: bytes | bytearray | memoryview, expected_kind: int | None = Non
         )
     if flags & ~(FLAG_FLOAT64 | FLAG_WORKER):
         raise ProtocolError(f"unknown flags 0x{flags:04x}")
+    if flags & FLAG_WORKER and kind != PUSH:
+        raise ProtocolError("only a PUSH carries worker fields")
+    if not flags & FLAG_WORKER and any(fields):
+        raise ProtocolError("worker fields are set but the worker flag is not")
     has_keys, n_values = _SECTIONS[kind]
     dt = np.dtype("<f8" if flags & FLAG_FLOAT64 else "<f4")
     offset = HEADER_SIZE
@@ -250,8 +285,8 @@ def decode(body: bytes | bytearray | memoryview, expected_kind: int | None = Non
         a = np.frombuffer(body, dtype=dt, count=count, offset=offset)
         b = np.frombuffer(body, dtype=dt, count=count, offset=offset + count * dt.itemsize)
         values = (a, b)
-    wid = worker_id if flags & FLAG_WORKER else None
-    return Message(kind, keys, values, wid, seq if wid is not None else 0)
+    origin = PushOrigin(*fields) if flags & FLAG_WORKER else None
+    return Message(kind, keys, values, origin)
 
 
 # --- JSON ----------------------------------------------------------------------------
@@ -290,13 +325,19 @@ def _json_floats(data: Any, name: str) -> np.ndarray:
     return np.asarray(data, dtype=np.float64)
 
 
-def _json_uint(obj: dict[str, Any], name: str, limit: int) -> int | None:
-    value = obj.get(name)
-    if value is None:
+_ORIGIN_FIELDS = ("worker", "epoch", "seq", "prev_seq", "position")
+
+
+def _json_origin(obj: dict[str, Any]) -> PushOrigin | None:
+    given = [f for f in _ORIGIN_FIELDS if f in obj]
+    if not given:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < limit:
-        raise ProtocolError(f"{name!r} must be a non-negative integer below {limit}")
-    return value
+    if len(given) != len(_ORIGIN_FIELDS):
+        raise ProtocolError(f"a push with worker fields needs all of {list(_ORIGIN_FIELDS)}")
+    values = [obj[f] for f in _ORIGIN_FIELDS]
+    if any(isinstance(v, bool) or not isinstance(v, int) for v in values):
+        raise ProtocolError(f"{list(_ORIGIN_FIELDS)} must be integers")
+    return PushOrigin(*values)
 
 
 def decode_json(body: bytes | str, kind: int) -> Message:
@@ -309,12 +350,13 @@ def decode_json(body: bytes | str, kind: int) -> Message:
         raise ProtocolError("JSON body must be an object")
     key_field, value_fields = _JSON_FIELDS[kind]
     allowed = {key_field, *(value_fields or ())} - {None}
-    if kind in (PUSH, KEYS):
-        allowed |= {"worker_id", "seq"}
+    required = set(allowed)
+    if kind == PUSH:
+        allowed |= set(_ORIGIN_FIELDS)
     unknown = set(obj) - allowed
     if unknown:
         raise ProtocolError(f"unknown fields {sorted(unknown)}; expected {sorted(allowed)}")
-    missing = {f for f in allowed - {"worker_id", "seq"} if f not in obj}
+    missing = {f for f in required if f not in obj}
     if missing:
         raise ProtocolError(f"missing fields {sorted(missing)}")
     keys = _json_ints(obj[key_field], key_field) if key_field else None
@@ -323,11 +365,7 @@ def decode_json(body: bytes | str, kind: int) -> Message:
         a = _json_floats(obj[value_fields[0]], value_fields[0])
         b = _json_floats(obj[value_fields[1]], value_fields[1])
         values = (a, b)
-    worker_id = _json_uint(obj, "worker_id", _UINT32_LIMIT)
-    seq = _json_uint(obj, "seq", 1 << 64) or 0
-    if seq and worker_id is None:
-        raise ProtocolError("'seq' needs a 'worker_id'")
-    return Message(kind, keys, values, worker_id, seq)
+    return Message(kind, keys, values, _json_origin(obj) if kind == PUSH else None)
 
 
 def to_json(kind: int, keys: Any = None, values: tuple[Any, Any] | None = None) -> dict[str, Any]:

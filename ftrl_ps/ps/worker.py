@@ -37,7 +37,7 @@ import numpy as np
 from ftrl_ps.core.ftrl import FTRLParams, fit_compact
 from ftrl_ps.data.batch import Batch
 from ftrl_ps.data.libsvm import LibsvmReader, split_ranges
-from ftrl_ps.data.minibatch import minibatches
+from ftrl_ps.data.minibatch import minibatches, slice_rows
 from ftrl_ps.data.prefetch import prefetch
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.training import TrainReport
@@ -61,7 +61,8 @@ class ParamClient(Protocol):
 
     def pull(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
 
-    def push(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray) -> Any: ...
+    def push(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray,
+             **progress: Any) -> Any: ...
 
     def clock(self, stats: dict[str, Any] | None = None) -> Any: ...
 
@@ -153,7 +154,15 @@ class Worker:
         self._since_push = 0
         self._sending: _InFlight | None = None
         self.report = WorkerReport()
+        #: input rows to pass over before training (a restarted worker's position)
+        self.skip_rows = 0
         self._started = time.perf_counter()
+
+    def resume(self, position: int, loss_sum: float) -> None:
+        """Continue after ``position`` rows already trained and pushed (by an
+        earlier process of the same worker index, see docs/durability.md)."""
+        self.skip_rows = self.report.rows = int(position)
+        self.report.loss_sum = float(loss_sum)
 
     # -- rounds ----------------------------------------------------------
     def _open(self, parts: list[Batch]) -> WorkingSet:
@@ -212,7 +221,9 @@ class Worker:
         delta_n = (todo.delta[:, 0] * scale).astype(np.float32)
         delta_z = (todo.delta[:, 1] * scale).astype(np.float32)
         self._sync()
-        self._sending = _InFlight(self._send, todo.keys, delta_n, delta_z, self.stats())
+        progress = {"position": self.report.rows, "loss_sum": self.report.loss_sum}
+        self._sending = _InFlight(self._send, todo.keys, delta_n, delta_z, self.stats(),
+                                  progress)
         if rnd is not None:
             rnd.mark_pushed()
         self._pending = PendingDeltas()
@@ -222,9 +233,10 @@ class Worker:
         self._since_push = 0
 
     def _send(
-        self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray, stats: dict[str, Any]
+        self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray, stats: dict[str, Any],
+        progress: dict[str, Any],
     ) -> None:
-        self.client.push(keys, delta_n, delta_z)
+        self.client.push(keys, delta_n, delta_z, **progress)
         self.client.clock(stats)
 
     def _sync(self) -> None:
@@ -239,6 +251,16 @@ class Worker:
         return {"rows": r.rows, "loss_sum": r.loss_sum, "rows_per_second": r.rows / elapsed}
 
     # -- training --------------------------------------------------------
+    def _skipping(self, batches: Iterator[Batch]) -> Iterator[Batch]:
+        """``batches`` without their first :attr:`skip_rows` rows (counted down)."""
+        for batch in batches:
+            if self.skip_rows >= batch.rows:
+                self.skip_rows -= batch.rows
+                continue
+            if self.skip_rows:
+                batch, self.skip_rows = slice_rows(batch, self.skip_rows, batch.rows), 0
+            yield batch
+
     def _rounds(self, batches: Iterator[Batch]) -> Iterator[list[Batch]]:
         round_: list[Batch] = []
         for mb in batches:
@@ -255,6 +277,8 @@ class Worker:
         The last push may still be in flight on return; :meth:`push` waits for it.
         """
         cfg = self.config
+        if self.skip_rows:
+            batches = self._skipping(batches)
         for parts in self._rounds(minibatches(batches, cfg.batch_size)):
             rnd = self._open(parts)
             for _ in parts:
@@ -334,7 +358,8 @@ def warm_up() -> None:
         def pull(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             return np.zeros(keys.size, np.float32), np.zeros(keys.size, np.float32)
 
-        def push(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray) -> None:
+        def push(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray,
+                 **progress: Any) -> None:
             return None
 
         def clock(self, stats: dict[str, Any] | None = None) -> None:

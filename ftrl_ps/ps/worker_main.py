@@ -44,7 +44,11 @@ class WorkerOptions:
     """Everything ``ftrl-ps worker`` is told; field names are the flags' names.
 
     ``worker_index`` None means ``auto`` (the servers assign the lowest free
-    index); ``batch_size`` None means 500; ``bits`` None means the servers'.
+    index); ``batch_size`` None means 500. The model (``bits``, ``dtype``,
+    ``alpha``, ``beta``, ``l1``, ``l2``) belongs to the servers: None adopts
+    theirs, a different value is a :class:`ConfigError`. ``state_dir`` keeps the
+    push journal, so that a restarted worker of the same index replays and
+    resumes (``supersede`` takes over a registration whose process is gone).
     """
 
     server: str
@@ -67,6 +71,9 @@ class WorkerOptions:
     dtype: str | None = None
     skip_bad_lines: bool = False
     chunk_mb: int = 4
+    state_dir: str | None = None
+    retry_seconds: float = 120.0
+    supersede: bool = False
 
     def check(self) -> None:
         """Raise :class:`ConfigError` for options that cannot work."""
@@ -80,6 +87,30 @@ class WorkerOptions:
             raise ConfigError(
                 f"--worker-index {self.worker_index} must be in [0, {self.num_workers})"
             )
+        if self.retry_seconds < 0:
+            raise ConfigError(f"--retry-seconds must be >= 0, got {self.retry_seconds}")
+
+
+def adopt_model(options: WorkerOptions, model: dict[str, Any]) -> dict[str, Any]:
+    """The servers' model settings (``/v1/status`` ``model``), checked against the
+    worker's explicit flags: a flag that differs is a ConfigError.
+
+    >>> m = {"bits": 20, "dtype": "float32", "params": {"alpha": 0.1, "beta": 1.0,
+    ...      "l1": 1.0, "l2": 1.0}}
+    >>> adopt_model(WorkerOptions("u", "f", 1, alpha=0.1), m)["params"]["alpha"]
+    0.1
+    """
+    given = {"bits": options.bits, "dtype": options.dtype, "alpha": options.alpha,
+             "beta": options.beta, "l1": options.l1, "l2": options.l2}
+    held = {"bits": model["bits"], "dtype": model["dtype"], **model["params"]}
+    clash = [f"--{k.replace('_', '-')} {v} (the servers have {held[k]})"
+             for k, v in given.items() if v is not None and v != held[k]]
+    if clash:
+        raise ConfigError(
+            "the servers own the model; this worker's " + ", ".join(clash)
+            + " differ: drop these flags or restart the servers with them"
+        )
+    return model
 
 
 def run_worker(options: WorkerOptions) -> dict[str, Any]:
@@ -102,23 +133,29 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         num_workers=options.num_workers,
         dense_fraction=options.dense_fraction,
     )
-    params = params_with_defaults(
-        alpha=options.alpha, beta=options.beta, l1=options.l1, l2=options.l2
-    )
     index_wanted = options.worker_index
     started = None
     if index_wanted is not None and options.bits is not None:
         # parse the first chunks while the servers start up / answer
         started = read_share(options.input, share_of(options.input, index_wanted,
                                                      options.num_workers), options.bits, cfg)
-    with PSClient(urls, token=resolve_token(options.token)) as client:
+    with PSClient(urls, token=resolve_token(options.token), state_dir=options.state_dir,
+                  retry_seconds=options.retry_seconds) as client:
+        model = client.server_model
+        if model is not None:
+            model = adopt_model(options, model)
+            params = FTRLParams(**model["params"])
+        else:  # servers of an older version
+            params = params_with_defaults(
+                alpha=options.alpha, beta=options.beta, l1=options.l1, l2=options.l2
+            )
         server_layout = client.layout
         layout = Layout(
             bits=options.bits if options.bits is not None else server_layout.bits,
             group_size=server_layout.group_size,
             num_shards=len(urls),
         )
-        client.register(index_wanted, options.num_workers, layout)
+        client.register(index_wanted, options.num_workers, layout, supersede=options.supersede)
         index = client.worker_index if client.worker_index is not None else index_wanted
         assert index is not None
         client.start_heartbeat()
@@ -126,6 +163,13 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         if index != index_wanted:
             started = None  # not the share begun above (dropping it stops its thread)
         worker = Worker(client, layout.bits, params, cfg)
+        resumed, loss_sum = client.resume_point()
+        if resumed:
+            worker.resume(resumed, loss_sum)
+            started = None  # the share is read again from its start, then skipped
+            if not options.quiet:
+                print(f"worker {index}: resuming after {resumed:,} rows already pushed",
+                      file=sys.stderr)
         report = worker.run(options.input, byte_range, started=started)
         client.finish()
     report_bad_lines(report.bad_lines, report.bad_examples)
@@ -147,6 +191,8 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         "keys_pushed": report.keys_pushed,
         "keys_pulled": report.keys_pulled,
         "bad_lines": report.bad_lines,
+        "resumed_rows": resumed,
+        "stream_totals": [[c, f"{d:016x}"] for c, d in client.stream_totals()],
     }
     write_json(options.metrics_json, result)
     return result

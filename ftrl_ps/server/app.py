@@ -14,6 +14,8 @@ Routes (OpenAPI schema at ``/openapi.json``, docs at ``/docs``)::
     POST /v1/workers/{id}/wait         SSP wait (shard 0)                          [auth]
     POST /v1/workers/{id}/heartbeat    (shard 0)                                   [auth]
     POST /v1/workers/{id}/finish       (shard 0)                                   [auth]
+    POST /v1/streams/{index}           claim an epoch: the index's push record     [auth]
+    GET  /v1/streams                   every push record
     GET  /v1/status                    JSON overview
     GET  /health                       liveness
 
@@ -38,7 +40,7 @@ from fastapi import FastAPI
 from ftrl_ps import __version__
 from ftrl_ps.ps.shard_settings import ServerSettings
 from ftrl_ps.ps.state import ServerState
-from ftrl_ps.server import routes_params, routes_status, routes_workers
+from ftrl_ps.server import routes_params, routes_status, routes_streams, routes_workers
 from ftrl_ps.server.errors import install_error_handlers
 from ftrl_ps.server.limits import BodyLimitMiddleware
 
@@ -69,5 +71,6 @@ def create_app(settings: ServerSettings, state: ServerState | None = None) -> Fa
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.include_router(routes_params.router)
     app.include_router(routes_workers.router)
+    app.include_router(routes_streams.router)
     app.include_router(routes_status.router)
     return app

@@ -46,6 +46,14 @@ class ShardOptions:
     worker_timeout: float = 30.0
     registration_timeout: float = 60.0
     clock_wait_timeout: float = 5.0
+    alpha: float = 0.1
+    beta: float = 1.0
+    l1: float = 1.0
+    l2: float = 1.0
+    checkpoint_dir: str | None = None
+    checkpoint_interval: float = 30.0
+    max_exports: int = 2
+    body_timeout: float = 30.0
 
     def settings(self) -> ServerSettings:
         """The shard's :class:`ServerSettings` (validated; token from env if unset)."""
@@ -63,6 +71,14 @@ class ShardOptions:
             token=self.token,
             max_body_mb=self.max_body_mb,
             init_model=self.init_model,
+            alpha=self.alpha,
+            beta=self.beta,
+            l1=self.l1,
+            l2=self.l2,
+            checkpoint_dir=self.checkpoint_dir,
+            checkpoint_interval=self.checkpoint_interval,
+            max_exports=self.max_exports,
+            body_timeout=self.body_timeout,
         )
 
 

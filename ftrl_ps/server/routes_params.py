@@ -48,10 +48,9 @@ def _doc(example: dict[str, Any]) -> dict[str, Any]:
     openapi_extra=_doc({"keys": [1, 5, 1024]}),
 )
 def pull(request: Request, state: StateDep, body: BodyDep) -> Response:
-    """Body: KEYS (binary) or ``{"keys": [...]}`` (optional ``worker_id`` counts
-    as a heartbeat). Answer: VALUES or ``{"n": [...], "z": [...]}``."""
+    """Body: KEYS (binary) or ``{"keys": [...]}``. Answer: VALUES or
+    ``{"n": [...], "z": [...]}``."""
     msg = decode_body(request, body, wire.KEYS)
-    state.touch(msg.worker_id)
     n, z = state.store.pull(msg.keys)
     return encode_response(
         request, wire.VALUES, None, (n, z), default_json=request_is_json(request),
@@ -80,22 +79,18 @@ def pull_groups(request: Request, state: StateDep, body: BodyDep) -> Response:
     "/push",
     summary="add deltas to n and z",
     dependencies=[AuthDep],
-    openapi_extra=_doc({"keys": [1, 5], "delta_n": [0.25, 1.0], "delta_z": [-0.5, 2.0],
-                        "worker_id": 0, "seq": 1}),
+    openapi_extra=_doc({"keys": [1, 5], "delta_n": [0.25, 1.0], "delta_z": [-0.5, 2.0]}),
 )
 def push(request: Request, state: StateDep, body: BodyDep) -> dict[str, object]:
-    """Body: PUSH or ``{"keys", "delta_n", "delta_z"[, "worker_id", "seq"]}``.
+    """Body: PUSH or ``{"keys", "delta_n", "delta_z"[, "worker", "epoch", "seq",
+    "prev_seq", "position"]}``.
 
-    A push carrying ``(worker_id, seq)`` that this shard already applied is
-    acknowledged with ``"applied": false`` and not applied again.
+    A push with worker fields is applied exactly once (docs/durability.md): a
+    retry of an applied push is acknowledged with ``"applied": false``; a
+    superseded or unknown epoch, a reused seq or a gap (``PushGapError``: the
+    shard lacks earlier pushes) is a 409.
     """
-    msg = decode_body(request, body, wire.PUSH)
-    state.touch(msg.worker_id)
-    applied = state.dedup.apply(
-        msg.worker_id, msg.seq, lambda: state.store.push(msg.keys, msg.delta_n, msg.delta_z)
-    )
-    assert msg.keys is not None
-    return {"applied": applied, "keys": int(msg.keys.size), "seq": msg.seq}
+    return state.push(decode_body(request, body, wire.PUSH))
 
 
 @router.get(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -32,12 +33,14 @@ def status(state: StateDep) -> dict[str, Any]:
         "layout": state.layout.to_dict(),
         "shard": {
             "index": settings.shard_index,
+            "pid": os.getpid(),
             "num_shards": settings.num_shards,
             "begin": store.begin,
             "end": store.end,
             "groups": [store.group_begin, store.group_end],
         },
         "dtype": settings.dtype,
+        "model": settings.model_dict(),
         "staleness": settings.staleness,
         "clock_authority": state.clock is not None,
         "clock": state.clock.snapshot() if state.clock is not None else None,

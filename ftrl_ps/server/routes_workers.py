@@ -54,6 +54,11 @@ class RegisterRequest(_Strict):
         description="random id of this worker process: a retried registration with the "
         "same instance returns the same worker id",
     )
+    supersede: bool = Field(
+        default=False, description="replace a live registration of the same index (its "
+        "process is known to be gone): the old epoch is marked dead",
+    )
+    pid: int | None = Field(default=None, ge=0, description="the worker's process id")
 
 
 class ClockRequest(_Strict):
@@ -80,7 +85,8 @@ _EMPTY_WAIT = WaitRequest()
 
 
 class RegisterAnswer(BaseModel):
-    worker_id: int
+    worker_id: int = Field(description="the registration's epoch, never reused")
+    epoch: int
     worker_index: int
     clock: int
     staleness: int | None
@@ -100,10 +106,12 @@ def register(req: RegisterRequest, state: StateDep) -> dict[str, Any]:
     """Check the worker's layout (409 on a mismatch) and give it a worker id."""
     clock = state.require_clock()
     state.layout.check_same(Layout(**req.layout.model_dump()))
-    worker_id = clock.register(req.worker_index, req.num_workers, req.instance)
+    worker_id = clock.register(req.worker_index, req.num_workers, req.instance,
+                               supersede=req.supersede, pid=req.pid)
     info = clock.worker(worker_id)
     return {
         "worker_id": worker_id,
+        "epoch": worker_id,
         "worker_index": info.index,
         "clock": info.clock,
         "staleness": clock.staleness,
