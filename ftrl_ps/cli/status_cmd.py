@@ -51,7 +51,8 @@ def summary(index: int, status: dict[str, Any]) -> list[str]:
             rows = stats.get("rows", 0)
             loss = stats.get("loss_sum", 0.0) / rows if rows else float("nan")
             lines.append(
-                f"  worker {w['index']} (id {w['worker_id']}): {w['state']}, clock {w['clock']}, "
+                f"  worker {w['index']} (id {w['worker_id']}, pid {w.get('pid')}): {w['state']}, "
+                f"clock {w['clock']}, "
                 f"{int(rows):,} rows, progressive logloss {loss:.5f}, "
                 f"seen {w['seconds_since_seen']} s ago"
             )
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from ftrl_ps.ps.worker_main import parse_urls
 
     urls = parse_urls(args.server)
-    with PSClient(urls, token=resolve_token(args.token)) as client:
+    with PSClient(urls, token=resolve_token(args.token), retry_seconds=2.0) as client:
         answers = [client.status(i) for i in range(len(urls))]
     if args.json:
         json.dump(answers, sys.stdout, indent=2, sort_keys=True)
