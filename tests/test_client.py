@@ -265,11 +265,6 @@ def test_two_in_process_shards_match_one(wire_format):
 
 def test_client_token_and_worker_errors_in_process():
     with in_process(bits=8, group_size=16, token=TOKEN) as c:
-        c.headers.pop("Authorization", None)
-        ps = PSClient("http://x", http_clients=[c])
-        ps.pull([1])  # reads are open
-        with pytest.raises(AuthError):
-            ps.push([1], [1.0], [1.0])
         ps = PSClient("http://x", http_clients=[c], token=TOKEN)
         with pytest.raises(LayoutMismatchError, match="bits"):
             ps.register(0, 1, Layout(9, 16, 1))
@@ -277,6 +272,9 @@ def test_client_token_and_worker_errors_in_process():
         ps.worker_id = 77
         with pytest.raises(UnknownWorkerError):
             ps.heartbeat()
+        c.headers.pop("Authorization", None)
+        with pytest.raises(AuthError):  # reads need the token too
+            PSClient("http://x", http_clients=[c])
 
 
 # --- real server processes ----------------------------------------------------------------

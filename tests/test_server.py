@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -90,10 +91,13 @@ def test_pull_groups_and_state_dump(shard: Shard):
     assert msg.keys.tolist() == list(range(64, 128)) + [4096]
     js = c.post("/v1/pull-groups", json={"groups": [1, 64]}).json()
     assert js["keys"] == msg.keys.tolist() and js["n"] == msg.values[0].tolist()
-    dump = wire.decode(c.get("/v1/state").content, wire.ENTRIES)
-    assert {64, 4096} <= set(dump.keys.tolist())
-    as_json = c.get("/v1/state", headers={"Accept": "application/json"}).json()
-    assert as_json["keys"] == dump.keys.tolist()
+    messages = list(wire.iter_messages([c.get("/v1/state").content], wire.ENTRIES))
+    assert messages[-1].keys.size == 0  # the end marker
+    keys = np.concatenate([m.keys for m in messages])
+    assert {64, 4096} <= set(keys.tolist())
+    lines = c.get("/v1/state", headers={"Accept": "application/json"}).text.splitlines()
+    as_json = [json.loads(line) for line in lines]
+    assert sum((o["keys"] for o in as_json), []) == keys.tolist() and as_json[-1]["keys"] == []
 
 
 def _origin(epoch: int, seq: int, prev: int | None = None, worker: int = 0,
@@ -262,8 +266,10 @@ CASES: list[Case] = [
      400, "ProtocolError", "num_workers"),
     ("bad worker id", lambda s: s.client.post("/v1/workers/abc/heartbeat"),
      400, "ProtocolError", "worker_id"),
-    ("pull unsorted", lambda s: s.client.post("/v1/pull", json={"keys": [5, 4]}),
-     400, "ProtocolError", "sorted"),
+    ("pull repeated", lambda s: s.client.post("/v1/pull", json={"keys": [5, 4, 5]}),
+     400, "ProtocolError", "unique"),
+    ("pull unsorted binary", lambda s: s.client.post("/v1/pull", content=wire.encode_keys(
+        [5, 4]), headers=BINARY), 400, "ProtocolError", "sorted"),
     ("pull groups out of range", lambda s: s.client.post("/v1/pull-groups",
                                                          json={"groups": [65]}),
      400, "ProtocolError", "outside"),
@@ -282,9 +288,19 @@ def test_bad_requests(shard: Shard, case, send, status, error, match):
         assert resp.headers.get("www-authenticate") == "Bearer"
 
 
-def test_reads_need_no_token(shard: Shard):
-    assert shard.anon.post("/v1/pull", json={"keys": [1]}).status_code == 200
-    assert shard.anon.get("/v1/status").status_code == 200
+def test_every_route_but_the_probes_needs_the_token(shard: Shard):
+    for method, path in (("POST", "/v1/pull"), ("POST", "/v1/pull-groups"),
+                         ("GET", "/v1/state"), ("GET", "/v1/status"), ("GET", "/v1/streams"),
+                         ("GET", "/openapi.json"), ("GET", "/docs"), ("GET", "/nowhere")):
+        resp = shard.anon.request(method, path, json={"keys": [1]})
+        assert_error(resp, 401, "AuthError", "Bearer")
+    # a deep body is refused before anything parses it, with or without a token
+    deep = b"[" * 5000 + b"]" * 5000
+    assert shard.anon.post("/v1/pull", content=deep, headers=JSON).status_code == 401
+    assert_error(shard.client.post("/v1/pull", content=deep, headers=JSON), 400,
+                 "ProtocolError", "nested 5000 levels")
+    assert shard.anon.get("/health").status_code == 200
+    assert shard.anon.get("/ready").json()["status"] == "ready"
 
 
 # --- workers and the clock (in-process, fresh app per test) --------------------------------
@@ -389,7 +405,7 @@ PUSHER = textwrap.dedent("""
 @pytest.mark.timeout(120)
 def test_concurrent_pushes_from_processes_give_exact_sums(real: str):
     probe = list(range(2000, 4000))
-    with httpx.Client(base_url=real) as c:
+    with httpx.Client(base_url=real, headers={"Authorization": f"Bearer {TOKEN}"}) as c:
         n0, z0 = (np.array(a) for a in pull_json(c, probe))
         procs = [subprocess.Popen([sys.executable, "-c", PUSHER, real, TOKEN, str(p)])
                  for p in range(3)]

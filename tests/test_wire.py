@@ -100,6 +100,7 @@ MALFORMED = [
     ("float64 flag on float32 body", _patch(_good(), 6, "<H", 1), "too long|truncated"),
     ("worker fields without the flag", _patch(_good(), 24, "<Q", 5), "worker flag is not"),
     ("worker flag, seq 0", _patch(_good(), 6, "<H", wire.FLAG_WORKER), "seq >= 1"),
+    ("deep JSON is no recursion error", b"[" * 100_000, "magic|shorter"),
     ("worker flag on KEYS", _patch(wire.encode_keys([1]), 6, "<H", wire.FLAG_WORKER),
      "expected a PUSH|only a PUSH"),
 ]
@@ -130,8 +131,13 @@ BAD_JSON = [
     (b'{"keys": [1], "delta_n": [1], "delta_z": [1], "seq": 3}', "needs all of"),
     (b'{"keys": [1], "delta_n": [1], "delta_z": [1], "worker": -2, "epoch": 1, "seq": 1, '
      b'"prev_seq": 0, "position": 0}', "uint32"),
-    (b'{"keys": [1], "delta_n": [1], "delta_z": [1], "worker": 0, "epoch": 1, "seq": 1, '
-     b'"prev_seq": 1, "position": 0}', "prev_seq < seq"),
+    (b'{"keys": [1], "delta_n": [1], "delta_z": [1], "worker": 0, "epoch": 1, "seq": 0, '
+     b'"prev_seq": 0, "position": 0}', "seq >= 1"),
+    (b'{"entries": [[1, 2]]}', "triples"),
+    (b'{"entries": [[1, 2, 3]], "x": 1}', "unknown fields"),
+    (b'{"entries": [[1, 1e31, 3]]}', "within"),
+    (b'{"entries": [[1, 1, 3]], "origin": {"worker": 0}}', "needs all of"),
+    (b'{"entries": [[1, 1, 3]], "origin": 5}', "must be an object"),
     (b'{"keys": [1], "delta_n": [1], "delta_z": [1], "worker": 0, "epoch": true, "seq": 1, '
      b'"prev_seq": 0, "position": 0}', "integers"),
 ]
@@ -188,3 +194,14 @@ def test_worker_flag_on_a_keys_body_is_refused():
     body[6] = wire.FLAG_WORKER
     with pytest.raises(ProtocolError, match="only a PUSH"):
         wire.decode(bytes(body), wire.KEYS)
+
+
+def test_json_push_entries_form_sorts_and_sums_repeated_keys():
+    msg = wire.decode_json(b'{"entries": [[5, 1, 2], [1, 0.5, 0], [5, 1, -1]], '
+                           b'"origin": {"worker": 1, "epoch": 2, "seq": 3, "prev_seq": 1, '
+                           b'"position": 7}}', wire.PUSH)
+    assert msg.keys.tolist() == [1, 5]
+    assert msg.delta_n.tolist() == [0.5, 2.0] and msg.delta_z.tolist() == [0.0, 1.0]
+    assert msg.origin == wire.PushOrigin(1, 2, 3, 1, 7)
+    with pytest.raises(ProtocolError, match="invalid JSON"):
+        wire.decode_json(b"[" * 100_000, wire.PUSH)

@@ -267,15 +267,25 @@ class PSClient:
         return self._concat3(parts)
 
     def dump_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every touched key of every shard with ``n`` and ``z``, in key order."""
-        def one(shard: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-            resp = self._net.request(shard, "GET", "/v1/state",
-                                 headers={"Accept": wire.BINARY_MEDIA_TYPE})
-            msg = wire.decode(resp.content, wire.ENTRIES)
-            assert msg.keys is not None and msg.values is not None
-            return msg.keys.copy(), msg.values[0].copy(), msg.values[1].copy()
+        """Every touched key of every shard with ``n`` and ``z``, in key order
+        (each shard streams its state chunk by chunk; a cut answer is an error)."""
+        def read(resp: httpx.Response) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            parts, ended = [], False
+            for msg in wire.iter_messages(resp.iter_bytes(), wire.ENTRIES):
+                assert msg.keys is not None and msg.values is not None
+                if ended:
+                    raise ProtocolError("the state answer goes on after its end marker")
+                ended = msg.keys.size == 0
+                parts.append((msg.keys.copy(), msg.values[0].astype(self.dtype),
+                              msg.values[1].astype(self.dtype)))
+            if not ended:
+                raise ProtocolError("the state answer was cut short (no end marker)")
+            return self._concat3(parts)
 
-        return self._concat3(self._net.each(one, range(self.layout.num_shards)))
+        return self._concat3(self._net.each(
+            lambda shard: self._net.stream(shard, "GET", "/v1/state", read,
+                                           headers={"Accept": wire.BINARY_MEDIA_TYPE}),
+            range(self.layout.num_shards)))
 
     # --- workers and the SSP clock (shard 0) ------------------------------------------
     def register(

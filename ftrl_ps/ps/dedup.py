@@ -162,6 +162,10 @@ class PushDeduper:
     @staticmethod
     def _check(rec: StreamRecord, origin: PushOrigin, digest: int) -> None:
         who = f"worker {origin.worker}"
+        if origin.prev_seq >= origin.seq:
+            raise WorkerStateError(
+                f"push {origin.seq} of {who} names prev_seq {origin.prev_seq}, not below it"
+            )
         if origin.epoch < rec.epoch:
             raise WorkerStateError(
                 f"push {origin.seq} of {who} comes from epoch {origin.epoch}, superseded by "

@@ -99,12 +99,36 @@ class ShardConnections:
         client = self._http[shard]
         if timeout is not None:
             kwargs["timeout"] = timeout
+        return self._retrying(shard, method, path, idempotent,
+                              lambda: client.request(method, path, **kwargs))
+
+    def stream(self, shard: int, method: str, path: str, consume: Callable[[httpx.Response], T],
+               **kwargs: Any) -> T:
+        """A streamed request: ``consume(response)`` reads the answer as it comes
+        (retried from the start on a transport error or 503; idempotent only)."""
+        client = self._http[shard]
+
+        def attempt() -> httpx.Response:
+            with client.stream(method, path, **kwargs) as resp:
+                if resp.status_code >= 400:
+                    resp.read()
+                    return resp
+                result["value"] = consume(resp)
+                return resp
+
+        result: dict[str, T] = {}
+        self._retrying(shard, method, path, True, attempt)
+        return result["value"]
+
+    def _retrying(self, shard: int, method: str, path: str, idempotent: bool,
+                  attempt_once: Callable[[], httpx.Response]) -> httpx.Response:
         started = time.monotonic()
         attempt = 0
         while True:
             failure: str | None = None
+            cause: BaseException | None = None
             try:
-                resp = client.request(method, path, **kwargs)
+                resp = attempt_once()
             except httpx.TransportError as exc:
                 # a request that may have reached the server is retried only if
                 # it is idempotent (dedup by seq / target clock / instance)
@@ -115,7 +139,7 @@ class ShardConnections:
                 failure, cause = f"{type(exc).__name__}: {exc}", exc
             else:
                 if resp.status_code == 503 and idempotent:
-                    failure, cause = f"HTTP 503 {resp.text[:200]}", None
+                    failure = f"HTTP 503 {resp.text[:200]}"
                 elif resp.status_code >= 400:
                     try:
                         payload: Any = resp.json()

@@ -91,6 +91,8 @@ class ServerState:
         self.started_at = time.time()
         self.wait_executor = ThreadPoolExecutor(WAIT_THREADS, thread_name_prefix="ssp-wait")
         self.initial_keys = 0
+        #: the checkpoint file this shard was restored from (None: started empty)
+        self.restored_from: str | None = None
         if settings.init_model:
             self.initial_keys = load_initial_model(self.store, settings.init_model)
 

@@ -30,7 +30,9 @@ have exactly the length these fields imply. Decoding is zero-copy
 JSON (``application/json``) carries the same messages as objects:
 PUSH ``{"keys": [...], "delta_n": [...], "delta_z": [...], "worker": 3, "epoch": 5,
 "seq": 7, "prev_seq": 6, "position": 3500}`` (worker fields optional, all or none;
-see docs/durability.md), KEYS ``{"keys": [...]}``,
+see docs/durability.md), or, as the OpenAPI schema documents it,
+``{"entries": [[key, delta_n, delta_z], ...], "origin": {"worker": 3, ...}}``
+(any key order, repeated keys summed, ``|value| <= 1e30``), KEYS ``{"keys": [...]}``,
 VALUES ``{"n": [...], "z": [...]}``, GROUPS ``{"groups": [...]}``, ENTRIES
 ``{"keys": [...], "n": [...], "z": [...]}``.
 
@@ -76,6 +78,8 @@ __all__ = [
     "encode_keys",
     "encode_push",
     "encode_values",
+    "iter_messages",
+    "message_size",
     "to_json",
 ]
 
@@ -117,11 +121,8 @@ class PushOrigin:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _U64:
                 raise ProtocolError(f"{name} must be an integer in [0, 2**64), got {value!r}")
-        if self.seq < 1 or self.prev_seq >= self.seq:
-            raise ProtocolError(
-                f"a push needs seq >= 1 and prev_seq < seq, got seq={self.seq} "
-                f"prev_seq={self.prev_seq}"
-            )
+        if self.seq < 1:
+            raise ProtocolError(f"a push needs seq >= 1, got {self.seq}")
 
 
 @dataclass(frozen=True)
@@ -267,9 +268,7 @@ def decode(body: bytes | bytearray | memoryview, expected_kind: int | None = Non
     has_keys, n_values = _SECTIONS[kind]
     dt = np.dtype("<f8" if flags & FLAG_FLOAT64 else "<f4")
     offset = HEADER_SIZE
-    expected = offset + (4 * count if has_keys else 0)
-    if n_values:
-        expected += -expected % dt.itemsize + n_values * count * dt.itemsize
+    expected = _implied_size(kind, flags, count)
     if size != expected:
         what = "truncated" if size < expected else "too long"
         raise ProtocolError(
@@ -287,6 +286,40 @@ def decode(body: bytes | bytearray | memoryview, expected_kind: int | None = Non
         values = (a, b)
     origin = PushOrigin(*fields) if flags & FLAG_WORKER else None
     return Message(kind, keys, values, origin)
+
+
+def _implied_size(kind: int, flags: int, count: int) -> int:
+    has_keys, n_values = _SECTIONS[kind]
+    itemsize = 8 if flags & FLAG_FLOAT64 else 4
+    size = HEADER_SIZE + (4 * count if has_keys else 0)
+    if n_values:
+        size += -size % itemsize + n_values * count * itemsize
+    return size
+
+
+def message_size(header: bytes | bytearray | memoryview) -> int:
+    """Length of the whole binary message that starts with ``header`` (>= 48 bytes)."""
+    magic, version, kind, flags, count, *_ = _HEADER.unpack_from(header, 0)
+    if magic != MAGIC or version != VERSION or kind not in _SECTIONS:
+        raise ProtocolError("not a message header of this wire version")
+    return _implied_size(kind, flags, count)
+
+
+def iter_messages(chunks: Any, expected_kind: int) -> Any:
+    """Decode a stream of concatenated binary messages (e.g. the ``/v1/state``
+    answer) from an iterable of byte chunks, one message at a time. A stream
+    that ends inside a message raises ProtocolError."""
+    buf = bytearray()
+    for chunk in chunks:
+        buf += chunk
+        while len(buf) >= HEADER_SIZE:
+            size = message_size(buf)
+            if len(buf) < size:
+                break
+            yield decode(bytes(buf[:size]), expected_kind)
+            del buf[:size]
+    if buf:
+        raise ProtocolError(f"the stream ended inside a message ({len(buf)} bytes left)")
 
 
 # --- JSON ----------------------------------------------------------------------------
@@ -340,14 +373,50 @@ def _json_origin(obj: dict[str, Any]) -> PushOrigin | None:
     return PushOrigin(*values)
 
 
+#: largest magnitude of a value in a JSON push of the entries form
+JSON_VALUE_LIMIT = 1e30
+
+
+def _json_entries(obj: dict[str, Any]) -> Message:
+    """A PUSH of the ``entries`` form: sorted, repeated keys summed."""
+    unknown = set(obj) - {"entries", "origin"}
+    if unknown:
+        raise ProtocolError(f"unknown fields {sorted(unknown)}; expected ['entries', 'origin']")
+    rows = obj["entries"]
+    if not isinstance(rows, list) or any(
+        not isinstance(r, list) or len(r) != 3 for r in rows
+    ):
+        raise ProtocolError("'entries' must be a list of [key, delta_n, delta_z] triples")
+    keys = _json_ints([r[0] for r in rows], "entries keys")
+    dn = _json_floats([r[1] for r in rows], "entries delta_n")
+    dz = _json_floats([r[2] for r in rows], "entries delta_z")
+    if dn.size and (np.abs(np.concatenate([dn, dz])) > JSON_VALUE_LIMIT).any():
+        raise ProtocolError(f"entry values must be within +-{JSON_VALUE_LIMIT:g}")
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    sum_n, sum_z = np.zeros(uniq.size), np.zeros(uniq.size)
+    np.add.at(sum_n, inverse, dn)
+    np.add.at(sum_z, inverse, dz)
+    origin = obj.get("origin")
+    if origin is not None and not isinstance(origin, dict):
+        raise ProtocolError("'origin' must be an object")
+    if origin is not None:
+        extra = set(origin) - set(_ORIGIN_FIELDS)
+        if extra:
+            raise ProtocolError(f"unknown origin fields {sorted(extra)}")
+    return Message(PUSH, uniq, (sum_n, sum_z),
+                   _json_origin(origin) if origin is not None else None)
+
+
 def decode_json(body: bytes | str, kind: int) -> Message:
     """Parse a JSON body of the given kind (see the module docstring)."""
     try:
         obj = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise ProtocolError(f"invalid JSON body: {exc}") from exc
     if not isinstance(obj, dict):
         raise ProtocolError("JSON body must be an object")
+    if kind == PUSH and "entries" in obj:
+        return _json_entries(obj)
     key_field, value_fields = _JSON_FIELDS[kind]
     allowed = {key_field, *(value_fields or ())} - {None}
     required = set(allowed)

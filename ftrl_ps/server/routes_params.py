@@ -8,11 +8,15 @@ parallel.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 from fastapi import APIRouter, Request
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 
+from ftrl_ps.errors import BusyError
 from ftrl_ps.ps import wire
 from ftrl_ps.server.deps import (
     AuthDep,
@@ -21,6 +25,7 @@ from ftrl_ps.server.deps import (
     decode_body,
     encode_response,
     request_is_json,
+    response_is_json,
 )
 
 __all__ = ["router"]
@@ -41,6 +46,16 @@ def _doc(example: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _sorted_if_json(request: Request, ids: Any) -> tuple[np.ndarray, np.ndarray | None]:
+    """JSON bodies may list ids in any order: ``(sorted ids, their positions in
+    the request)``; binary ones stay as sent (the store checks their order)."""
+    arr = np.asarray(ids)
+    if arr.size < 2 or not request_is_json(request) or bool((np.diff(arr) > 0).all()):
+        return arr, None
+    order = np.argsort(arr, kind="stable")
+    return arr[order], order
+
+
 @router.post(
     "/pull",
     summary="n and z of sorted unique keys",
@@ -48,10 +63,14 @@ def _doc(example: dict[str, Any]) -> dict[str, Any]:
     openapi_extra=_doc({"keys": [1, 5, 1024]}),
 )
 def pull(request: Request, state: StateDep, body: BodyDep) -> Response:
-    """Body: KEYS (binary) or ``{"keys": [...]}``. Answer: VALUES or
-    ``{"n": [...], "z": [...]}``."""
+    """Body: KEYS (binary: sorted unique keys) or ``{"keys": [...]}`` (unique keys
+    in any order). Answer: VALUES or ``{"n": [...], "z": [...]}``, in the
+    request's key order."""
     msg = decode_body(request, body, wire.KEYS)
-    n, z = state.store.pull(msg.keys)
+    keys, order = _sorted_if_json(request, msg.keys)
+    n, z = state.store.pull(keys)
+    if order is not None:
+        n[order], z[order] = n.copy(), z.copy()
     return encode_response(
         request, wire.VALUES, None, (n, z), default_json=request_is_json(request),
         dtype=state.store.dtype,
@@ -65,10 +84,10 @@ def pull(request: Request, state: StateDep, body: BodyDep) -> Response:
     openapi_extra=_doc({"groups": [0, 3]}),
 )
 def pull_groups(request: Request, state: StateDep, body: BodyDep) -> Response:
-    """Body: GROUPS or ``{"groups": [...]}`` (sorted unique group ids of this
-    shard). Answer: ENTRIES or ``{"keys", "n", "z"}``."""
+    """Body: GROUPS (sorted unique group ids of this shard) or ``{"groups":
+    [...]}`` (unique, any order). Answer: ENTRIES or ``{"keys", "n", "z"}``."""
     msg = decode_body(request, body, wire.GROUPS)
-    keys, n, z = state.store.pull_groups(msg.keys)
+    keys, n, z = state.store.pull_groups(_sorted_if_json(request, msg.keys)[0])
     return encode_response(
         request, wire.ENTRIES, keys, (n, z), default_json=request_is_json(request),
         dtype=state.store.dtype,
@@ -93,16 +112,72 @@ def push(request: Request, state: StateDep, body: BodyDep) -> dict[str, object]:
     return state.push(decode_body(request, body, wire.PUSH))
 
 
+#: keys per message of a state export (bounded memory per export)
+STATE_CHUNK_KEYS = 1 << 16
+NDJSON_MEDIA_TYPE = "application/x-ndjson"
+
+
 @router.get(
     "/state",
-    summary="every touched key of this shard with n and z (to save a model)",
-    response_class=Response,
+    summary="every touched key of this shard with n and z (to save a model), streamed",
+    response_class=StreamingResponse,
+    responses={200: {"content": {
+        wire.BINARY_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}},
+        NDJSON_MEDIA_TYPE: {"schema": {"type": "string"}},
+    }, "description": "ENTRIES messages, the last one empty"}},
 )
-def dump_state(request: Request, state: StateDep) -> Response:
-    """Answer: ENTRIES (binary, the default) or JSON ``{"keys", "n", "z"}`` when
-    ``Accept: application/json``."""
-    keys, n, z = state.store.dump()
-    return encode_response(
-        request, wire.ENTRIES, keys, (n, z), default_json=False, dtype=state.store.dtype
-    )
+def dump_state(request: Request, state: StateDep) -> StreamingResponse:
+    """Answer: a stream of ENTRIES messages of at most 65,536 keys each, in key
+    order, ended by an empty one (so a cut answer is detected); with ``Accept:
+    application/json`` (or ``application/x-ndjson``) one JSON object
+    ``{"keys", "n", "z"}`` per line instead. Memory stays at one chunk per
+    export; at most ``max_exports`` run at once, more get 503 (retry)."""
+    if not state.exports.acquire(blocking=False):
+        raise BusyError(
+            f"{state.settings.max_exports} state export(s) already running; retry later"
+        )
+    as_json = response_is_json(request, default_json=False) or (
+        NDJSON_MEDIA_TYPE in request.headers.get("accept", ""))
+    dtype = state.store.dtype
 
+    def chunks() -> Iterator[bytes]:
+        for keys, n, z in state.store.iter_touched(STATE_CHUNK_KEYS):
+            yield _entries(keys, n, z, as_json, dtype)
+        empty = np.zeros(0, dtype)
+        yield _entries(np.zeros(0, np.uint32), empty, empty, as_json, dtype)
+
+    media = NDJSON_MEDIA_TYPE if as_json else wire.BINARY_MEDIA_TYPE
+    return StreamingResponse(_Releasing(chunks(), state.exports.release), media_type=media)
+
+
+class _Releasing:
+    """An iterator that calls ``release`` once when exhausted, closed or collected
+    (also if the answer was never started, e.g. the client went away)."""
+
+    def __init__(self, it: Iterator[bytes], release: Any) -> None:
+        self._it, self._release = it, release
+
+    def __iter__(self) -> _Releasing:
+        return self
+
+    def __next__(self) -> bytes:
+        try:
+            return next(self._it)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        release, self._release = self._release, None
+        if release is not None:
+            release()
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def _entries(keys: np.ndarray, n: np.ndarray, z: np.ndarray, as_json: bool,
+             dtype: np.dtype) -> bytes:
+    if as_json:
+        return json.dumps(wire.to_json(wire.ENTRIES, keys, (n, z))).encode() + b"\n"
+    return wire.encode_entries(keys, n, z, dtype=dtype)

@@ -51,7 +51,16 @@ def status(state: StateDep) -> dict[str, Any]:
     }
 
 
-@router.get("/health", summary="liveness probe")
+@router.get("/ready", summary="readiness probe (no token needed)",
+            responses={503: {"description": "not ready yet"}})
+def ready(state: StateDep) -> dict[str, Any]:
+    """``{"status": "ready", ...}`` once the shard serves its restored state
+    (the restore happens before the server accepts connections)."""
+    return {"status": "ready", "shard": state.settings.shard_index,
+            "restored_from": state.restored_from}
+
+
+@router.get("/health", summary="liveness probe (no token needed)")
 def health(state: StateDep) -> dict[str, Any]:
     """``{"status": "ok", "shard": i}``."""
     return {"status": "ok", "shard": state.settings.shard_index}
