@@ -16,8 +16,9 @@ Read the FTRL state from every server shard and write it as a model file. With
 dead (use it as the last step of a cluster run, e.g. in docker compose). With
 --test it then prints test log loss and AUC.
 
-The hyper-parameters (--alpha, --beta, --l1, --l2) are stored in the model
-file and must be the ones the workers trained with.
+The model file gets exactly what the servers hold: their bits, dtype (float64
+stays float64) and hyper-parameters. --bits/--dtype/--alpha/--beta/--l1/--l2,
+if given, must match them.
 
 example:
   ftrl-ps export --server http://127.0.0.1:7000,http://127.0.0.1:7001 \\

@@ -17,7 +17,7 @@ import numpy as np
 from ftrl_ps.core.jsonfile import write_json
 from ftrl_ps.errors import ClockTimeoutError, ConfigError
 from ftrl_ps.ps.auth import resolve_token
-from ftrl_ps.ps.worker_main import params_with_defaults, parse_urls
+from ftrl_ps.ps.worker_main import WorkerOptions, adopt_model, params_with_defaults, parse_urls
 
 __all__ = ["ExportOptions", "run_export", "workers_done"]
 
@@ -62,6 +62,7 @@ def run_export(options: ExportOptions) -> dict[str, Any]:
     import os
 
     from ftrl_ps.core.modelio import SavedModel, save_model
+    from ftrl_ps.core.params import FTRLParams
     from ftrl_ps.learn.training import evaluate
     from ftrl_ps.ps.client import PSClient
 
@@ -70,20 +71,28 @@ def run_export(options: ExportOptions) -> dict[str, Any]:
     urls = parse_urls(options.server)
     with PSClient(urls, token=resolve_token(options.token)) as client:
         layout = client.layout
+        model = client.server_model
+        flags = WorkerOptions(server="", input="", num_workers=1, bits=options.bits,
+                              dtype=options.dtype, alpha=options.alpha, beta=options.beta,
+                              l1=options.l1, l2=options.l2)
+        if model is not None:
+            params = FTRLParams(**adopt_model(flags, model)["params"])
+        else:  # servers of an older version: the flags say
+            params = params_with_defaults(
+                alpha=options.alpha, beta=options.beta, l1=options.l1, l2=options.l2
+            )
         if options.wait:
             _wait_for_workers(client, options)
         keys, n, z = client.dump_state()
         snap = client.status().get("clock") or {}
-    dtype = options.dtype or "float32"
+    dtype = str(client.dtype)  # what the servers store: float64 stays float64
     saved = SavedModel(
         bits=layout.bits,
-        params=params_with_defaults(
-            alpha=options.alpha, beta=options.beta, l1=options.l1, l2=options.l2
-        ),
+        params=params,
         dtype=dtype,
         keys=np.asarray(keys),
-        n=np.asarray(n, dtype=dtype),
-        z=np.asarray(z, dtype=dtype),
+        n=np.asarray(n),
+        z=np.asarray(z),
     )
     workers = snap.get("workers", [])
     rows = int(sum(w.get("stats", {}).get("rows", 0) for w in workers))

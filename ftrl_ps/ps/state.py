@@ -15,6 +15,7 @@ import numpy as np
 
 from ftrl_ps.errors import ConfigError, ModelFormatError, ProtocolError, WorkerStateError
 from ftrl_ps.ps import wire
+from ftrl_ps.ps.checkpoint import Checkpointer, restore_latest
 from ftrl_ps.ps.clock import SSPClock
 from ftrl_ps.ps.dedup import PushDeduper, push_digest
 from ftrl_ps.ps.shard_settings import ServerSettings
@@ -93,19 +94,33 @@ class ServerState:
         self.initial_keys = 0
         #: the checkpoint file this shard was restored from (None: started empty)
         self.restored_from: str | None = None
-        if settings.init_model:
+        self.checkpointer: Checkpointer | None = None
+        self._closed = False
+        if settings.checkpoint_dir is not None:
+            self.checkpointer = Checkpointer(self, settings.checkpoint_dir,
+                                             settings.checkpoint_interval)
+            path = restore_latest(self, self.checkpointer.directory)
+            self.restored_from = str(path) if path is not None else None
+        if settings.init_model and self.restored_from is None:
             self.initial_keys = load_initial_model(self.store, settings.init_model)
 
     def start(self) -> None:
-        """Start the dead-worker sweeper."""
+        """Start the dead-worker sweeper and the checkpoint thread."""
         if self.clock is not None:
             self.clock.start_sweeper()
+        if self.checkpointer is not None:
+            self.checkpointer.start()
 
     def close(self) -> None:
-        """Release waiters and stop background threads."""
+        """Release waiters, stop background threads, write a last checkpoint (once)."""
+        if self._closed:
+            return
+        self._closed = True
         if self.clock is not None:
             self.clock.close()
         self.wait_executor.shutdown(wait=False, cancel_futures=True)
+        if self.checkpointer is not None:
+            self.checkpointer.stop(final=True)
 
     def require_clock(self) -> SSPClock:
         """The SSP clock, or ConfigError on shards other than 0."""

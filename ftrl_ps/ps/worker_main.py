@@ -107,7 +107,7 @@ def adopt_model(options: WorkerOptions, model: dict[str, Any]) -> dict[str, Any]
              for k, v in given.items() if v is not None and v != held[k]]
     if clash:
         raise ConfigError(
-            "the servers own the model; this worker's " + ", ".join(clash)
+            "the servers own the model; " + ", ".join(clash)
             + " differ: drop these flags or restart the servers with them"
         )
     return model

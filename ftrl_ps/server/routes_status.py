@@ -46,6 +46,8 @@ def status(state: StateDep) -> dict[str, Any]:
         "clock": state.clock.snapshot() if state.clock is not None else None,
         "counters": counters,
         "initial_keys": state.initial_keys,
+        "restored_from": state.restored_from,
+        "checkpoint": state.checkpointer.status() if state.checkpointer is not None else None,
         "settings": settings.public_dict(),
         "uptime_s": round(time.time() - state.started_at, 3),
     }
