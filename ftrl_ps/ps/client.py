@@ -326,7 +326,11 @@ class PSClient:
     def _reregister(self) -> None:
         """Register the same index again after shard 0 forgot this epoch."""
         assert self.worker_index is not None
+        beating = self._hb_thread is not None
+        self.stop_heartbeat()
         self.register(self.worker_index, self._num_workers, self._layout_sent, supersede=True)
+        if beating:
+            self.start_heartbeat()
 
     def clock(self, stats: dict[str, float] | None = None, timeout: float | None = None) -> int:
         """Tick this worker's clock, then block until the SSP bound lets it go on.
@@ -415,6 +419,11 @@ class PSClient:
         wid = self._require_worker()
         self.stop_heartbeat()
         self._net.post_json(0, f"/v1/workers/{wid}/finish", {}, idempotent=True)
+
+    def streams(self, shard: int) -> list[dict[str, Any]]:
+        """The stream records of one shard (``GET /v1/streams``)."""
+        result: list[dict[str, Any]] = self._net.request(shard, "GET", "/v1/streams").json()
+        return result
 
     def status(self, shard: int = 0) -> dict[str, Any]:
         """The JSON ``/v1/status`` of one shard (shard 0 has the clock)."""
