@@ -198,8 +198,8 @@ def run_cluster(args: LocalClusterOptions) -> int:
         from ftrl_ps.ps.client import PSClient  # before forking: the workers use it too
 
         urls = [p.url for p in cluster.servers if p.url]
-        if not args.quiet:
-            print(f"servers: {', '.join(urls)}  (logs in {logdir})", file=sys.stderr)
+        # always: an operator (or a script) learns here where to query the servers
+        print(f"servers: {', '.join(urls)}  (logs in {logdir})", file=sys.stderr, flush=True)
         metrics = [logdir / f"worker-{i}.json" for i in range(args.workers)]
         for i in range(args.workers):
             wopts = _worker_options(args, urls, params.as_dict(), bits, i, metrics[i], dtype)
