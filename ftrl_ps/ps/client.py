@@ -8,13 +8,9 @@ concurrently, and the answers are put back together in key order.
 
 Reliability (docs/durability.md): every request is retried on transport
 errors with backoff for ``retry_seconds`` (a shard restart is ridden out), then
-raised as :class:`~ftrl_ps.errors.TransportError`. A registered worker's push
-carries ``(worker index, epoch, seq, prev_seq, position)`` and is journaled
-before it is sent (:mod:`ftrl_ps.ps.journal`, on disk with ``state_dir``), so
-it is applied exactly once on every shard: a retry is recognised by the shard,
-a shard that restarted from a checkpoint answers with a gap and gets the
-missing pushes replayed, and pushes a shard lost beyond the journal raise
-:class:`~ftrl_ps.errors.UpdatesLostError`. Never silently dropped. A clock tick
+raised as :class:`~ftrl_ps.errors.TransportError`. A registered worker's pushes
+are journaled and applied exactly once on every shard, replayed to a shard that
+restarted, never silently dropped (:mod:`ftrl_ps.ps.pushing`). A clock tick
 carries its target clock, so a retried tick counts once. Error answers become
 the matching :mod:`ftrl_ps.errors` class.
 
@@ -49,13 +45,12 @@ from ftrl_ps.errors import (
     FTRLPSError,
     LayoutMismatchError,
     ProtocolError,
-    PushGapError,
     UnknownWorkerError,
     WorkerStateError,
 )
 from ftrl_ps.ps import wire
-from ftrl_ps.ps.journal import JournalEntry, PushJournal
 from ftrl_ps.ps.layout import Layout
+from ftrl_ps.ps.pushing import StreamingPushes
 from ftrl_ps.ps.replay import PushStream
 from ftrl_ps.ps.shards import ShardConnections
 from ftrl_ps.ps.validate import check_keys, check_values
@@ -66,7 +61,7 @@ T = TypeVar("T")
 Arrays = tuple[np.ndarray, np.ndarray]
 
 
-class PSClient:
+class PSClient(StreamingPushes):
     """Client of an M-shard parameter-server cluster.
 
     Parameters
@@ -205,60 +200,6 @@ class PSClient:
         stream.release()
         return entry.seq
 
-    def _post_push(self, shard: int, keys: np.ndarray, dn: np.ndarray, dz: np.ndarray,
-                   origin: wire.PushOrigin | None) -> dict[str, Any]:
-        if self.wire_format == "json":
-            obj: dict[str, Any] = wire.to_json(wire.PUSH, keys, (dn, dz))
-            if origin is not None:
-                obj.update(worker=origin.worker, epoch=origin.epoch, seq=origin.seq,
-                           prev_seq=origin.prev_seq, position=origin.position)
-            resp = self._net.post_json(shard, "/v1/push", obj, idempotent=origin is not None)
-        else:
-            body = wire.encode_push(keys, dn, dz, origin=origin, dtype=self.dtype)
-            resp = self._net.request(shard, "POST", "/v1/push", content=body,
-                                     headers={"Content-Type": wire.BINARY_MEDIA_TYPE},
-                                     idempotent=origin is not None)
-        answer: dict[str, Any] = resp.json()
-        return answer
-
-    def _send_entry(self, shard: int, entry: JournalEntry) -> None:
-        """Send ``entry``'s part for ``shard`` (raises PushGapError on a gap)."""
-        assert self.stream is not None and self.worker_id is not None
-        a, b = self.layout.split_keys(entry.keys)[shard:shard + 2]
-        origin = wire.PushOrigin(self.stream.worker, self.worker_id, entry.seq,
-                                 entry.prev[shard], entry.position)
-        answer = self._post_push(shard, entry.keys[a:b], entry.delta_n[a:b],
-                                 entry.delta_z[a:b], origin)
-        if "durable_seq" not in answer:
-            raise ProtocolError(f"shard {shard} answered a push without its stream record")
-        self.stream.acknowledged(shard, int(answer["durable_seq"]))
-
-    def _deliver(self, shard: int, entry: JournalEntry) -> None:
-        try:
-            self._send_entry(shard, entry)
-        except PushGapError:  # the shard restarted: claim again, replay what it lacks
-            self._sync_shard(shard)
-
-    def _sync_shard(self, shard: int) -> None:
-        """Claim this epoch on ``shard`` and replay the pushes it lacks, in order."""
-        assert self.stream is not None
-        record = self._net.post_json(shard, f"/v1/streams/{self.stream.worker}",
-                                     {"epoch": self.worker_id}).json()
-        self.stream.acknowledged(shard, int(record["durable_seq"]))
-        for entry in self.stream.plan(shard, int(record["last_seq"])):
-            self._send_entry(shard, entry)
-
-    def stream_totals(self) -> list[tuple[int, int]]:
-        """Per shard: (pushes, digest) of every push part this worker index sent,
-        to compare with the shards' ``/v1/streams`` records."""
-        return self.stream.journal.totals() if self.stream is not None else []
-
-    def resume_point(self) -> tuple[int, float]:
-        """``(position, loss_sum)`` of the last journaled push (0, 0.0 if none):
-        a restarted worker continues after ``position`` input rows."""
-        last = self.stream.journal.last if self.stream is not None else None
-        return (last.position, last.loss_sum) if last is not None else (0, 0.0)
-
     def pull_groups(self, group_ids: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """All keys of the given parameter groups (sorted, unique group ids) with
         their ``n`` and ``z``: ``(keys uint32, n, z)``."""
@@ -288,50 +229,6 @@ class PSClient:
             range(self.layout.num_shards)))
 
     # --- workers and the SSP clock (shard 0) ------------------------------------------
-    def register(
-        self, worker_index: int | None, num_workers: int, layout: Layout | None = None,
-        *, supersede: bool = False,
-    ) -> int:
-        """Register this worker with shard 0 and return its worker id (its epoch).
-
-        ``worker_index=None`` lets the server assign the index (then in
-        :attr:`worker_index`). ``supersede`` replaces a live registration of the
-        same index (its process is known to be gone). Then the epoch is claimed
-        on every shard and the journal's pushes a shard lacks are replayed.
-
-        ``layout`` (default: the servers' layout) is checked by the server;
-        a mismatch raises :class:`~ftrl_ps.errors.LayoutMismatchError`.
-        """
-        lay = layout if layout is not None else self.layout
-        answer = self._net.post_json(0, "/v1/workers", {
-            "worker_index": worker_index, "num_workers": num_workers,
-            "layout": lay.to_dict(), "instance": self._instance,
-            "supersede": supersede, "pid": os.getpid(),
-        }, idempotent=True).json()
-        with self._lock:
-            self.worker_id = int(answer["worker_id"])
-            self.worker_index = int(answer.get("worker_index", worker_index))
-            self.worker_clock = int(answer["clock"])
-            self._num_workers, self._layout_sent = num_workers, lay
-            if self.stream is None or self.stream.worker != self.worker_index:
-                path = (self.state_dir / f"worker-{self.worker_index}.journal"
-                        if self.state_dir is not None else None)
-                if path is not None:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                self.stream = PushStream(PushJournal(path, self.worker_index,
-                                                     self.layout.num_shards, self.dtype))
-        self._net.each(self._sync_shard, range(self.layout.num_shards))
-        return self.worker_id
-
-    def _reregister(self) -> None:
-        """Register the same index again after shard 0 forgot this epoch."""
-        assert self.worker_index is not None
-        beating = self._hb_thread is not None
-        self.stop_heartbeat()
-        self.register(self.worker_index, self._num_workers, self._layout_sent, supersede=True)
-        if beating:
-            self.start_heartbeat()
-
     def clock(self, stats: dict[str, float] | None = None, timeout: float | None = None) -> int:
         """Tick this worker's clock, then block until the SSP bound lets it go on.
 

@@ -23,11 +23,8 @@ back gets :class:`~ftrl_ps.errors.WorkerStateError` and must register again;
 its index then gets a new worker id that starts at the current ``min_live``.
 Registration is idempotent for the same ``(worker_index, instance)``.
 
-A worker id is the registration's *epoch* (docs/durability.md): strictly
-increasing over the clock's life and across restarts (``max(last + 1, unix
-ms)``; the last one is kept by :meth:`SSPClock.state`), so an id is never
-reused. ``supersede=True`` lets a launcher that saw a worker die register its
-index again at once (the old epoch is marked dead).
+A worker id is the registration's *epoch*, never reused, also across restarts
+(docs/durability.md; checkpoint data: :class:`~ftrl_ps.ps.registry.RegistryState`).
 
 Dead workers are found by :meth:`SSPClock.sweep`, which every call runs and
 which :meth:`SSPClock.start_sweeper` runs periodically in a daemon thread.
@@ -61,7 +58,7 @@ from ftrl_ps.errors import (
     UnknownWorkerError,
     WorkerStateError,
 )
-from ftrl_ps.ps.registry import DEAD, FINISHED, LIVE, WorkerInfo
+from ftrl_ps.ps.registry import DEAD, FINISHED, LIVE, RegistryState, WorkerInfo
 
 __all__ = ["SSPClock", "WorkerInfo"]
 def _check_staleness(staleness: int | float | None) -> int | None:
@@ -72,7 +69,7 @@ def _check_staleness(staleness: int | float | None) -> int | None:
     return staleness
 
 
-class SSPClock:
+class SSPClock(RegistryState):
     """SSP clock authority for one cluster.
 
     Parameters
@@ -129,8 +126,8 @@ class SSPClock:
         (= its epoch).
 
         ``worker_index=None`` asks the clock to assign one: the lowest index
-        that never registered or whose worker was marked dead (a restarted
-        container takes over its dead predecessor's share).
+        that never registered or whose worker was marked dead. ``supersede``
+        takes over a live registration (its process is known to be gone).
 
         Raises
         ------
@@ -198,9 +195,8 @@ class SSPClock:
 
         ``expected`` (the clock the caller wants to reach) makes retries
         idempotent: if the clock already equals ``expected`` nothing happens;
-        if it is neither ``expected`` nor ``expected - 1`` -> WorkerStateError,
-        except for a worker restored from a checkpoint, whose clock jumps
-        forward to ``expected`` (the checkpoint is older than the worker).
+        if it is neither ``expected`` nor ``expected - 1`` -> WorkerStateError
+        (a worker restored from an older checkpoint jumps forward instead).
         ``stats`` (small dict of numbers) is stored for the status page.
         """
         with self._cond:
@@ -280,38 +276,6 @@ class SSPClock:
         """The worker's record (raises UnknownWorkerError)."""
         with self._cond:
             return self._get(worker_id)
-
-    def current_epoch(self, worker_index: int) -> int | None:
-        """The epoch (worker id) of the index's live registration, else None."""
-        with self._cond:
-            info = self._by_index.get(worker_index)
-            return info.worker_id if info is not None and info.state == LIVE else None
-
-    def state(self) -> dict[str, Any]:
-        """Restorable registry state (for checkpoints): epochs, clocks, states."""
-        with self._cond:
-            return {
-                "num_workers": self.num_workers, "last_epoch": self._last_epoch,
-                "missing_expired": self._missing_expired,
-                "workers": [w.to_row() for w in self._workers.values()],
-            }
-
-    def restore(self, state: dict[str, Any]) -> None:
-        """Load :meth:`state`; restored live workers count as just seen."""
-        with self._cond:
-            now = self._now()
-            self.num_workers = state["num_workers"]
-            self._last_epoch = int(state["last_epoch"])
-            self._missing_expired = bool(state["missing_expired"])
-            self._first_registration = now
-            self._workers, self._by_index = {}, {}
-            for row in state["workers"]:
-                w = WorkerInfo.from_row(row, now)
-                self._workers[w.worker_id] = w
-                old = self._by_index.get(w.index)
-                if old is None or old.worker_id < w.worker_id:
-                    self._by_index[w.index] = w
-            self._cond.notify_all()
 
     def _free_index_locked(self, num_workers: int, instance: str | None) -> int:
         """The index an auto-assigned registration gets (see :meth:`register`)."""

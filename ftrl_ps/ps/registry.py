@@ -7,10 +7,12 @@ The registry itself (registration, SSP clock, dead-worker sweep) is
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DEAD", "FINISHED", "LIVE", "WorkerInfo"]
+__all__ = ["DEAD", "FINISHED", "LIVE", "RegistryState", "WorkerInfo"]
 
 LIVE, FINISHED, DEAD = "live", "finished", "dead"
 
@@ -56,3 +58,48 @@ class WorkerInfo:
             raise ValueError(f"unknown worker state {state!r}")
         return cls(int(wid), int(index), instance, int(clock), now, state, dict(stats),
                    pid=pid, restored=True)
+
+
+class RegistryState:
+    """Mixin of :class:`~ftrl_ps.ps.clock.SSPClock`: its registry as checkpoint data."""
+
+    _cond: threading.Condition
+    _now: Callable[[], float]
+    _workers: dict[int, WorkerInfo]
+    _by_index: dict[int, WorkerInfo]
+    _first_registration: float | None
+    _missing_expired: bool
+    _last_epoch: int
+    num_workers: int | None
+
+    def state(self) -> dict[str, Any]:
+        """Restorable registry state (for checkpoints): epochs, clocks, states."""
+        with self._cond:
+            return {
+                "num_workers": self.num_workers, "last_epoch": self._last_epoch,
+                "missing_expired": self._missing_expired,
+                "workers": [w.to_row() for w in self._workers.values()],
+            }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Load :meth:`state`; restored live workers count as just seen."""
+        with self._cond:
+            now = self._now()
+            self.num_workers = state["num_workers"]
+            self._last_epoch = int(state["last_epoch"])
+            self._missing_expired = bool(state["missing_expired"])
+            self._first_registration = now
+            self._workers, self._by_index = {}, {}
+            for row in state["workers"]:
+                w = WorkerInfo.from_row(row, now)
+                self._workers[w.worker_id] = w
+                old = self._by_index.get(w.index)
+                if old is None or old.worker_id < w.worker_id:
+                    self._by_index[w.index] = w
+            self._cond.notify_all()
+
+    def current_epoch(self, worker_index: int) -> int | None:
+        """The epoch (worker id) of the index's live registration, else None."""
+        with self._cond:
+            info = self._by_index.get(worker_index)
+            return info.worker_id if info is not None and info.state == LIVE else None

@@ -50,14 +50,24 @@ Examples
 
 from __future__ import annotations
 
-import json
 import struct
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ftrl_ps.errors import ProtocolError
+from ftrl_ps.ps.messages import (
+    ENTRIES,
+    GROUPS,
+    KEYS,
+    KIND_NAMES,
+    PUSH,
+    UINT32_LIMIT,
+    VALUES,
+    Message,
+    PushOrigin,
+)
+from ftrl_ps.ps.wire_json import JSON_VALUE_LIMIT, decode_json, to_json
 
 __all__ = [
     "BINARY_MEDIA_TYPE",
@@ -65,6 +75,7 @@ __all__ = [
     "GROUPS",
     "HEADER_SIZE",
     "JSON_MEDIA_TYPE",
+    "JSON_VALUE_LIMIT",
     "KEYS",
     "PUSH",
     "VALUES",
@@ -88,62 +99,14 @@ JSON_MEDIA_TYPE = "application/json"
 
 MAGIC = b"FTPS"
 VERSION = 2
-PUSH, KEYS, VALUES, GROUPS, ENTRIES = 1, 2, 3, 4, 5
-KIND_NAMES = {PUSH: "PUSH", KEYS: "KEYS", VALUES: "VALUES", GROUPS: "GROUPS", ENTRIES: "ENTRIES"}
 FLAG_FLOAT64 = 1
 FLAG_WORKER = 2
 
 _HEADER = struct.Struct("<4sBBHIIQQQQ")
 HEADER_SIZE = _HEADER.size  # 48
-_U64 = 1 << 64
-_UINT32_LIMIT = 1 << 32
 # kind -> (has a uint32 key section, number of value sections)
 _SECTIONS = {PUSH: (True, 2), KEYS: (True, 0), VALUES: (False, 2), GROUPS: (True, 0),
              ENTRIES: (True, 2)}
-
-
-@dataclass(frozen=True)
-class PushOrigin:
-    """Who sent a push and where it stands in that worker's stream of pushes
-    (see docs/durability.md): worker index, registration epoch, sequence number,
-    the sequence number of the previous push to the same shard, input position."""
-
-    worker: int
-    epoch: int
-    seq: int
-    prev_seq: int
-    position: int
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.worker < _UINT32_LIMIT:
-            raise ProtocolError(f"worker index must fit in uint32, got {self.worker}")
-        for name in ("epoch", "seq", "prev_seq", "position"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _U64:
-                raise ProtocolError(f"{name} must be an integer in [0, 2**64), got {value!r}")
-        if self.seq < 1:
-            raise ProtocolError(f"a push needs seq >= 1, got {self.seq}")
-
-
-@dataclass(frozen=True)
-class Message:
-    """A decoded body. ``keys`` holds group ids for GROUPS; ``values`` is
-    ``(delta_n, delta_z)`` for PUSH and ``(n, z)`` for VALUES/ENTRIES."""
-
-    kind: int
-    keys: np.ndarray | None = None
-    values: tuple[np.ndarray, np.ndarray] | None = None
-    origin: PushOrigin | None = None
-
-    @property
-    def delta_n(self) -> np.ndarray:
-        assert self.values is not None
-        return self.values[0]
-
-    @property
-    def delta_z(self) -> np.ndarray:
-        assert self.values is not None
-        return self.values[1]
 
 
 # --- binary --------------------------------------------------------------------------
@@ -151,7 +114,7 @@ def _keys_u32(keys: Any, name: str) -> np.ndarray:
     arr = np.asarray(keys)
     if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
         raise ProtocolError(f"{name} must be a 1-D integer array")
-    if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= _UINT32_LIMIT):
+    if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= UINT32_LIMIT):
         raise ProtocolError(f"{name} must fit in uint32")
     return arr.astype("<u4", copy=False)
 
@@ -321,130 +284,3 @@ def iter_messages(chunks: Any, expected_kind: int) -> Any:
     if buf:
         raise ProtocolError(f"the stream ended inside a message ({len(buf)} bytes left)")
 
-
-# --- JSON ----------------------------------------------------------------------------
-_JSON_FIELDS = {
-    PUSH: ("keys", ("delta_n", "delta_z")),
-    KEYS: ("keys", None),
-    VALUES: (None, ("n", "z")),
-    GROUPS: ("groups", None),
-    ENTRIES: ("keys", ("n", "z")),
-}
-
-
-def _json_ints(data: Any, name: str) -> np.ndarray:
-    if not isinstance(data, list):
-        raise ProtocolError(f"{name!r} must be a list of integers")
-    if not data:
-        return np.zeros(0, dtype=np.int64)
-    try:
-        arr = np.asarray(data)
-    except (ValueError, OverflowError) as exc:
-        raise ProtocolError(f"{name!r} must be a flat list of integers") from exc
-    if arr.ndim != 1 or arr.dtype.kind not in "iu" or any(v is True or v is False for v in data):
-        raise ProtocolError(f"{name!r} must be a flat list of integers")
-    if int(arr.min()) < 0 or int(arr.max()) >= _UINT32_LIMIT:
-        raise ProtocolError(f"{name!r} must hold integers in [0, 2**32)")
-    return arr.astype(np.int64, copy=False)
-
-
-def _json_floats(data: Any, name: str) -> np.ndarray:
-    if not isinstance(data, list):
-        raise ProtocolError(f"{name!r} must be a list of numbers")
-    if not data:
-        return np.zeros(0, dtype=np.float64)
-    if any(isinstance(v, bool) or not isinstance(v, int | float) for v in data):
-        raise ProtocolError(f"{name!r} must be a flat list of numbers")
-    return np.asarray(data, dtype=np.float64)
-
-
-_ORIGIN_FIELDS = ("worker", "epoch", "seq", "prev_seq", "position")
-
-
-def _json_origin(obj: dict[str, Any]) -> PushOrigin | None:
-    given = [f for f in _ORIGIN_FIELDS if f in obj]
-    if not given:
-        return None
-    if len(given) != len(_ORIGIN_FIELDS):
-        raise ProtocolError(f"a push with worker fields needs all of {list(_ORIGIN_FIELDS)}")
-    values = [obj[f] for f in _ORIGIN_FIELDS]
-    if any(isinstance(v, bool) or not isinstance(v, int) for v in values):
-        raise ProtocolError(f"{list(_ORIGIN_FIELDS)} must be integers")
-    return PushOrigin(*values)
-
-
-#: largest magnitude of a value in a JSON push of the entries form
-JSON_VALUE_LIMIT = 1e30
-
-
-def _json_entries(obj: dict[str, Any]) -> Message:
-    """A PUSH of the ``entries`` form: sorted, repeated keys summed."""
-    unknown = set(obj) - {"entries", "origin"}
-    if unknown:
-        raise ProtocolError(f"unknown fields {sorted(unknown)}; expected ['entries', 'origin']")
-    rows = obj["entries"]
-    if not isinstance(rows, list) or any(
-        not isinstance(r, list) or len(r) != 3 for r in rows
-    ):
-        raise ProtocolError("'entries' must be a list of [key, delta_n, delta_z] triples")
-    keys = _json_ints([r[0] for r in rows], "entries keys")
-    dn = _json_floats([r[1] for r in rows], "entries delta_n")
-    dz = _json_floats([r[2] for r in rows], "entries delta_z")
-    if dn.size and (np.abs(np.concatenate([dn, dz])) > JSON_VALUE_LIMIT).any():
-        raise ProtocolError(f"entry values must be within +-{JSON_VALUE_LIMIT:g}")
-    uniq, inverse = np.unique(keys, return_inverse=True)
-    sum_n, sum_z = np.zeros(uniq.size), np.zeros(uniq.size)
-    np.add.at(sum_n, inverse, dn)
-    np.add.at(sum_z, inverse, dz)
-    origin = obj.get("origin")
-    if origin is not None and not isinstance(origin, dict):
-        raise ProtocolError("'origin' must be an object")
-    if origin is not None:
-        extra = set(origin) - set(_ORIGIN_FIELDS)
-        if extra:
-            raise ProtocolError(f"unknown origin fields {sorted(extra)}")
-    return Message(PUSH, uniq, (sum_n, sum_z),
-                   _json_origin(origin) if origin is not None else None)
-
-
-def decode_json(body: bytes | str, kind: int) -> Message:
-    """Parse a JSON body of the given kind (see the module docstring)."""
-    try:
-        obj = json.loads(body)
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise ProtocolError(f"invalid JSON body: {exc}") from exc
-    if not isinstance(obj, dict):
-        raise ProtocolError("JSON body must be an object")
-    if kind == PUSH and "entries" in obj:
-        return _json_entries(obj)
-    key_field, value_fields = _JSON_FIELDS[kind]
-    allowed = {key_field, *(value_fields or ())} - {None}
-    required = set(allowed)
-    if kind == PUSH:
-        allowed |= set(_ORIGIN_FIELDS)
-    unknown = set(obj) - allowed
-    if unknown:
-        raise ProtocolError(f"unknown fields {sorted(unknown)}; expected {sorted(allowed)}")
-    missing = {f for f in required if f not in obj}
-    if missing:
-        raise ProtocolError(f"missing fields {sorted(missing)}")
-    keys = _json_ints(obj[key_field], key_field) if key_field else None
-    values = None
-    if value_fields:
-        a = _json_floats(obj[value_fields[0]], value_fields[0])
-        b = _json_floats(obj[value_fields[1]], value_fields[1])
-        values = (a, b)
-    return Message(kind, keys, values, _json_origin(obj) if kind == PUSH else None)
-
-
-def to_json(kind: int, keys: Any = None, values: tuple[Any, Any] | None = None) -> dict[str, Any]:
-    """A JSON-ready dict of a message (keys as ints, values as floats)."""
-    key_field, value_fields = _JSON_FIELDS[kind]
-    out: dict[str, Any] = {}
-    if key_field:
-        out[key_field] = np.asarray(keys).tolist()
-    if value_fields:
-        assert values is not None
-        out[value_fields[0]] = np.asarray(values[0], dtype=np.float64).tolist()
-        out[value_fields[1]] = np.asarray(values[1], dtype=np.float64).tolist()
-    return out
