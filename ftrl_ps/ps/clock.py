@@ -153,7 +153,8 @@ class SSPClock(RegistryState):
             if worker_index is None:
                 worker_index = self._free_index_locked(num_workers, instance)
             if not 0 <= worker_index < num_workers:
-                raise ConfigError(f"worker_index {worker_index} outside [0, {num_workers})")
+                raise LayoutMismatchError(
+                    f"worker_index {worker_index} outside [0, {num_workers})")
             now = self._now()
             self._sweep_locked(now)
             old = self._by_index.get(worker_index)

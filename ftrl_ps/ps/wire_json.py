@@ -25,7 +25,7 @@ from ftrl_ps.ps.messages import (
     PushOrigin,
 )
 
-__all__ = ["JSON_VALUE_LIMIT", "decode_json", "to_json"]
+__all__ = ["JSON_INT_LIMIT", "JSON_VALUE_LIMIT", "decode_json", "to_json"]
 
 _JSON_FIELDS = {
     PUSH: ("keys", ("delta_n", "delta_z")),
@@ -36,16 +36,34 @@ _JSON_FIELDS = {
 }
 
 
+#: largest integer a JSON body may carry in a worker field (exact in a double)
+JSON_INT_LIMIT = (1 << 53) - 1
+
+
+def _as_int(value: Any) -> int | None:
+    """``value`` as an int if JSON Schema calls it an integer (``3`` or ``3.0``)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer() and abs(value) <= JSON_INT_LIMIT:
+        return int(value)
+    return None
+
+
 def _json_ints(data: Any, name: str) -> np.ndarray:
     if not isinstance(data, list):
         raise ProtocolError(f"{name!r} must be a list of integers")
     if not data:
         return np.zeros(0, dtype=np.int64)
+    ints = [_as_int(v) for v in data]
+    if any(v is None for v in ints):
+        raise ProtocolError(f"{name!r} must be a flat list of integers")
     try:
-        arr = np.asarray(data)
+        arr = np.asarray(ints)
     except (ValueError, OverflowError) as exc:
         raise ProtocolError(f"{name!r} must be a flat list of integers") from exc
-    if arr.ndim != 1 or arr.dtype.kind not in "iu" or any(v is True or v is False for v in data):
+    if arr.ndim != 1 or arr.dtype.kind not in "iu":
         raise ProtocolError(f"{name!r} must be a flat list of integers")
     if int(arr.min()) < 0 or int(arr.max()) >= UINT32_LIMIT:
         raise ProtocolError(f"{name!r} must hold integers in [0, 2**32)")
@@ -71,10 +89,10 @@ def _json_origin(obj: dict[str, Any]) -> PushOrigin | None:
         return None
     if len(given) != len(_ORIGIN_FIELDS):
         raise ProtocolError(f"a push with worker fields needs all of {list(_ORIGIN_FIELDS)}")
-    values = [obj[f] for f in _ORIGIN_FIELDS]
-    if any(isinstance(v, bool) or not isinstance(v, int) for v in values):
-        raise ProtocolError(f"{list(_ORIGIN_FIELDS)} must be integers")
-    return PushOrigin(*values)
+    values = [_as_int(obj[f]) for f in _ORIGIN_FIELDS]
+    if any(v is None or v > JSON_INT_LIMIT for v in values):
+        raise ProtocolError(f"{list(_ORIGIN_FIELDS)} must be integers up to 2**53 - 1 in JSON")
+    return PushOrigin(*values)  # type: ignore[arg-type]
 
 
 #: largest magnitude of a value in a JSON push of the entries form
@@ -101,7 +119,7 @@ def _json_entries(obj: dict[str, Any]) -> Message:
     np.add.at(sum_n, inverse, dn)
     np.add.at(sum_z, inverse, dz)
     origin = obj.get("origin")
-    if origin is not None and not isinstance(origin, dict):
+    if "origin" in obj and not isinstance(origin, dict):
         raise ProtocolError("'origin' must be an object")
     if origin is not None:
         extra = set(origin) - set(_ORIGIN_FIELDS)

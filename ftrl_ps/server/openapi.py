@@ -23,12 +23,12 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from ftrl_ps.ps.shard_settings import ServerSettings
-from ftrl_ps.ps.wire import JSON_VALUE_LIMIT
+from ftrl_ps.ps.wire_json import JSON_INT_LIMIT, JSON_VALUE_LIMIT
 
 __all__ = ["install_openapi", "request_schemas"]
 
 _U32 = (1 << 32) - 1
-_U63 = (1 << 63) - 1
+_U63 = JSON_INT_LIMIT
 
 #: error answers per path prefix (besides 401 with a token and 400/408/413 for bodies)
 _ERRORS: dict[str, dict[int, str]] = {

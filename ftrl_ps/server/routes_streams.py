@@ -23,7 +23,8 @@ router = APIRouter(prefix="/v1/streams", tags=["streams"])
 class ClaimRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    epoch: int = Field(ge=1, lt=1 << 63, description="the epoch shard 0 gave the registration")
+    epoch: int = Field(ge=1, le=(1 << 53) - 1,
+                       description="the epoch shard 0 gave the registration")
 
 
 class StreamAnswer(BaseModel):

@@ -15,8 +15,8 @@ from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from ftrl_ps.errors import LayoutMismatchError
 from ftrl_ps.ps.clock import SSPClock
-from ftrl_ps.ps.layout import Layout
 from ftrl_ps.ps.state import ServerState
 from ftrl_ps.server.deps import AuthDep, StateDep
 
@@ -36,9 +36,9 @@ class _Strict(BaseModel):
 class LayoutModel(_Strict):
     """The worker's view of the key layout; must equal the server's."""
 
-    bits: int
-    group_size: int
-    num_shards: int
+    bits: int = Field(ge=1, le=30)
+    group_size: int = Field(ge=1, le=1 << 30)
+    num_shards: int = Field(ge=1, le=1 << 16)
 
 
 class RegisterRequest(_Strict):
@@ -105,7 +105,11 @@ class ClockAnswer(BaseModel):
 def register(req: RegisterRequest, state: StateDep) -> dict[str, Any]:
     """Check the worker's layout (409 on a mismatch) and give it a worker id."""
     clock = state.require_clock()
-    state.layout.check_same(Layout(**req.layout.model_dump()))
+    given, held = req.layout.model_dump(), state.layout.to_dict()
+    diffs = [f"{k}: worker has {given[k]}, server has {held[k]}" for k in held
+             if given.get(k) != held[k]]
+    if diffs:  # any difference is a mismatch (409), even fields that form no valid layout
+        raise LayoutMismatchError("layout mismatch (" + "; ".join(diffs) + ")")
     worker_id = clock.register(req.worker_index, req.num_workers, req.instance,
                                supersede=req.supersede, pid=req.pid)
     info = clock.worker(worker_id)
