@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
 import threading
-import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass

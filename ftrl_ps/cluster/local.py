@@ -36,6 +36,7 @@ from ftrl_ps.core.modelio import SavedModel, load_model, save_model
 from ftrl_ps.errors import ConfigError, FTRLPSError, ServerError
 from ftrl_ps.learn.progress import Progress
 from ftrl_ps.ps.auth import TOKEN_ENV, resolve_token
+from ftrl_ps.ps.export import latest_registrations
 from ftrl_ps.ps.worker_main import WorkerOptions, params_with_defaults
 from ftrl_ps.server.options import DEFAULT_BITS, ShardOptions
 
@@ -144,7 +145,7 @@ def local_batch_size(opts: LocalClusterOptions) -> int:
 
 def _progress_line(client: Any) -> tuple[int, float, str]:
     snap = client.status().get("clock") or {}
-    workers = snap.get("workers", [])
+    workers = latest_registrations(snap.get("workers", []))
     rows = int(sum(w.get("stats", {}).get("rows", 0) for w in workers))
     loss = float(sum(w.get("stats", {}).get("loss_sum", 0.0) for w in workers))
     clocks = [w["clock"] for w in workers if w.get("state") == "live"]

@@ -19,7 +19,7 @@ from ftrl_ps.errors import ClockTimeoutError, ConfigError
 from ftrl_ps.ps.auth import resolve_token
 from ftrl_ps.ps.worker_main import WorkerOptions, adopt_model, params_with_defaults, parse_urls
 
-__all__ = ["ExportOptions", "run_export", "workers_done"]
+__all__ = ["ExportOptions", "latest_registrations", "run_export", "workers_done"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,23 @@ def workers_done(snapshot: dict[str, Any]) -> bool:
     workers = snapshot.get("workers", [])
     live = [w for w in workers if w.get("state") == "live"]
     return bool(workers) and not live and not snapshot.get("missing_indices")
+
+
+def latest_registrations(workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per worker index, its newest registration (a restarted worker's stats are
+    cumulative; the superseded epoch's would count twice).
+
+    >>> ws = [{"index": 0, "worker_id": 5}, {"index": 0, "worker_id": 9},
+    ...       {"index": 1, "worker_id": 6}]
+    >>> [w["worker_id"] for w in latest_registrations(ws)]
+    [9, 6]
+    """
+    latest: dict[int, dict[str, Any]] = {}
+    for w in workers:
+        old = latest.get(w["index"])
+        if old is None or w["worker_id"] > old["worker_id"]:
+            latest[w["index"]] = w
+    return [latest[i] for i in sorted(latest)]
 
 
 def run_export(options: ExportOptions) -> dict[str, Any]:
@@ -94,7 +111,7 @@ def run_export(options: ExportOptions) -> dict[str, Any]:
         n=np.asarray(n),
         z=np.asarray(z),
     )
-    workers = snap.get("workers", [])
+    workers = latest_registrations(snap.get("workers", []))
     rows = int(sum(w.get("stats", {}).get("rows", 0) for w in workers))
     dead = [w["index"] for w in workers if w.get("state") == "dead"]
     path = save_model(options.model, saved, rows=rows, servers=len(urls), dead_workers=dead)
