@@ -23,7 +23,7 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +36,14 @@ from ftrl_ps.core.modelio import SavedModel, load_model, save_model
 from ftrl_ps.errors import ConfigError, FTRLPSError, ServerError
 from ftrl_ps.learn.progress import Progress
 from ftrl_ps.ps.auth import TOKEN_ENV, resolve_token
-from ftrl_ps.ps.export import latest_registrations
+from ftrl_ps.ps.kernels import load_kernels
+from ftrl_ps.ps.overview import History, Overview
 from ftrl_ps.ps.worker_main import WorkerOptions, params_with_defaults
 from ftrl_ps.server.options import DEFAULT_BITS, ShardOptions
 
 __all__ = ["LocalClusterOptions", "estimate_rows", "local_batch_size", "rows_applied",
            "run_cluster"]
+
 
 @dataclass(frozen=True)
 class LocalClusterOptions:
@@ -143,18 +145,11 @@ def local_batch_size(opts: LocalClusterOptions) -> int:
     return min(MAX_BATCH, max(MIN_BATCH, per_worker // (TARGET_ROUNDS * opts.fetch_step)))
 
 
-def _progress_line(client: Any) -> tuple[int, float, str]:
-    snap = client.status().get("clock") or {}
-    workers = latest_registrations(snap.get("workers", []))
-    rows = int(sum(w.get("stats", {}).get("rows", 0) for w in workers))
-    loss = float(sum(w.get("stats", {}).get("loss_sum", 0.0) for w in workers))
-    clocks = [w["clock"] for w in workers if w.get("state") == "live"]
-    states: dict[str, int] = {}
-    for w in workers:
-        states[w.get("state")] = states.get(w.get("state"), 0) + 1
-    extra = f"clocks {min(clocks)}..{max(clocks)}" if clocks else ""
-    extra += "  " + " ".join(f"{k} {v}" for k, v in sorted(states.items()) if k)
-    return rows, loss, extra.strip()
+def _live_line(client: Any, progress: Progress, history: History) -> None:
+    """The one line of all workers: rows, rows/s over ~5 s, logloss, clocks, restarts."""
+    o = Overview.from_clock(client.status().get("clock"))
+    history.sample(o.rows, o.loss_sum)
+    progress.update(o.rows, o.loss_sum, rate=history.rate(), extra=o.extra())
 
 
 def run_cluster(args: LocalClusterOptions) -> int:
@@ -180,6 +175,7 @@ def run_cluster(args: LocalClusterOptions) -> int:
         params = params_with_defaults(alpha=args.alpha, beta=args.beta, l1=args.l1, l2=args.l2)
     started = time.perf_counter()
     logdir = Path(tempfile.mkdtemp(prefix="ftrl-ps-cluster-"))
+    # --token or $FTRL_PS_TOKEN (so an operator can query the servers), else a fresh one
     token = resolve_token(args.token) or secrets.token_hex(16)
     env = dict(os.environ, **{TOKEN_ENV: token}, PYTHONUNBUFFERED="1")
     launcher = Launcher(env, warn=lambda why: print(f"ftrl-ps train: {why}", file=sys.stderr))
@@ -191,16 +187,21 @@ def run_cluster(args: LocalClusterOptions) -> int:
         # do not use it): each imports its web stack on the other core while this
         # process loads the worker kernels once and forks the workers with them
         # (which start parsing their shares and wait for the servers).
-        for i in range(args.servers):
-            cluster.start_server(i, _shard_options(args, bits, dtype, i, params.as_dict(),
-                                                   logdir / "checkpoints"))
+        # shard 0 last: its dashboard learns the other shards' URLs (--peers)
+        for i in [*range(1, args.servers), 0]:
+            peers = ",".join(p.url for p in cluster.servers if p.url) if i == 0 else None
+            shard = _shard_options(args, bits, dtype, i, params.as_dict(), logdir / "checkpoints")
+            cluster.start_server(i, replace(shard, peers=peers))
+        cluster.servers.insert(0, cluster.servers.pop())  # back in shard order
+        compile_seconds = load_kernels()  # fresh machine: say so, and keep it out of rows/s
         if launcher.method == "fork":
             preload()
         from ftrl_ps.ps.client import PSClient  # before forking: the workers use it too
 
         urls = [p.url for p in cluster.servers if p.url]
         # always: an operator (or a script) learns here where to query the servers
-        print(f"servers: {', '.join(urls)}  (logs in {logdir})", file=sys.stderr, flush=True)
+        print(f"servers: {', '.join(urls)}  (logs in {logdir}; "
+              f"dashboard {urls[0]}/dashboard)", file=sys.stderr, flush=True)
         metrics = [logdir / f"worker-{i}.json" for i in range(args.workers)]
         for i in range(args.workers):
             wopts = _worker_options(args, urls, params.as_dict(), bits, i, metrics[i], dtype)
@@ -208,7 +209,7 @@ def run_cluster(args: LocalClusterOptions) -> int:
         # no threads before this point (forking needs a single-threaded process)
         cluster.wait_servers()  # started meanwhile; a failure to start is reported here
         servers_ready = time.perf_counter() - started
-        # the progress display must not wait for a restarting shard: no retries
+        # the live line must not wait for a restarting shard: no retries
         with PSClient(urls, token=token, retries=0, retry_seconds=0) as watcher:
             _wait_for_workers(cluster, watcher, progress)
         progress.close()
@@ -217,7 +218,7 @@ def run_cluster(args: LocalClusterOptions) -> int:
             status = client.status()
             shard_counters = [client.status(i).get("counters", {}) for i in range(len(urls))]
             streams = [client.streams(i) for i in range(len(urls))]
-        train_seconds = time.perf_counter() - started
+        train_seconds = time.perf_counter() - started - compile_seconds
         reports = [_read_json(m) for m in metrics]
         rows = sum(int(r.get("rows", 0)) for r in reports)
         loss_sum = sum(float(r.get("loss_sum", 0.0)) for r in reports)
@@ -235,6 +236,7 @@ def run_cluster(args: LocalClusterOptions) -> int:
         results["shard_keys_pushed"] = [int(sc.get("keys_pushed", 0)) for sc in shard_counters]
         results["shard_keys_pulled"] = [int(sc.get("keys_pulled", 0)) for sc in shard_counters]
         results["cluster_seconds"] = time.perf_counter() - started
+        results["compile_seconds"] = compile_seconds
         results["servers_ready_seconds"] = servers_ready
         results["launch"] = {"method": launcher.method, "reason": launcher.reason}
         results["restarts"] = len(cluster.restarts)
@@ -254,8 +256,7 @@ def run_cluster(args: LocalClusterOptions) -> int:
 
 def rows_applied(streams: list[list[dict[str, Any]]]) -> int:
     """Input rows whose updates the shards applied: per worker index, the position
-    of its last push applied (the furthest shard; every push touches the bias
-    key's shard), summed.
+    of its last push applied (the furthest shard), summed.
 
     >>> rows_applied([[{"worker": 0, "position": 5}], [{"worker": 0, "position": 7},
     ...                                               {"worker": 1, "position": 3}]])
@@ -269,18 +270,14 @@ def rows_applied(streams: list[list[dict[str, Any]]]) -> int:
 
 
 def _wait_for_workers(cluster: Cluster, client: Any, progress: Progress) -> None:
-    last_poll = 0.0
-    while True:
-        if not cluster.heal():
-            return
+    """Heal the cluster (restart dead shards and failed workers) until the workers end."""
+    last_poll, history = 0.0, History(maxlen=64)
+    while cluster.heal():
         now = time.monotonic()
         if progress.enabled and now - last_poll > 0.5:
             last_poll = now
             with contextlib.suppress(FTRLPSError):
-                rows, loss, extra = _progress_line(client)
-                if cluster.restarts:
-                    extra += f"  restarts {len(cluster.restarts)}"
-                progress.update(rows, loss, extra=extra)
+                _live_line(client, progress, history)
         time.sleep(0.05)
 
 

@@ -90,18 +90,12 @@ class Cluster:
             proc.options = options
         finally:
             sock.close()  # the server holds its own copy; a dead server refuses connections
-        if index < len(self.servers):
-            self.servers[index] = proc
-        else:
-            self.servers.append(proc)
+        _put(self.servers, proc)
         return proc
 
     def start_worker(self, index: int, options: Any) -> Proc:
         proc = self.spawn(f"worker {index}", options)
-        if index < len(self.workers):
-            self.workers[index] = proc
-        else:
-            self.workers.append(proc)
+        _put(self.workers, proc)
         return proc
 
     def wait_servers(self) -> None:
@@ -160,3 +154,12 @@ class Cluster:
 
     def stop(self) -> None:
         stop_all([p.popen for p in [*self.workers, *self.servers]], STOP_GRACE)
+
+
+def _put(procs: list[Proc], proc: Proc) -> None:
+    """Replace the process of the same role (a restart), else append."""
+    for i, old in enumerate(procs):
+        if old.name == proc.name:
+            procs[i] = proc
+            return
+    procs.append(proc)

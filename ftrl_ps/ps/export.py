@@ -58,8 +58,7 @@ def workers_done(snapshot: dict[str, Any]) -> bool:
 
 
 def latest_registrations(workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per worker index, its newest registration (a restarted worker's stats are
-    cumulative; the superseded epoch's would count twice).
+    """Per worker index, its newest registration (the one whose state counts).
 
     >>> ws = [{"index": 0, "worker_id": 5}, {"index": 0, "worker_id": 9},
     ...       {"index": 1, "worker_id": 6}]
@@ -111,9 +110,10 @@ def run_export(options: ExportOptions) -> dict[str, Any]:
         n=np.asarray(n),
         z=np.asarray(z),
     )
-    workers = latest_registrations(snap.get("workers", []))
-    rows = int(sum(w.get("stats", {}).get("rows", 0) for w in workers))
-    dead = [w["index"] for w in workers if w.get("state") == "dead"]
+    every = snap.get("workers", [])
+    rows = int(sum(w.get("stats", {}).get("rows", 0) for w in every))  # each process's own
+    # a superseded registration (its index registered again) is no dead worker
+    dead = [w["index"] for w in latest_registrations(every) if w.get("state") == "dead"]
     path = save_model(options.model, saved, rows=rows, servers=len(urls), dead_workers=dead)
     print(f"model saved to {path} ({saved.keys.size:,} keys with state, {rows:,} rows trained)")
     if dead:

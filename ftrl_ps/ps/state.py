@@ -20,6 +20,7 @@ from ftrl_ps.ps.clock import SSPClock
 from ftrl_ps.ps.dedup import PushDeduper, push_digest
 from ftrl_ps.ps.shard_settings import ServerSettings
 from ftrl_ps.ps.store import ParameterStore
+from ftrl_ps.ps.telemetry import Telemetry
 
 __all__ = ["PushBarrier", "ServerState", "load_initial_model"]
 
@@ -89,6 +90,8 @@ class ServerState:
         self.dedup = PushDeduper(durable_on_apply=settings.checkpoint_dir is None)
         self.barrier = PushBarrier()
         self.exports = threading.BoundedSemaphore(settings.max_exports)
+        #: measurements and gauge hooks exported by /metrics (see ps.telemetry)
+        self.telemetry = Telemetry()
         self.started_at = time.time()
         self.wait_executor = ThreadPoolExecutor(WAIT_THREADS, thread_name_prefix="ssp-wait")
         self.initial_keys = 0

@@ -156,13 +156,15 @@ class Worker:
         self.report = WorkerReport()
         #: input rows to pass over before training (a restarted worker's position)
         self.skip_rows = 0
+        self._resumed_rows, self._resumed_loss = 0, 0.0
         self._started = time.perf_counter()
+        self._clock_seconds = 0.0  # in clock ticks (round trip + SSP wait), for stats()
 
     def resume(self, position: int, loss_sum: float) -> None:
         """Continue after ``position`` rows already trained and pushed (by an
         earlier process of the same worker index, see docs/durability.md)."""
-        self.skip_rows = self.report.rows = int(position)
-        self.report.loss_sum = float(loss_sum)
+        self.skip_rows = self.report.rows = self._resumed_rows = int(position)
+        self.report.loss_sum = self._resumed_loss = float(loss_sum)
 
     # -- rounds ----------------------------------------------------------
     def _open(self, parts: list[Batch]) -> WorkingSet:
@@ -237,7 +239,9 @@ class Worker:
         progress: dict[str, Any],
     ) -> None:
         self.client.push(keys, delta_n, delta_z, **progress)
+        start = time.perf_counter()
         self.client.clock(stats)
+        self._clock_seconds += time.perf_counter() - start
 
     def _sync(self) -> None:
         """Wait for the push and tick in flight, if any (re-raising their error)."""
@@ -246,9 +250,14 @@ class Worker:
             sending.wait()
 
     def stats(self) -> dict[str, Any]:
+        """Progress sent with every clock tick (shard 0 shows it: status, dashboard, metrics)."""
         elapsed = max(time.perf_counter() - self._started, 1e-9)
         r = self.report
-        return {"rows": r.rows, "loss_sum": r.loss_sum, "rows_per_second": r.rows / elapsed}
+        rows = r.rows - self._resumed_rows  # this process's: an earlier one reported the rest
+        return {"rows": rows, "loss_sum": r.loss_sum - self._resumed_loss,
+                "rows_per_second": rows / elapsed,
+                "pushes": r.pushes, "pulls": r.pulls, "keys_pushed": r.keys_pushed,
+                "keys_pulled": r.keys_pulled, "wait_seconds": self._clock_seconds}
 
     # -- training --------------------------------------------------------
     def _skipping(self, batches: Iterator[Batch]) -> Iterator[Batch]:

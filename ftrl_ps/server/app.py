@@ -20,6 +20,8 @@ every route but ``/health`` and ``/ready`` requires it (reads and docs too)::
     GET  /v1/status                    JSON overview
     GET  /health                       liveness (no token)
     GET  /ready                        readiness: state restored, serving (no token)
+    GET  /metrics                      Prometheus metrics (server/shard_metrics.py)
+    GET  /dashboard                    live dashboard page (its data: /v1/dashboard)
 
 Example (in-process, no network):
 
@@ -34,7 +36,7 @@ Example (in-process, no network):
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -47,21 +49,29 @@ from ftrl_ps.server.deps import AuthMiddleware
 from ftrl_ps.server.errors import install_error_handlers
 from ftrl_ps.server.limits import BodyLimitMiddleware
 from ftrl_ps.server.openapi import install_openapi
+from ftrl_ps.server.observability import observe
 
 __all__ = ["create_app"]
 
 
-def create_app(settings: ServerSettings, state: ServerState | None = None) -> FastAPI:
+def create_app(
+    settings: ServerSettings, state: ServerState | None = None, *, peers: Sequence[str] = ()
+) -> FastAPI:
     """Build the app of one shard (the store is allocated here; an
-    ``init_model`` is loaded here, so its errors surface before serving)."""
+    ``init_model`` is loaded here, so its errors surface before serving).
+
+    ``peers``: URLs of shards 1..M-1, which shard 0's dashboard asks for their keys and load.
+    """
     state = state if state is not None else ServerState(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state.start()
+        observer.start()
         try:
             yield
         finally:
+            observer.close()
             state.close()
 
     app = FastAPI(
@@ -82,4 +92,5 @@ def create_app(settings: ServerSettings, state: ServerState | None = None) -> Fa
     app.include_router(routes_streams.router)
     app.include_router(routes_status.router)
     install_openapi(app)
+    observer = observe(app, state, peers)  # /metrics, /dashboard and their data
     return app

@@ -48,8 +48,10 @@ def get_state(request: Request) -> ServerState:
 StateDep = Annotated[ServerState, Depends(get_state)]
 
 
-#: the only routes that answer without the token: liveness and readiness probes
-OPEN_PATHS = frozenset({"/health", "/ready"})
+#: the only routes that answer without the token: liveness and readiness probes, and
+#: the dashboard's static page (HTML/JS/CSS, no data: its feed needs the token)
+OPEN_PATHS = frozenset({"/health", "/ready", "/dashboard"})
+OPEN_PREFIXES = ("/dashboard/",)
 
 
 def check_bearer(header: str, token: str | None) -> None:
@@ -76,7 +78,9 @@ class AuthMiddleware:
         self.token = token
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or self.token is None or scope["path"] in OPEN_PATHS:
+        path = scope["path"]
+        if (scope["type"] != "http" or self.token is None or path in OPEN_PATHS
+                or path.startswith(OPEN_PREFIXES)):
             await self.app(scope, receive, send)
             return
         header = ""
