@@ -171,9 +171,8 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         if resumed:
             worker.resume(resumed, loss_sum)
             started = None  # the share is read again from its start, then skipped
-            if not options.quiet:
-                print(f"worker {index}: resuming after {resumed:,} rows already pushed",
-                      file=sys.stderr)
+            log.info("worker %d: resuming after %s rows already pushed", index,
+                     f"{resumed:,}")
         report = worker.run(options.input, byte_range, started=started)
         client.finish()
     report_bad_lines(report.bad_lines, report.bad_examples)

@@ -48,8 +48,8 @@ from ftrl_ps.server import routes_params, routes_status, routes_streams, routes_
 from ftrl_ps.server.deps import AuthMiddleware
 from ftrl_ps.server.errors import install_error_handlers
 from ftrl_ps.server.limits import BodyLimitMiddleware
-from ftrl_ps.server.openapi import install_openapi
 from ftrl_ps.server.observability import observe
+from ftrl_ps.server.openapi import install_openapi
 
 __all__ = ["create_app"]
 
