@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -40,6 +41,14 @@ def test_push_round_trips_binary_and_json(keys, dtype, seed, origin):
                    prev_seq=origin.prev_seq, position=origin.position)
     import json
 
+    from ftrl_ps.errors import ProtocolError
+    from ftrl_ps.ps.wire_json import JSON_INT_LIMIT
+
+    if origin is not None and max(origin.epoch, origin.seq, origin.prev_seq,
+                                  origin.position) > JSON_INT_LIMIT:
+        with pytest.raises(ProtocolError, match="2\\*\\*53"):  # not exact in JSON numbers
+            wire.decode_json(json.dumps(obj), wire.PUSH)
+        return
     back = wire.decode_json(json.dumps(obj), wire.PUSH)
     assert back.keys.tolist() == keys and back.origin == origin
     assert back.delta_z.astype(dtype).tolist() == dz.tolist()

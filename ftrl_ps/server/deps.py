@@ -78,7 +78,7 @@ class AuthMiddleware:
         self.token = token
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        path = scope["path"]
+        path = scope.get("path", "")
         if (scope["type"] != "http" or self.token is None or path in OPEN_PATHS
                 or path.startswith(OPEN_PREFIXES)):
             await self.app(scope, receive, send)
