@@ -28,6 +28,7 @@ from ftrl_ps.ps.state import ServerState
 
 __all__ = [
     "OPEN_PATHS",
+    "OPEN_PREFIXES",
     "AuthDep",
     "AuthMiddleware",
     "BodyDep",
@@ -49,8 +50,9 @@ StateDep = Annotated[ServerState, Depends(get_state)]
 
 
 #: the only routes that answer without the token: liveness and readiness probes, and
-#: the dashboard's static page (HTML/JS/CSS, no data: its feed needs the token)
-OPEN_PATHS = frozenset({"/health", "/ready", "/dashboard"})
+#: the dashboard's static page (HTML/JS/CSS, no data: its feed needs the token) with
+#: the page's question whether it must ask for a token
+OPEN_PATHS = frozenset({"/health", "/ready", "/dashboard", "/v1/dashboard/auth"})
 OPEN_PREFIXES = ("/dashboard/",)
 
 

@@ -8,8 +8,8 @@ FastAPI derives most of the schema from the routes; this module completes it:
 * every operation lists the error answers it can give (``{"error", "detail"}``,
   status codes from :mod:`ftrl_ps.ps.http_status`), and FastAPI's unused 422 is
   replaced by the 400 that validation errors really get;
-* with a token, a bearer security scheme applies to every route but ``/health``
-  and ``/ready``.
+* with a token, a bearer security scheme applies to every route but the open
+  ones of :data:`ftrl_ps.server.deps.OPEN_PATHS` (probes, the dashboard's page).
 
 The binary format (``application/x-ftrl-ps``) is described in the operations'
 text: a JSON Schema cannot describe it.
@@ -24,6 +24,7 @@ from fastapi.openapi.utils import get_openapi
 
 from ftrl_ps.ps.shard_settings import ServerSettings
 from ftrl_ps.ps.wire_json import JSON_INT_LIMIT, JSON_VALUE_LIMIT
+from ftrl_ps.server.deps import OPEN_PATHS, OPEN_PREFIXES
 
 __all__ = ["install_openapi", "request_schemas"]
 
@@ -140,6 +141,12 @@ def _complete(path: str, method: str, op: dict[str, Any], bodies: dict[str, Any]
               auth: bool) -> None:
     responses = op.setdefault("responses", {})
     responses.pop("422", None)
+    if path == "/dashboard/{name}":  # the page's files: any other name is no operation
+        from ftrl_ps.server.routes_dashboard import ASSETS
+
+        for param in op.get("parameters", []):
+            if param.get("name") == "name":
+                param["schema"] = {"type": "string", "enum": sorted(ASSETS)}
     if path in bodies:
         op["requestBody"] = {"required": True, "content": {
             "application/json": {"schema": bodies[path]}}}
@@ -155,7 +162,7 @@ def _complete(path: str, method: str, op: dict[str, Any], bodies: dict[str, Any]
             errors.update(codes)
     if method == "post" or op.get("parameters"):
         errors.update(_BODY_ERRORS)
-    if path in ("/health", "/ready"):
+    if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES):
         op["security"] = []
     elif auth:
         op["security"] = [{"bearer": []}]
