@@ -160,6 +160,11 @@ def test_compose_renamed_flag_is_reported(compose: dict[str, Any]) -> None:
         ("services/worker/deploy/replicas", 4, "4 replicas"),
         ("services/worker/environment/FTRL_PS_WORKER_INDEX", "0", "WORKER_INDEX=auto"),
         ("services/worker/restart", _DELETE, "on-failure"),
+        ("services/server-1/restart", _DELETE, "a killed shard must come back"),
+        ("services/server-0/environment/FTRL_PS_CHECKPOINT_DIR", _DELETE,
+         "no FTRL_PS_CHECKPOINT_DIR"),
+        ("services/server-1/volumes", [], "/checkpoints is not on a writable volume"),
+        ("services/worker/volumes/1", "worker-state:/state:ro", "/state is not on a writable"),
     ],
 )
 def test_compose_mutation_is_reported(compose: dict[str, Any], path: str, value: Any,
@@ -257,6 +262,9 @@ def test_k8s_mutation_is_reported(k8s: list[dict[str, Any]], kind: str, name: st
         ("ftrl-ps-export", "export", "FTRL_PS_MODEL", "/data/model.ftrl", "read-only"),
         ("ftrl-ps-server", "server", "FTRL_PS_NUM_SHARDS", "3", "expected 0 of 2"),
         ("ftrl-ps-server", "server", "FTRL_PS_PORT", "7001", "no containerPort 7001"),
+        ("ftrl-ps-server", "server", "FTRL_PS_CHECKPOINT_DIR", "/tmp/ckpt",
+         "/tmp/ckpt is on no mounted volume"),
+        ("ftrl-ps-worker", "worker", "FTRL_PS_STATE_DIR", "/data/state", "read-only"),
     ],
 )
 def test_k8s_env_mutation_is_reported(k8s: list[dict[str, Any]], job: str, container: str,
