@@ -179,7 +179,8 @@ class SSPClock(RegistryState):
                 start = live_min if live_min is not None else (old.clock if old else 0)
             if self._first_registration is None:
                 self._first_registration = now
-            self._last_epoch = max(self._last_epoch + 1, int(time.time() * 1000))
+            # unix microseconds: a restarted registry never repeats an epoch (< 2**53)
+            self._last_epoch = max(self._last_epoch + 1, time.time_ns() // 1000)
             info = WorkerInfo(self._last_epoch, worker_index, instance, start, now, pid=pid)
             self._workers[info.worker_id] = info
             if old is not None and old.superseded_by == -1:
