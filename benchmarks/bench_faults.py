@@ -8,8 +8,9 @@
    rows are trained (pids from ``/v1/status``). Per run: completed, pushes lost or
    doubled (per worker and shard, pushes sent vs applied and their digests), rows
    applied vs rows, test logloss vs the fault-free run, the supervisor's restart
-   time, and the time from the kill until training resumed (the killed worker's, or
-   for a shard the cluster's, trained-rows counter passes its value at the kill).
+   time, and the time from the kill until training resumed: the restarted shard
+   applies pushes again (the replays come first), or the restarted worker reports
+   trained rows at a clock tick.
 2. 20 concurrent ``GET /v1/state`` on a ``--bits 26`` shard holding 4M touched keys:
    peak RSS above the idle server (sampled every 10 ms with psutil).
 3. schemathesis against a live shard: operations, examples, failures.
@@ -52,32 +53,35 @@ def train(data: Path, out: Path, bits: int, kill: str | None, rows_total: int) -
     assert proc.stderr is not None
     urls = [u.rstrip(",") for u in proc.stderr.readline().split("(")[0].split()[1:]]
     info: dict[str, Any] = {"fault": kill or "none"}
-    at_kill: float | None = None
-    killed_at: float | None = None
+    killed: dict[str, Any] = {}
     with httpx.Client(headers=AUTH, timeout=2, trust_env=False) as http:
         while proc.poll() is None and kill is not None and "resumed_s" not in info:
             try:
                 workers = http.get(urls[0] + "/v1/status").json()["clock"]["workers"]
-            except (httpx.HTTPError, ValueError, KeyError, TypeError):
-                time.sleep(0.05)
-                continue
-            live = [w for w in workers if w["state"] == "live"]
-            index = int(kill[-1])
-            if kill.startswith("worker"):
-                mine = [w["stats"].get("rows", 0) for w in live if w["index"] == index]
-                rows = max(mine) if mine else 0.0
-            else:
-                rows = sum(w["stats"].get("rows", 0) for w in live)
-            if killed_at is None and sum(w["stats"].get("rows", 0) for w in live) >= rows_total / 2:
-                if kill.startswith("shard"):
-                    pid = http.get(urls[index] + "/v1/status").json()["shard"]["pid"]
-                else:
-                    pid = next(w["pid"] for w in live if w["index"] == index)
-                os.kill(pid, signal.SIGKILL)
-                killed_at, at_kill = time.monotonic(), rows
-                info["killed_at_rows"] = int(sum(w["stats"].get("rows", 0) for w in live))
-            elif killed_at is not None and at_kill is not None and rows > at_kill:
-                info["resumed_s"] = round(time.monotonic() - killed_at, 2)
+                index = int(kill[-1])
+                if not killed:
+                    live = [w for w in workers if w["state"] == "live"]
+                    rows = sum(w["stats"].get("rows", 0) for w in live)
+                    if rows >= rows_total / 2:
+                        if kill.startswith("shard"):
+                            pid = http.get(urls[index] + "/v1/status").json()["shard"]["pid"]
+                        else:
+                            me = next(w for w in live if w["index"] == index)
+                            pid, killed["epoch"] = me["pid"], me["worker_id"]
+                        os.kill(pid, signal.SIGKILL)
+                        killed.update(pid=pid, at=time.monotonic())
+                        info["killed_at_rows"] = int(rows)
+                elif kill.startswith("shard"):
+                    # resumed: the restarted shard applies pushes again (replays first)
+                    st = http.get(urls[index] + "/v1/status").json()
+                    if st["shard"]["pid"] != killed["pid"] and st["counters"]["pushes"] > 0:
+                        info["resumed_s"] = round(time.monotonic() - killed["at"], 2)
+                elif any(w["index"] == index and w["worker_id"] != killed["epoch"]
+                         and w["stats"].get("rows", 0) > 0 for w in workers):
+                    # resumed: the new worker process reported trained rows at a clock tick
+                    info["resumed_s"] = round(time.monotonic() - killed["at"], 2)
+            except (httpx.HTTPError, ValueError, KeyError, TypeError, StopIteration):
+                pass
             time.sleep(0.05)
     _, err = proc.communicate()
     info["seconds"] = round(time.monotonic() - t0, 1)
