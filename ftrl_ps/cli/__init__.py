@@ -34,6 +34,7 @@ COMMANDS: tuple[str, ...] = (
     "worker",
     "export",
     "status",
+    "serve",
 )
 
 

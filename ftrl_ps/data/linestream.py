@@ -13,7 +13,7 @@ A bad line raises :class:`~ftrl_ps.errors.ParseError` with the stream's line
 number, or, with ``skip_bad_lines``, is skipped and counted in ``stats``.
 
 >>> import io
->>> [b.rows for b in stream_batches(io.BytesIO(b"1 3:1\\n0 4:1\\n1 5"), bits=10)]  # last: at the end
+>>> [b.rows for b in stream_batches(io.BytesIO(b"1 3:1\\n0 4:1\\n1 5"), bits=10)]
 [2, 1]
 """
 

@@ -35,6 +35,7 @@ import dataclasses
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -98,6 +99,8 @@ class StreamLearner:
         self._stopping = False
         self._thread: threading.Thread | None = None
         self.error: FTRLPSError | None = None
+        #: called (in the push thread) after each push was applied by the servers
+        self.on_pushed: Callable[[], None] | None = None
         # freshness bookkeeping: accepted, pushed (in push order), reflected
         self._accepted: deque[tuple[int, float]] = deque()
         self._push_marks: deque[int] = deque()  # ticket of each push started
@@ -220,6 +223,8 @@ class StreamLearner:
         with self._cond:
             ticket = self._push_marks.popleft() if self._push_marks else 0
             self._pushed_at.append((ticket, time.monotonic()))
+        if self.on_pushed is not None:
+            self.on_pushed()
 
     # --- freshness ------------------------------------------------------------------
     def refreshed(self, started: float) -> None:
