@@ -243,7 +243,8 @@ def parse_chunk(buf: np.ndarray, n: int, bits: int, skip_bad: bool,
     0-based within the chunk). Without ``skip_bad`` the parse stops at the
     first bad line (``n_bad == 1``) and the arrays are not meaningful.
     """
-    # pass 1: capacity. A feature token is preceded by a separator on its line.
+    # pass 1: capacity. A feature token follows a separator on its line (or, without
+    # labels, starts it).
     n_nl = 0
     n_sep = 0
     for i in range(n):
@@ -252,6 +253,8 @@ def parse_chunk(buf: np.ndarray, n: int, bits: int, skip_bad: bool,
         n_sep += (c == 32) | (c == 9) | (c == 13)
     labels = np.empty(n_nl + 1, dtype=np.float32)
     indptr = np.empty(n_nl + 2, dtype=np.int64)
+    if label_optional:  # a line's first token may be a feature, without a separator
+        n_sep += n_nl + 1
     idx = np.empty(n_sep + 1, dtype=np.int32)
     vals = np.empty(n_sep + 1, dtype=np.float32)
     bad = np.zeros((max(max_examples, 1), 4), dtype=np.int64)
