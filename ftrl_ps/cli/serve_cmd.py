@@ -31,10 +31,11 @@ Also: GET /health (liveness), GET /ready (readiness: 503 until a model is
 served), GET /v1/status (model version, reload/refresh errors, learner,
 freshness). Once serving it prints 'listening on http://HOST:PORT'.
 
-Online learning needs a cluster whose SSP clock lets an unbounded stream
-run: 'ftrl-ps server --num-workers 1 --staleness inf' (one learner never
-waits for itself, so any staleness works with one; several learners fed at
-different rates need --staleness inf).
+Staleness: the learner of --learn pushes asynchronously and never registers
+with or waits on the SSP clock, so it runs against a cluster of any
+staleness. A cluster just for online learning: 'ftrl-ps server --num-workers 1
+--staleness inf' (which also lets 'ftrl-ps worker --input -' stream workers,
+which are SSP workers, run without waiting for one another).
 
 examples:
   ftrl-ps serve --model model.ftrl --port 8000
@@ -74,8 +75,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     learn.add_argument("--push-step", type=c.positive_int, default=4,
                        help="also push after this many steps (default 4)")
     learn.add_argument("--num-workers", type=c.positive_int, default=1,
-                       help="learners (workers) that share the cluster, as the servers' "
-                       "--num-workers (default 1)")
+                       help="learners training the cluster at the same time; dense keys' "
+                       "deltas are divided by it (merge rule, default 1)")
     learn.add_argument("--dense-fraction", type=c.finite_float, default=0.5, metavar="F",
                        help="merge rule: keys in this share of a push's rows are averaged "
                        "over the learners (default 0.5)")

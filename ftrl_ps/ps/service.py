@@ -10,15 +10,15 @@ learner, and starts and stops everything in order. The FastAPI routes of
 ``ftrl-ps serve`` (:mod:`ftrl_ps.server.serve_routes`) only translate HTTP
 to these calls.
 
-The learner registers with shard 0 as a worker with an automatically assigned
-index. On shutdown it pushes what it learned and does *not* finish, so its
-registration expires after the servers' ``--worker-timeout`` and a restarted
-service takes the index over; until then registration is retried.
+The learner does not register as an SSP worker: it pushes asynchronously
+(anonymous pushes, which the client retries only when the connection could
+not be made, so none is applied twice) and never ticks or waits on the SSP
+clock. It therefore runs against a cluster of any staleness, next to batch
+workers, as several replicas, and restarts at once.
 """
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +28,7 @@ import numpy as np
 from ftrl_ps.core.params import FTRLParams
 from ftrl_ps.data.batch import Batch
 from ftrl_ps.data.bodies import parse_json_rows, parse_text
-from ftrl_ps.errors import ConfigError, PayloadTooLargeError, ProtocolError, WorkerStateError
+from ftrl_ps.errors import ConfigError, PayloadTooLargeError, ProtocolError
 from ftrl_ps.learn.reload import ModelFileSource
 from ftrl_ps.learn.serving import ServingModel
 from ftrl_ps.ps import rowwire, wire
@@ -57,7 +57,6 @@ class ServiceConfig:
     worker: WorkerConfig = WorkerConfig()
     max_queue_rows: int = 1_000_000
     max_rows: int = 100_000
-    register_timeout: float | None = None
 
     def check(self) -> None:
         """ConfigError for a combination that cannot work."""
@@ -101,41 +100,14 @@ class PredictionService:
 
         cfg, source = self.config, self.cluster_source
         assert cfg.server is not None and source is not None
-        client = PSClient(cfg.server, token=cfg.token)
-        try:
-            self._register(client)
-            client.start_heartbeat()
-        except BaseException:
-            client.close()
-            raise
-        self._client = client
+        # not registered: the learner pushes asynchronously, outside the SSP clock
+        self._client = PSClient(cfg.server, token=cfg.token)
         self.learner = StreamLearner(
-            client, source.layout.bits, cfg.params, cfg.worker,
-            push_interval=cfg.push_interval, max_queue_rows=cfg.max_queue_rows)
+            self._client, source.layout.bits, cfg.params, cfg.worker,
+            push_interval=cfg.push_interval, max_queue_rows=cfg.max_queue_rows, clocked=False)
         source.on_refreshed = self.learner.refreshed
         self.learner.on_pushed = source.refresh_soon
         self.learner.start()
-
-    def _register(self, client: Any) -> None:
-        """Register as a worker (index auto); while a previous learner's registration
-        is still live, retry until it expires (the servers' worker timeout)."""
-        cfg = self.config
-        expires = float(client.server_settings.get("worker_timeout", 30.0)) + 5.0
-        deadline = time.monotonic() + (cfg.register_timeout if cfg.register_timeout is not None
-                                       else expires)
-        said = False
-        while True:
-            try:
-                client.register(None, cfg.worker.num_workers)
-                return
-            except WorkerStateError as exc:
-                if time.monotonic() >= deadline:
-                    raise
-                if not said:
-                    print(f"ftrl-ps serve: {exc}; waiting for it to expire", file=sys.stderr,
-                          flush=True)
-                    said = True
-                time.sleep(1.0)
 
     def _warm_up(self) -> None:
         """Load the kernels of a request now, not at the first request."""

@@ -17,12 +17,14 @@ A full queue (``max_queue_rows``) makes :meth:`submit` wait up to
 unbounded memory. :meth:`stop` trains what is queued, pushes it and tells the
 servers this worker finished (graceful shutdown).
 
-Staleness: each learner is one SSP worker that ticks its clock with every
-push. A single learner never waits for itself, so any ``--staleness`` works
-with ``--num-workers 1``; with several learners fed at different rates (or
-idle ones), only ``--staleness inf`` (asynchronous) lets every stream run
-without waiting for the slowest: start an online-learning cluster with
-``ftrl-ps server --num-workers 1 --staleness inf``.
+Staleness: with ``clocked=True`` (``ftrl-ps worker --input -``, a registered
+worker) the learner ticks its SSP clock with every push. One worker never
+waits for itself, so any ``--staleness`` works with ``--num-workers 1``;
+several stream workers fed at different rates (or idle ones) all run only
+with ``--staleness inf``: start an online-learning cluster with
+``ftrl-ps server --num-workers 1 --staleness inf``. With ``clocked=False``
+(``ftrl-ps serve --learn``) the learner pushes without registering and never
+ticks or waits, so it runs against a cluster of any staleness.
 
 Freshness (seconds from :meth:`submit` until a refresh of the served model
 includes the rows) is measured when the model source calls
@@ -55,9 +57,10 @@ FRESHNESS_SAMPLES = 2048
 class _Notifying:
     """A ParamClient that tells the learner when each push has been applied."""
 
-    def __init__(self, client: ParamClient, learner: StreamLearner) -> None:
+    def __init__(self, client: ParamClient, learner: StreamLearner, clocked: bool) -> None:
         self._client = client
         self._learner = learner
+        self._clocked = clocked
 
     def pull(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return self._client.pull(keys)
@@ -68,7 +71,7 @@ class _Notifying:
         return result
 
     def clock(self, stats: dict[str, Any] | None = None) -> Any:
-        return self._client.clock(stats)
+        return self._client.clock(stats) if self._clocked else None
 
 
 class StreamLearner:
@@ -76,7 +79,8 @@ class StreamLearner:
 
     def __init__(self, client: ParamClient, bits: int, params: FTRLParams,
                  config: WorkerConfig, *, push_interval: float = 0.5,
-                 max_queue_rows: int = 1_000_000, submit_timeout: float = 10.0) -> None:
+                 max_queue_rows: int = 1_000_000, submit_timeout: float = 10.0,
+                 clocked: bool = True) -> None:
         if not push_interval > 0 or max_queue_rows < 1 or not submit_timeout >= 0:
             raise ConfigError("push_interval must be > 0, max_queue_rows >= 1, "
                               "submit_timeout >= 0")
@@ -88,7 +92,7 @@ class StreamLearner:
         #: pushes happen between rounds, where it is known which rows they carry)
         self.push_step = config.push_step
         config = dataclasses.replace(config, push_step=1 << 62)
-        self.worker = Worker(_Notifying(client, self), bits, params, config)
+        self.worker = Worker(_Notifying(client, self, clocked), bits, params, config)
         self._cond = threading.Condition()
         self._queue: deque[tuple[int, float, Batch]] = deque()
         self._queued_rows = 0
