@@ -63,14 +63,21 @@ class ServeOptions:
     l1: float | None = None
     l2: float | None = None
 
+    def __post_init__(self) -> None:
+        for name in ("reload_interval", "refresh", "push_interval", "max_body_mb"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
+        for name in ("batch_size", "fetch_step", "push_step", "num_workers", "max_rows",
+                     "max_queue_rows"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+
     def config(self) -> ServiceConfig:
         """The :class:`~ftrl_ps.ps.service.ServiceConfig` of these options."""
         from ftrl_ps.ps.service import ServiceConfig
         from ftrl_ps.ps.worker import WorkerConfig
         from ftrl_ps.ps.worker_main import params_with_defaults, parse_urls
 
-        if not self.max_body_mb > 0:
-            raise ConfigError(f"max_body_mb must be > 0, got {self.max_body_mb}")
         config = ServiceConfig(
             model=self.model,
             reload_interval=self.reload_interval,
