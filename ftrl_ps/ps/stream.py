@@ -5,7 +5,8 @@ and feeds it the row batches handed to :meth:`StreamLearner.submit` (by
 ``POST /v1/learn`` of ``ftrl-ps serve --learn``, or by the stdin reader of
 ``ftrl-ps worker --input -``). Each round it takes what is queued (up to
 ``fetch_step`` mini-batches of ``batch_size`` rows; fewer when fewer wait),
-pulls those keys, trains them, and pushes:
+pulls those keys, trains them (four times as many rows per round while more
+than four rounds wait), and pushes:
 
 * every ``push_step`` mini-batches (the worker's step rule), and
 * **at least every** ``push_interval`` **seconds** while something trained is
@@ -52,6 +53,9 @@ __all__ = ["StreamLearner"]
 
 #: freshness samples kept for the percentiles
 FRESHNESS_SAMPLES = 2048
+#: with more than this many rounds queued, a round takes this many times more rows
+#: (one pull and one push per round: the learner catches up with less traffic)
+BACKLOG_ROUNDS = 4
 
 
 class _Notifying:
@@ -159,6 +163,8 @@ class StreamLearner:
         cfg = self.worker.config
         limit = cfg.batch_size * cfg.fetch_step
         with self._cond:
+            if self._queued_rows > BACKLOG_ROUNDS * limit:  # behind: fewer, larger rounds
+                limit *= BACKLOG_ROUNDS
             while not self._queue and not self._stopping:
                 due = self._last_push + self.push_interval - time.monotonic()
                 if self._unpushed() and due <= 0:

@@ -15,8 +15,9 @@ binary request gets a binary PROBS answer unless ``Accept`` asks for JSON.
 A malformed row answers 400 naming the line (text) or row (JSON) and the
 field, and nothing of that request is scored or learned.
 
-Predict is an ``async`` handler: scoring takes microseconds, so it runs on
-the event loop without a thread hop. Learn parses and queues in the
+Predict is an ``async`` handler: a small request (under 16 KiB: a few rows)
+is scored on the event loop without a thread hop; a larger one is parsed and
+scored in the threadpool, so batch requests use every core. Learn parses and queues in the
 threadpool because it may wait for room in the learner's queue.
 """
 
@@ -33,7 +34,10 @@ from ftrl_ps.errors import AuthError
 from ftrl_ps.ps import rowwire, wire
 from ftrl_ps.ps.service import PredictionService
 
-__all__ = ["check_bearer", "learn_router", "router"]
+__all__ = ["INLINE_BYTES", "check_bearer", "learn_router", "router"]
+
+#: predict bodies up to this size are scored on the event loop (no thread hop)
+INLINE_BYTES = 16 << 10
 
 router = APIRouter(tags=["serving"])
 learn_router = APIRouter(tags=["serving"])
@@ -88,7 +92,10 @@ async def predict(request: Request) -> Response:
     check_bearer(request, request.app.state.predict_token)
     media_type = _media_type(request)
     body = await request.body()
-    probs, version = service.predict(body, media_type)
+    if len(body) < INLINE_BYTES:
+        probs, version = service.predict(body, media_type)
+    else:  # parse in a thread (the kernel releases the GIL): requests run in parallel
+        probs, version = await run_in_threadpool(service.predict, body, media_type)
     if _wants_json(request, media_type):
         text = json.dumps({"probabilities": probs.tolist(), "model_version": version})
         return Response(text, media_type=wire.JSON_MEDIA_TYPE)
