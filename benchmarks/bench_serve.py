@@ -19,12 +19,14 @@ One command measures the four goals of issue 10 side by side on one machine:
    probability changes (goal p50/p99 <= 2 s); also the service's own
    freshness percentiles (``/v1/status``) over the ingest phase, under load.
 
-Data: ``ftrl-ps gen`` (seed 0) cached in ``--data-dir``.
+Data: ``ftrl-ps gen`` (seed 0, ~39 features a row) cached in ``--data-dir``,
+or with ``--a9a`` the real a9a set of ``../shared/data`` (14 features a row).
 
 Usage::
 
     python benchmarks/bench_serve.py                           # 200k train / 100k test rows
     python benchmarks/bench_serve.py --rows 50000 --latency-requests 500   # quick
+    python benchmarks/bench_serve.py --a9a             # real data: a9a / a9a.t
 """
 
 from __future__ import annotations
@@ -198,12 +200,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--latency-requests", type=int, default=3000)
     ap.add_argument("--clients", type=int, default=2, help="connections for batch scoring")
     ap.add_argument("--freshness-probes", type=int, default=40)
+    ap.add_argument("--a9a", action="store_true",
+                    help="use ../shared/data/libsvm/a9a and a9a.t (real data, 14 features a "
+                    "row) instead of generated data; the training file is posted 3 times")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args(argv)
 
-    folder, _truth, _secs = ensure_synth_data(args.data_dir, args.rows, args.test_rows,
-                                              args.bits)
-    train_path, test_path = folder / "train.svm", folder / "test.svm"
+    passes = 1
+    if args.a9a:
+        shared = Path(__file__).resolve().parents[2] / "shared" / "data" / "libsvm"
+        train_path, test_path, args.bits, passes = shared / "a9a", shared / "a9a.t", 18, 3
+        if not train_path.exists():
+            print(f"a9a not found in {shared}", file=sys.stderr)
+            return 2
+    else:
+        folder, _truth, _secs = ensure_synth_data(args.data_dir, args.rows, args.test_rows,
+                                                  args.bits)
+        train_path, test_path = folder / "train.svm", folder / "test.svm"
     results: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         model_path = Path(tmp) / "model.ftrl"
@@ -221,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                        / results["predict_in_process_rows_per_s"])
         opts = ShardOptions(bits=args.bits, num_workers=1, staleness=None)
         with spawn_server(opts) as srv, serve("--server", srv.url, "--learn") as url:
-            results.update(bench_learn(url, chunks(train_path, 1000)))
+            results.update(bench_learn(url, chunks(train_path, 1000) * passes))
             results.update(bench_freshness(url, args.freshness_probes))
 
     r = results
