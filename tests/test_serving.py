@@ -167,3 +167,41 @@ def _pulled_n(url: str, key: int) -> float:
 
     answer = httpx.post(f"{url}/v1/pull", json={"keys": [key]}, trust_env=False)
     return float(answer.json()["n"][0])
+
+
+def test_learner_survives_an_unreachable_cluster() -> None:
+    from ftrl_ps.errors import TransportError
+    from ftrl_ps.ps import stream
+
+    class Flaky:
+        def __init__(self) -> None:
+            self.fail, self.pushed = 1, 0
+
+        def pull(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            if self.fail:
+                self.fail -= 1
+                raise TransportError("connection refused")
+            return np.zeros(keys.size, np.float32), np.zeros(keys.size, np.float32)
+
+        def push(self, keys: np.ndarray, dn: np.ndarray, dz: np.ndarray) -> None:
+            self.pushed += 1
+
+        def clock(self, stats: object = None) -> None:
+            return None
+
+    old, stream.FAILURE_BACKOFF = stream.FAILURE_BACKOFF, 0.01
+    try:
+        client = Flaky()
+        learner = stream.StreamLearner(client, BITS, FTRLParams(), WorkerConfig(batch_size=10),
+                                       push_interval=0.05)
+        learner.start()
+        learner.submit(parse_text(b"1 3:1\n" * 10, BITS, labels=True))
+        _wait(lambda: learner.status()["failed_rounds"] == 1)
+        learner.submit(parse_text(b"0 4:1\n" * 10, BITS, labels=True))
+        learner.stop()
+        status = learner.status()
+        assert status["rows_dropped"] == 10 and status["rows_trained"] == 10
+        assert "connection refused" in status["last_failure"] and status["error"] is None
+        assert client.pushed >= 1
+    finally:
+        stream.FAILURE_BACKOFF = old

@@ -124,7 +124,7 @@ class ClusterModelSource:
             self._count(entries, started)
             return self.last_keys
 
-    def _count(self, entries: list[tuple[np.ndarray, ...]], started: float) -> None:
+    def _count(self, entries: list[tuple[Any, ...]], started: float) -> None:
         self.last_keys = int(sum(e[0].size for e in entries))
         self.keys_pulled += self.last_keys
         self.refreshes += 1

@@ -12,7 +12,11 @@ than four rounds wait), and pushes:
 * **at least every** ``push_interval`` **seconds** while something trained is
   unpushed, so a slow stream still publishes.
 
-A full queue (``max_queue_rows``) makes :meth:`submit` wait up to
+When the cluster cannot be reached (or fails) during a round, the learner
+drops that round's rows (and the deltas of a push that failed), counts them
+in :meth:`status`, waits a second and goes on with the next rows, so an
+outage of the servers does not stop the service. A full queue
+(``max_queue_rows``) makes :meth:`submit` wait up to
 ``submit_timeout`` seconds, then raise
 :class:`~ftrl_ps.errors.UnavailableError` (HTTP 503): back-pressure instead of
 unbounded memory. :meth:`stop` trains what is queued, pushes it and tells the
@@ -46,13 +50,21 @@ import numpy as np
 from ftrl_ps.core.params import FTRLParams
 from ftrl_ps.data.batch import Batch
 from ftrl_ps.data.minibatch import minibatches
-from ftrl_ps.errors import ConfigError, FTRLPSError, UnavailableError
+from ftrl_ps.errors import (
+    ConfigError,
+    FTRLPSError,
+    ServerError,
+    TransportError,
+    UnavailableError,
+)
 from ftrl_ps.ps.worker import ParamClient, Worker, WorkerConfig
 
 __all__ = ["StreamLearner"]
 
 #: freshness samples kept for the percentiles
 FRESHNESS_SAMPLES = 2048
+#: seconds the learner waits after a round failed because of the cluster
+FAILURE_BACKOFF = 1.0
 #: with more than this many rounds queued, a round takes this many times more rows
 #: (one pull and one push per round: the learner catches up with less traffic)
 BACKLOG_ROUNDS = 4
@@ -107,6 +119,9 @@ class StreamLearner:
         self._stopping = False
         self._thread: threading.Thread | None = None
         self.error: FTRLPSError | None = None
+        self.failures = 0  # rounds lost to an unreachable or failing cluster
+        self.rows_dropped = 0
+        self.last_failure: str | None = None
         #: called (in the push thread) after each push was applied by the servers
         self.on_pushed: Callable[[], None] | None = None
         # freshness bookkeeping: accepted, pushed (in push order), reflected
@@ -196,7 +211,11 @@ class StreamLearner:
                 batches, ticket = got
                 if batches:
                     parts = list(minibatches(batches, self.worker.config.batch_size))
-                    self.worker.train_round(parts)
+                    try:
+                        self.worker.train_round(parts)
+                    except (TransportError, ServerError) as exc:
+                        self._failed(exc, sum(b.rows for b in batches))
+                        continue
                     self._trained_ticket = ticket
                     steps += len(parts)
                 if (steps >= self.push_step
@@ -213,6 +232,16 @@ class StreamLearner:
             with self._cond:
                 self._stopping = True
                 self._cond.notify_all()
+
+    def _failed(self, exc: FTRLPSError, rows: int) -> None:
+        """A round or the push before it failed (cluster unreachable): count it, drop
+        those rows (and the failed push's deltas), wait a moment and go on."""
+        with self._cond:
+            self.failures += 1
+            self.rows_dropped += rows
+            self.last_failure = f"{type(exc).__name__}: {exc}"
+            self._push_marks.clear()  # the push in flight failed: it will not report
+        time.sleep(FAILURE_BACKOFF)
 
     def _push(self) -> None:
         """Push what was trained since the last push (in the background)."""
@@ -266,6 +295,9 @@ class StreamLearner:
         return {
             "running": self._thread is not None and self._thread.is_alive(),
             "error": str(self.error) if self.error is not None else None,
+            "failed_rounds": self.failures,
+            "rows_dropped": self.rows_dropped,
+            "last_failure": self.last_failure,
             "requests": self._tickets,
             "rows_accepted": self._rows_accepted,
             "rows_trained": report.rows,
