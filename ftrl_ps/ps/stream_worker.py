@@ -12,6 +12,7 @@ finishes like any worker. Reading waits while the learner is behind
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Any
 
@@ -70,9 +71,10 @@ def run_stream_worker(options: Any, source: Any = None) -> dict[str, Any]:
     report = learner.worker.report
     status = learner.status()
     if not options.quiet:
-        print(f"worker {client.worker_index}/{options.num_workers} (stdin): {report.rows:,} rows, "
-              f"progressive logloss {report.progressive_logloss:.5f}, {report.pushes} pushes",
-              file=sys.stderr)
+        logging.getLogger("ftrl_ps.worker").info(
+            "worker %s/%d (stdin): %s rows, progressive logloss %.5f, %d pushes",
+            client.worker_index, options.num_workers, f"{report.rows:,}",
+            report.progressive_logloss, report.pushes)
     return {
         "worker_index": client.worker_index,
         "rows": report.rows,

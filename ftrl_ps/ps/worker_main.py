@@ -7,8 +7,8 @@ itself is :class:`ftrl_ps.ps.worker.Worker`.
 
 from __future__ import annotations
 
+import logging
 import os
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,8 @@ from ftrl_ps.learn.progress import report_bad_lines
 from ftrl_ps.ps.auth import resolve_token
 
 __all__ = ["WorkerOptions", "params_with_defaults", "parse_urls", "run_worker", "worker_config"]
+
+log = logging.getLogger("ftrl_ps.worker")
 
 
 def parse_urls(text: str) -> list[str]:
@@ -109,10 +111,12 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
     stream on stdin: :mod:`ftrl_ps.ps.stream_worker`); its report (also written to
     ``metrics_json``)."""
     from ftrl_ps.ps.client import PSClient
+    from ftrl_ps.ps.kernels import load_kernels
     from ftrl_ps.ps.layout import Layout
     from ftrl_ps.ps.worker import Worker, read_share, share_of
 
     options.check()
+    load_kernels()  # a fresh machine compiles here, once, and says so
     if options.input == "-":
         from ftrl_ps.ps.stream_worker import run_stream_worker
 
@@ -150,12 +154,11 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         client.finish()
     report_bad_lines(report.bad_lines, report.bad_examples)
     if not options.quiet:
-        print(
-            f"worker {index}/{options.num_workers}: {report.rows:,} rows in "
-            f"{report.seconds:.2f} s, progressive logloss {report.progressive_logloss:.5f}, "
-            f"{report.pushes} pushes ({report.keys_pushed:,} keys), "
-            f"{report.pulls} pulls ({report.keys_pulled:,} keys)",
-            file=sys.stderr,
+        log.info(
+            "worker %d/%d: %s rows in %.2f s, progressive logloss %.5f, %d pushes (%s keys), "
+            "%d pulls (%s keys)", index, options.num_workers, f"{report.rows:,}",
+            report.seconds, report.progressive_logloss, report.pushes,
+            f"{report.keys_pushed:,}", report.pulls, f"{report.keys_pulled:,}",
         )
     result = {
         "worker_index": index,
