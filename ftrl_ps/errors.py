@@ -10,7 +10,7 @@ the client; the client also maps transport failures to :class:`TransportError`.
     FTRLPSError
     ├── ConfigError            bad hyper-parameters, arguments or layout   (400)
     │   └── LayoutMismatchError    worker and server disagree on the layout (409)
-    ├── DataError              malformed training/test input
+    ├── DataError              malformed training/test input or request rows (400)
     │   └── ParseError             one bad line: file, line number, token
     ├── ModelFormatError       corrupt, truncated or foreign model file
     ├── ProtocolError          a request body that fails validation        (400)
@@ -20,8 +20,8 @@ the client; the client also maps transport failures to :class:`TransportError`.
     ├── WorkerStateError       e.g. a push from a finished/dead worker     (409)
     │   └── PushGapError           a shard lacks earlier pushes: replay     (409)
     ├── ClockTimeoutError      an SSP wait that did not clear in time      (408)
+    ├── UnavailableError       not ready / busy: retry later              (503)
     ├── ServerError            the server failed while handling a request  (500)
-    │   └── BusyError              too many concurrent exports: retry       (503)
     ├── RequestTimeoutError    the request body did not arrive in time     (408)
     ├── TransportError         the client could not reach the server
     ├── UpdatesLostError       a shard lost pushes no journal holds any more
@@ -101,12 +101,13 @@ class ClockTimeoutError(FTRLPSError, TimeoutError):
     """An SSP clock wait did not clear before its deadline."""
 
 
+class UnavailableError(FTRLPSError):
+    """The service cannot take the request now (no model loaded yet, the online
+    learner's queue is full, or too many state exports run); retry later."""
+
+
 class ServerError(FTRLPSError):
     """The server failed while handling a request."""
-
-
-class BusyError(ServerError):
-    """The server is busy (e.g. too many concurrent state exports); retry later."""
 
 
 class RequestTimeoutError(FTRLPSError, TimeoutError):

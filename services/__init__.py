@@ -17,6 +17,9 @@ services.server    ``ftrl-ps server``   binds 0.0.0.0:7000 unless told
 services.worker    ``ftrl-ps worker``   worker index from
                                         ``JOB_COMPLETION_INDEX`` when unset
 services.export    ``ftrl-ps export``
+services.serve     ``ftrl-ps serve``    binds 0.0.0.0:8000 unless told
+                                        otherwise; predictions and online
+                                        learning
 services.wait      (init container)     waits for /health and the files
 =================  ===================  =======================================
 
@@ -28,6 +31,6 @@ the top-level ``tools`` package (``python -m tools.deploycheck``,
 from __future__ import annotations
 
 #: service modules in the order a run uses them
-SERVICE_MODULES: tuple[str, ...] = ("gen", "server", "worker", "export")
+SERVICE_MODULES: tuple[str, ...] = ("gen", "server", "worker", "export", "serve")
 
 __all__ = ["SERVICE_MODULES"]

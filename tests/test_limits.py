@@ -55,7 +55,7 @@ def test_exports_are_capped_and_released() -> None:
         c.post("/v1/push", json={"entries": [[k, 1.0, 0.5] for k in range(0, 4000, 7)]})
         with c.stream("GET", "/v1/state") as first:
             second = c.get("/v1/state")
-            assert second.status_code == 503 and second.json()["error"] == "BusyError"
+            assert second.status_code == 503 and second.json()["error"] == "UnavailableError"
             first.read()
         assert c.get("/v1/state").status_code == 200  # the slot came back
         with PSClient("http://shard", http_clients=[c]) as ps:

@@ -26,9 +26,18 @@ the same index and directory replays what the shards lack and resumes after
 the rows it already pushed (add --supersede when its predecessor may still be
 registered as live). Shard restarts are ridden out for --retry-seconds.
 
+--input - reads an unbounded stream from stdin (e.g. 'tail -F events.svm |'
+or a message-queue consumer writing lines): lines are trained as they
+arrive and pushed every --push-step steps and at least every
+--push-interval seconds, so a slow stream still publishes. Give the cluster
+a staleness that lets a stream run: --staleness inf (with one worker any
+staleness works).
+
 example:
   ftrl-ps worker --server http://127.0.0.1:7000 --input train.svm \\
       --worker-index 0 --num-workers 2
+  tail -F events.svm | ftrl-ps worker --server http://127.0.0.1:7000 --input - \\
+      --worker-index 0 --num-workers 1
 """
 
 
@@ -75,7 +84,8 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     c.add_server_arguments(parser)
-    parser.add_argument("--input", required=True, metavar="FILE", help="training data (libsvm)")
+    parser.add_argument("--input", required=True, metavar="FILE",
+                        help="training data (libsvm); '-' = an unbounded stream on stdin")
     parser.add_argument(
         "--worker-index",
         type=_worker_index,
@@ -92,6 +102,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--metrics-json", metavar="FILE", help="write this worker's report as JSON ('-' = stdout)"
     )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress display")
+    parser.add_argument(
+        "--push-interval",
+        type=c.positive_float,
+        default=0.5,
+        metavar="SECONDS",
+        help="--input - (a stream): also push at least this often while something learned "
+        "is unpushed (default 0.5)",
+    )
     g = parser.add_argument_group("durability")
     g.add_argument("--state-dir", metavar="DIR", default=None,
                    help="keep the push journal here (worker-INDEX.journal) so that a restarted "

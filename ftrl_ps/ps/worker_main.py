@@ -18,7 +18,8 @@ from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.progress import report_bad_lines
 from ftrl_ps.ps.auth import resolve_token
 
-__all__ = ["WorkerOptions", "parse_urls", "params_with_defaults", "run_worker"]
+__all__ = ["WorkerOptions", "adopt_model", "params_with_defaults", "parse_urls", "run_worker",
+           "worker_config"]
 
 log = logging.getLogger("ftrl_ps.worker")
 
@@ -46,11 +47,7 @@ class WorkerOptions:
     """Everything ``ftrl-ps worker`` is told; field names are the flags' names.
 
     ``worker_index`` None means ``auto`` (the servers assign the lowest free
-    index); ``batch_size`` None means 500. The model (``bits``, ``dtype``,
-    ``alpha``, ``beta``, ``l1``, ``l2``) belongs to the servers: None adopts
-    theirs, a different value is a :class:`ConfigError`. ``state_dir`` keeps the
-    push journal, so that a restarted worker of the same index replays and
-    resumes (``supersede`` takes over a registration whose process is gone).
+    index); ``batch_size`` None means 500; ``bits`` None means the servers'.
     """
 
     server: str
@@ -73,6 +70,8 @@ class WorkerOptions:
     dtype: str | None = None
     skip_bad_lines: bool = False
     chunk_mb: int = 4
+    #: ``--input -`` (a stream): push at least this often (seconds)
+    push_interval: float = 0.5
     state_dir: str | None = None
     retry_seconds: float = 120.0
     supersede: bool = False
@@ -80,8 +79,11 @@ class WorkerOptions:
     def check(self) -> None:
         """Raise :class:`ConfigError` for options that cannot work."""
         if self.input == "-":
-            raise ConfigError("a worker needs a file it can split into byte ranges, not stdin")
-        if not os.path.exists(self.input):
+            if self.epochs != 1:
+                raise ConfigError("--input - (a stream) is read once: --epochs must be 1")
+            if not self.push_interval > 0:
+                raise ConfigError(f"--push-interval must be > 0, got {self.push_interval}")
+        elif not os.path.exists(self.input):
             raise ConfigError(f"input file not found: {self.input}")
         if self.num_workers < 1:
             raise ConfigError(f"num_workers must be >= 1, got {self.num_workers}")
@@ -115,18 +117,11 @@ def adopt_model(options: WorkerOptions, model: dict[str, Any]) -> dict[str, Any]
     return model
 
 
-def run_worker(options: WorkerOptions) -> dict[str, Any]:
-    """Train this worker's share against the servers; its report (also written to
-    ``metrics_json``)."""
-    from ftrl_ps.ps.client import PSClient
-    from ftrl_ps.ps.kernels import load_kernels
-    from ftrl_ps.ps.layout import Layout
-    from ftrl_ps.ps.worker import Worker, WorkerConfig, read_share, share_of
+def worker_config(options: WorkerOptions) -> Any:
+    """The :class:`~ftrl_ps.ps.worker.WorkerConfig` of the options."""
+    from ftrl_ps.ps.worker import WorkerConfig
 
-    options.check()
-    load_kernels()  # a fresh machine compiles here, once, and says so
-    urls = parse_urls(options.server)
-    cfg = WorkerConfig(
+    return WorkerConfig(
         batch_size=options.batch_size if options.batch_size is not None
         else WorkerConfig.batch_size,
         fetch_step=options.fetch_step,
@@ -137,6 +132,28 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         num_workers=options.num_workers,
         dense_fraction=options.dense_fraction,
     )
+
+
+def run_worker(options: WorkerOptions) -> dict[str, Any]:
+    """Train this worker's share against the servers (or, with ``input == "-"``, the
+    stream on stdin: :mod:`ftrl_ps.ps.stream_worker`); its report (also written to
+    ``metrics_json``)."""
+    from ftrl_ps.ps.client import PSClient
+    from ftrl_ps.ps.kernels import load_kernels
+    from ftrl_ps.ps.layout import Layout
+    from ftrl_ps.ps.worker import Worker, read_share, share_of
+
+    options.check()
+    load_kernels()  # a fresh machine compiles here, once, and says so
+    if options.input == "-":
+        from ftrl_ps.ps.stream_worker import run_stream_worker
+
+        streamed = run_stream_worker(options)
+        report_bad_lines(streamed["bad_lines"], streamed.pop("bad_examples"))
+        write_json(options.metrics_json, streamed)
+        return streamed
+    urls = parse_urls(options.server)
+    cfg = worker_config(options)
     index_wanted = options.worker_index
     started = None
     if index_wanted is not None and options.bits is not None:
@@ -145,14 +162,7 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
                                                      options.num_workers), options.bits, cfg)
     with PSClient(urls, token=resolve_token(options.token), state_dir=options.state_dir,
                   retry_seconds=options.retry_seconds) as client:
-        model = client.server_model
-        if model is not None:
-            model = adopt_model(options, model)
-            params = FTRLParams(**model["params"])
-        else:  # servers of an older version
-            params = params_with_defaults(
-                alpha=options.alpha, beta=options.beta, l1=options.l1, l2=options.l2
-            )
+        params = _model_params(options, client.server_model)
         server_layout = client.layout
         layout = Layout(
             bits=options.bits if options.bits is not None else server_layout.bits,
@@ -171,8 +181,7 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         if resumed:
             worker.resume(resumed, loss_sum)
             started = None  # the share is read again from its start, then skipped
-            log.info("worker %d: resuming after %s rows already pushed", index,
-                     f"{resumed:,}")
+            log.info("worker %d: resuming after %s rows already pushed", index, f"{resumed:,}")
         report = worker.run(options.input, byte_range, started=started)
         client.finish()
     report_bad_lines(report.bad_lines, report.bad_examples)
@@ -198,3 +207,12 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
     }
     write_json(options.metrics_json, result)
     return result
+
+
+def _model_params(options: WorkerOptions, model: dict[str, Any] | None) -> FTRLParams:
+    """The servers' hyper-parameters (checked against the flags), or for servers that
+    do not report them, the flags'."""
+    if model is not None:
+        return FTRLParams(**adopt_model(options, model)["params"])
+    return params_with_defaults(alpha=options.alpha, beta=options.beta, l1=options.l1,
+                                l2=options.l2)

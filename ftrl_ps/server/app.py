@@ -10,6 +10,7 @@ every route but ``/health`` and ``/ready`` requires it (reads and docs too)::
     POST /v1/pull-groups               group ids -> keys, n, z
     POST /v1/push                      keys, delta_n, delta_z (+ worker, epoch, seq...)
     GET  /v1/state                     every touched key with n, z (streamed)
+    GET  /v1/changes?since=V           touched keys of groups written since V
     POST /v1/workers                   register (shard 0)
     POST /v1/workers/{id}/clock        tick + SSP wait (shard 0)
     POST /v1/workers/{id}/wait         SSP wait (shard 0)
@@ -44,7 +45,13 @@ from fastapi import FastAPI
 from ftrl_ps import __version__
 from ftrl_ps.ps.shard_settings import ServerSettings
 from ftrl_ps.ps.state import ServerState
-from ftrl_ps.server import routes_params, routes_status, routes_streams, routes_workers
+from ftrl_ps.server import (
+    routes_changes,
+    routes_params,
+    routes_status,
+    routes_streams,
+    routes_workers,
+)
 from ftrl_ps.server.deps import AuthMiddleware
 from ftrl_ps.server.errors import install_error_handlers
 from ftrl_ps.server.limits import BodyLimitMiddleware
@@ -91,6 +98,7 @@ def create_app(
     app.include_router(routes_workers.router, include_in_schema=settings.is_clock_authority)
     app.include_router(routes_streams.router)
     app.include_router(routes_status.router)
+    app.include_router(routes_changes.router)
     install_openapi(app)
     observer = observe(app, state, peers)  # /metrics, /dashboard and their data
     return app

@@ -16,7 +16,7 @@ import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
-from ftrl_ps.errors import BusyError
+from ftrl_ps.errors import UnavailableError
 from ftrl_ps.ps import wire
 from ftrl_ps.server.deps import (
     AuthDep,
@@ -133,7 +133,7 @@ def dump_state(request: Request, state: StateDep) -> StreamingResponse:
     ``{"keys", "n", "z"}`` per line instead. Memory stays at one chunk per
     export; at most ``max_exports`` run at once, more get 503 (retry)."""
     if not state.exports.acquire(blocking=False):
-        raise BusyError(
+        raise UnavailableError(
             f"{state.settings.max_exports} state export(s) already running; retry later"
         )
     as_json = response_is_json(request, default_json=False) or (
