@@ -24,7 +24,7 @@ its index then gets a new worker id that starts at the current ``min_live``.
 Registration is idempotent for the same ``(worker_index, instance)``.
 
 A worker id is the registration's *epoch*, never reused, also across restarts
-(docs/durability.md; checkpoint data: :class:`~ftrl_ps.ps.registry.RegistryState`).
+(docs/durability.md; checkpoint data: ``ps/registry.py``).
 
 Dead workers are found by :meth:`SSPClock.sweep`, which every call runs and
 which :meth:`SSPClock.start_sweeper` runs periodically in a daemon thread.
@@ -179,8 +179,7 @@ class SSPClock(RegistryState):
                 start = live_min if live_min is not None else (old.clock if old else 0)
             if self._first_registration is None:
                 self._first_registration = now
-            # unix microseconds: a restarted registry never repeats an epoch (< 2**53)
-            self._last_epoch = max(self._last_epoch + 1, time.time_ns() // 1000)
+            self._last_epoch = max(self._last_epoch + 1, time.time_ns() // 1000)  # unix us
             info = WorkerInfo(self._last_epoch, worker_index, instance, start, now, pid=pid)
             self._workers[info.worker_id] = info
             if old is not None and old.superseded_by == -1:
