@@ -81,8 +81,9 @@ class _Notifying:
     def pull(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return self._client.pull(keys)
 
-    def push(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray) -> Any:
-        result = self._client.push(keys, delta_n, delta_z)
+    def push(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray,
+             **progress: Any) -> Any:
+        result = self._client.push(keys, delta_n, delta_z, **progress)
         self._learner._pushed()
         return result
 
