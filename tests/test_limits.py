@@ -102,3 +102,21 @@ def test_export_saves_what_the_servers_hold(tmp_path) -> None:
         assert model.dtype == "float64" and model.z.tolist() == [1 / 3, -1 / 7]
         with pytest.raises(ConfigError, match="--l1 1.0 .the servers have 5.0"):
             run_export(ExportOptions(server=server.url, model=str(out), token=TOKEN, l1=1.0))
+
+
+def test_a_worker_whose_share_is_already_trained_has_nothing_to_do(tmp_path) -> None:
+    """E.g. a run restored from its checkpoints after it had finished: the worker
+    says so and exits cleanly instead of failing (and being restarted) forever."""
+    from ftrl_ps.ps.worker_main import WorkerOptions, run_worker
+
+    data = tmp_path / "t.svm"
+    data.write_text("1 3:1\n0 5:1\n" * 50)
+    with real_server(["--bits", "12", "--group-size", "64", "--token", TOKEN,
+                      "--num-workers", "1"]) as server:
+        with PSClient(server.url, token=TOKEN) as ps:
+            ps.register(0, 1)
+            ps.finish()
+        for index in (0, None):
+            result = run_worker(WorkerOptions(server=server.url, input=str(data), num_workers=1,
+                                              worker_index=index, token=TOKEN, quiet=True))
+            assert result["already_finished"] is True and result["rows"] == 0

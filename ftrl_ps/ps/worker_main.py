@@ -169,6 +169,16 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
             group_size=server_layout.group_size,
             num_shards=len(urls),
         )
+        finished = _finished_indices(client.status().get("clock") or {})
+        if (index_wanted in finished if index_wanted is not None
+                else len(finished) >= options.num_workers):
+            log.warning(
+                "worker %s: the servers say this share was already trained (a run restored "
+                "from its checkpoints?); nothing to do. For a new run, start the servers "
+                "on an empty --checkpoint-dir", "auto" if index_wanted is None else index_wanted)
+            result = {"worker_index": index_wanted, "rows": 0, "already_finished": True}
+            write_json(options.metrics_json, result)
+            return result
         client.register(index_wanted, options.num_workers, layout, supersede=options.supersede)
         index = client.worker_index if client.worker_index is not None else index_wanted
         assert index is not None
@@ -207,6 +217,15 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
     }
     write_json(options.metrics_json, result)
     return result
+
+
+def _finished_indices(clock: dict[str, Any]) -> set[int]:
+    """Worker indices whose newest registration has finished (``/v1/status`` clock)."""
+    latest: dict[int, dict[str, Any]] = {}
+    for w in clock.get("workers", []):
+        if w["index"] not in latest or w["worker_id"] > latest[w["index"]]["worker_id"]:
+            latest[w["index"]] = w
+    return {i for i, w in latest.items() if w.get("state") == "finished"}
 
 
 def _model_params(options: WorkerOptions, model: dict[str, Any] | None) -> FTRLParams:
