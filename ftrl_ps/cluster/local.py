@@ -36,13 +36,13 @@ from ftrl_ps.core.modelio import SavedModel, load_model, save_model
 from ftrl_ps.errors import ConfigError, FTRLPSError, ServerError
 from ftrl_ps.learn.progress import Progress
 from ftrl_ps.ps.auth import TOKEN_ENV, resolve_token
+from ftrl_ps.ps.export import rows_applied
 from ftrl_ps.ps.kernels import load_kernels
 from ftrl_ps.ps.overview import History, Overview
 from ftrl_ps.ps.worker_main import WorkerOptions, params_with_defaults
 from ftrl_ps.server.options import DEFAULT_BITS, ShardOptions
 
-__all__ = ["LocalClusterOptions", "estimate_rows", "local_batch_size", "rows_applied",
-           "run_cluster"]
+__all__ = ["LocalClusterOptions", "estimate_rows", "local_batch_size", "run_cluster"]
 
 
 @dataclass(frozen=True)
@@ -252,21 +252,6 @@ def run_cluster(args: LocalClusterOptions) -> int:
             shutil.rmtree(logdir, ignore_errors=True)
         elif not args.quiet:
             print(f"logs kept in {logdir}", file=sys.stderr)
-
-
-def rows_applied(streams: list[list[dict[str, Any]]]) -> int:
-    """Input rows whose updates the shards applied: per worker index, the position
-    of its last push applied (the furthest shard), summed.
-
-    >>> rows_applied([[{"worker": 0, "position": 5}], [{"worker": 0, "position": 7},
-    ...                                               {"worker": 1, "position": 3}]])
-    10
-    """
-    best: dict[int, int] = {}
-    for shard in streams:
-        for rec in shard:
-            best[rec["worker"]] = max(best.get(rec["worker"], 0), int(rec["position"]))
-    return sum(best.values())
 
 
 def _wait_for_workers(cluster: Cluster, client: Any, progress: Progress) -> None:

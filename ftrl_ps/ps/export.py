@@ -19,7 +19,8 @@ from ftrl_ps.errors import ClockTimeoutError, ConfigError
 from ftrl_ps.ps.auth import resolve_token
 from ftrl_ps.ps.worker_main import WorkerOptions, adopt_model, params_with_defaults, parse_urls
 
-__all__ = ["ExportOptions", "latest_registrations", "run_export", "workers_done"]
+__all__ = ["ExportOptions", "latest_registrations", "rows_applied", "run_export",
+           "workers_done"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,21 @@ def workers_done(snapshot: dict[str, Any]) -> bool:
     workers = snapshot.get("workers", [])
     live = [w for w in workers if w.get("state") == "live"]
     return bool(workers) and not live and not snapshot.get("missing_indices")
+
+
+def rows_applied(streams: list[list[dict[str, Any]]]) -> int:
+    """Input rows whose updates the shards applied: per worker index, the position
+    of its last push applied (the furthest shard), summed.
+
+    >>> rows_applied([[{"worker": 0, "position": 5}], [{"worker": 0, "position": 7},
+    ...                                               {"worker": 1, "position": 3}]])
+    10
+    """
+    best: dict[int, int] = {}
+    for shard in streams:
+        for rec in shard:
+            best[rec["worker"]] = max(best.get(rec["worker"], 0), int(rec["position"]))
+    return sum(best.values())
 
 
 def latest_registrations(workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -101,6 +117,7 @@ def run_export(options: ExportOptions) -> dict[str, Any]:
             _wait_for_workers(client, options)
         keys, n, z = client.dump_state()
         snap = client.status().get("clock") or {}
+        applied = rows_applied([client.streams(i) for i in range(len(urls))])
     dtype = str(client.dtype)  # what the servers store: float64 stays float64
     saved = SavedModel(
         bits=layout.bits,
@@ -111,7 +128,9 @@ def run_export(options: ExportOptions) -> dict[str, Any]:
         z=np.asarray(z),
     )
     every = snap.get("workers", [])
-    rows = int(sum(w.get("stats", {}).get("rows", 0) for w in every))  # each process's own
+    # rows whose pushes the shards applied (exact); without worker streams (anonymous
+    # pushes) what the workers reported at their clock ticks
+    rows = applied or int(sum(w.get("stats", {}).get("rows", 0) for w in every))
     # a superseded registration (its index registered again) is no dead worker
     dead = [w["index"] for w in latest_registrations(every) if w.get("state") == "dead"]
     path = save_model(options.model, saved, rows=rows, servers=len(urls), dead_workers=dead)
