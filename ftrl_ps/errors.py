@@ -21,7 +21,9 @@ the client; the client also maps transport failures to :class:`TransportError`.
     ├── ClockTimeoutError      an SSP wait that did not clear in time      (408)
     ├── ServerError            the server failed while handling a request  (500)
     ├── TransportError         the client could not reach the server
-    └── ClusterError           a process of the local cluster failed
+    ├── ClusterError           a process of the local cluster failed
+    ├── StartupTimeoutError    servers or input files did not appear in time
+    └── IncompleteRunError     configured workers never finished their shares
 """
 
 from __future__ import annotations
@@ -102,3 +104,13 @@ class TransportError(FTRLPSError, ConnectionError):
 
 class ClusterError(FTRLPSError):
     """A process of the local cluster failed."""
+
+
+class StartupTimeoutError(FTRLPSError, TimeoutError):
+    """What a process needs before it starts (servers answering, input files)
+    did not appear within its start-up timeout."""
+
+
+class IncompleteRunError(FTRLPSError):
+    """A cluster run ended without every configured worker finishing its share
+    (some never registered, or died and were not replaced)."""
