@@ -5,8 +5,8 @@
 #   bash scripts/compose-test.sh                  # prepare, run, check, clean up (exit 0 = passed)
 #   bash scripts/compose-test.sh --prepare-only   # install podman, base image, build the image
 #
-# What it does (docs/deployment.md, "Running the compose file for real"):
-#  1. installs podman, runc, debootstrap (apt-get; needs root) when podman is missing, and
+# What it does (docs/deployment.md, "Running it for real: scripts/compose-test.sh"):
+#  1. installs podman, runc, debootstrap (apt-get; needs root) when missing, and
 #     podman-compose (pinned in requirements/dev-lock.txt) with scripts/setup.sh;
 #  2. gives podman a configuration this kind of machine accepts, in its own file
 #     (CONTAINERS_CONF; nothing under /etc is changed): runc (crun refuses a hybrid
@@ -49,7 +49,7 @@ TIMEOUT=${COMPOSE_TEST_TIMEOUT:-900}
 PROJECT=${COMPOSE_TEST_PROJECT:-ftrl-ps-test-$$}
 IMAGE=${COMPOSE_TEST_IMAGE:-ftrl-ps:compose-test}
 BASE=docker.io/library/python:3.11-slim
-STATE=${XDG_CACHE_HOME:-$HOME/.cache}/ftrl-ps-compose-test
+STATE=${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/ftrl-ps-compose-test
 CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
 export GEN_ROWS=${GEN_ROWS:-20000} GEN_TEST_ROWS=${GEN_TEST_ROWS:-5000}
 WORK=$STATE/last-run     # logs of the last run stay here (docs/deployment.md)
@@ -60,14 +60,15 @@ log() { echo "compose-test: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 # --- 1. tools --------------------------------------------------------------------------
-if ! command -v podman >/dev/null || ! command -v runc >/dev/null; then
-  [ "$(id -u)" = 0 ] || die "podman is not installed and installing it needs root (apt-get)"
-  command -v apt-get >/dev/null || die "podman is not installed and there is no apt-get here"
-  log "installing podman, runc, debootstrap (apt-get)"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq -o DPkg::Lock::Timeout=600 podman runc debootstrap >/dev/null
-fi
+apt_install() {
+  [ "$(id -u)" = 0 ] || die "$1 is not installed and installing it needs root (apt-get)"
+  command -v apt-get >/dev/null || die "$1 is not installed and there is no apt-get here"
+  log "installing ${*:2} (apt-get)"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 \
+    "${@:2}" >/dev/null
+}
+command -v podman >/dev/null || apt_install podman podman runc debootstrap
 bash scripts/setup.sh dev >/dev/null          # .venv with podman-compose (dev lock)
 PODMAN_COMPOSE=$REPO/.venv/bin/podman-compose
 [ -x "$PODMAN_COMPOSE" ] || die "podman-compose missing from .venv (scripts/setup.sh dev)"
@@ -76,12 +77,13 @@ PODMAN_COMPOSE=$REPO/.venv/bin/podman-compose
 NOFILE=$(ulimit -Hn); NPROC=$(ulimit -Hu); PIDMAX=$(cat /proc/sys/kernel/pid_max)
 [ "$NOFILE" = unlimited ] && NOFILE=1048576
 if [ "$NPROC" = unlimited ] || [ "$NPROC" -gt "$PIDMAX" ]; then NPROC=$PIDMAX; fi
+RUNTIME=; command -v runc >/dev/null && RUNTIME='runtime = "runc"'
 cat > "$STATE/containers.conf" <<EOF
 # written by scripts/compose-test.sh
 [containers]
 default_ulimits = ["nofile=$NOFILE:$NOFILE", "nproc=$NPROC:$NPROC"]
 [engine]
-runtime = "runc"
+$RUNTIME
 cgroup_manager = "cgroupfs"
 events_logger = "file"
 EOF
@@ -92,7 +94,7 @@ if ! podman image exists "$BASE" && [ -n "${COMPOSE_TEST_PULL:-}" ]; then
   podman pull "$BASE" || log "could not pull $BASE; making a stand-in"
 fi
 if ! podman image exists "$BASE"; then
-  command -v debootstrap >/dev/null || die "debootstrap is missing (apt-get install debootstrap)"
+  command -v debootstrap >/dev/null || apt_install debootstrap debootstrap
   MIRROR=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
   [ -n "$MIRROR" ] || MIRROR=$(awk '/^deb /{print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
   MIRROR=${MIRROR:-http://deb.debian.org/debian}
