@@ -16,8 +16,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from ftrl_ps.ps.export import ExportOptions, run_export
-from services._common import Service
-from services.worker import START_TIMEOUT
+from services._common import START_TIMEOUT, Service
 
 __all__ = ["SERVICE", "main"]
 

@@ -21,13 +21,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ftrl_ps.ps.worker_main import WorkerOptions, run_worker
-from services._common import Service
+from services._common import START_TIMEOUT, Service
 
-__all__ = ["JOB_INDEX_ENV", "SERVICE", "START_TIMEOUT", "main"]
+__all__ = ["JOB_INDEX_ENV", "SERVICE", "main"]
 
 JOB_INDEX_ENV = "JOB_COMPLETION_INDEX"
-#: seconds a service waits for its servers and files (containers start in any order)
-START_TIMEOUT = 600.0
 
 
 def _derive(environ: Mapping[str, str]) -> dict[str, Any]:
