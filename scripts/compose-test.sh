@@ -23,7 +23,8 @@
 #     the worker replicas come from deploy.replicas), waits for the export container,
 #     reads its metrics, the worker registry of server-0 and every worker replica's
 #     exit code, trains the same data in one process (same image, `ftrl-ps train`),
-#     then `podman-compose down -v` and checks that nothing of the project is left;
+#     then `podman-compose down -v --remove-orphans` (the documented way to stop) and
+#     checks that nothing of the project is left;
 #  6. writes a JSON report (COMPOSE_TEST_REPORT) and exits 1 if a check failed.
 #
 # Settings (environment): COMPOSE_TEST_WORKERS (3), GEN_ROWS (20000), GEN_TEST_ROWS (5000),
@@ -193,8 +194,8 @@ podman run --rm --network none --no-healthcheck -v "$DATA_VOLUME:/data:ro" "$IMA
   "python -m ftrl_ps train /data/train.svm --test /data/test.svm --bits $BITS --quiet \
      --metrics-json /tmp/single.json >&2 && cat /tmp/single.json" \
   >"$WORK/single.json" 2>"$WORK/single.log" || echo '{}' > "$WORK/single.json"
-log "podman-compose down -v"
-pc down -v >"$WORK/down.log" 2>&1 || log "podman-compose down failed (see below)"
+log "podman-compose down -v --remove-orphans"
+pc down -v --remove-orphans >"$WORK/down.log" 2>&1 || log "podman-compose down failed"
 project_resources >"$WORK/left.txt" 2>/dev/null || true
 T_END=$(date +%s)
 
@@ -251,7 +252,7 @@ codes = [w["exit_code"] for w in r["worker_containers"]]
 if len(codes) != n or any(codes):
     problems.append(f"worker containers' exit codes {codes}, expected {n} zeros")
 if r["left_after_down"]:
-    problems.append(f"left after down -v: {r['left_after_down']}")
+    problems.append(f"left after podman-compose down: {r['left_after_down']}")
 print(f"compose-test: export test logloss {got} vs one process {ref}; workers finished "
       f"{indices}; worker exit codes {codes}; {r['seconds']['total']} s in all "
       f"(prepare {r['seconds']['prepare']} s, run {r['seconds']['up_to_export_done']} s)",

@@ -72,7 +72,8 @@ def test_compose_file_trains_like_one_process(tmp_path: Path,
     containers = report["worker_containers"]
     assert len(containers) == WORKERS, containers
     assert all(c["status"] == "exited" and c["exit_code"] == 0 for c in containers), containers
-    # `down -v` alone removed every container, pod, volume and network of the project
+    # the documented `down -v --remove-orphans` removed every container, pod, volume and
+    # network of the project (the script's own clean-up runs only after this check)
     assert report["left_after_down"] == [], report["left_after_down"]
     leftover = subprocess.run(
         ["podman", "ps", "-a", "--filter", f"label=io.podman.compose.project={report['project']}",
