@@ -154,6 +154,7 @@ class Worker:
         self._sending: _InFlight | None = None
         self.report = WorkerReport()
         self._started = time.perf_counter()
+        self._clock_seconds = 0.0  # in clock ticks (round trip + SSP wait), for stats()
 
     # -- rounds ----------------------------------------------------------
     def _open(self, parts: list[Batch]) -> WorkingSet:
@@ -225,7 +226,9 @@ class Worker:
         self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray, stats: dict[str, Any]
     ) -> None:
         self.client.push(keys, delta_n, delta_z)
+        start = time.perf_counter()
         self.client.clock(stats)
+        self._clock_seconds += time.perf_counter() - start
 
     def _sync(self) -> None:
         """Wait for the push and tick in flight, if any (re-raising their error)."""
@@ -234,9 +237,12 @@ class Worker:
             sending.wait()
 
     def stats(self) -> dict[str, Any]:
+        """Progress sent with every clock tick (shard 0 shows it: status, dashboard, metrics)."""
         elapsed = max(time.perf_counter() - self._started, 1e-9)
         r = self.report
-        return {"rows": r.rows, "loss_sum": r.loss_sum, "rows_per_second": r.rows / elapsed}
+        return {"rows": r.rows, "loss_sum": r.loss_sum, "rows_per_second": r.rows / elapsed,
+                "pushes": r.pushes, "pulls": r.pulls, "keys_pushed": r.keys_pushed,
+                "keys_pulled": r.keys_pulled, "wait_seconds": self._clock_seconds}
 
     # -- training --------------------------------------------------------
     def _rounds(self, batches: Iterator[Batch]) -> Iterator[list[Batch]]:

@@ -8,8 +8,8 @@ first waits for its servers and its input file (:mod:`ftrl_ps.ps.waiting`).
 
 from __future__ import annotations
 
+import logging
 import os
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +21,8 @@ from ftrl_ps.ps.auth import resolve_token
 from ftrl_ps.ps.waiting import wait_until_ready
 
 __all__ = ["WorkerOptions", "parse_urls", "params_with_defaults", "run_worker"]
+
+log = logging.getLogger("ftrl_ps.worker")
 
 
 def parse_urls(text: str) -> list[str]:
@@ -92,10 +94,12 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
     """Train this worker's share against the servers; its report (also written to
     ``metrics_json``)."""
     from ftrl_ps.ps.client import PSClient
+    from ftrl_ps.ps.kernels import load_kernels
     from ftrl_ps.ps.layout import Layout
     from ftrl_ps.ps.worker import Worker, WorkerConfig, read_share, share_of
 
     options.check()
+    load_kernels()  # a fresh machine compiles here, once, and says so
     urls = parse_urls(options.server)
     if options.start_timeout > 0:
         who = "worker" if options.worker_index is None else f"worker {options.worker_index}"
@@ -139,12 +143,11 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         client.finish()
     report_bad_lines(report.bad_lines, report.bad_examples)
     if not options.quiet:
-        print(
-            f"worker {index}/{options.num_workers}: {report.rows:,} rows in "
-            f"{report.seconds:.2f} s, progressive logloss {report.progressive_logloss:.5f}, "
-            f"{report.pushes} pushes ({report.keys_pushed:,} keys), "
-            f"{report.pulls} pulls ({report.keys_pulled:,} keys)",
-            file=sys.stderr,
+        log.info(
+            "worker %d/%d: %s rows in %.2f s, progressive logloss %.5f, %d pushes (%s keys), "
+            "%d pulls (%s keys)", index, options.num_workers, f"{report.rows:,}",
+            report.seconds, report.progressive_logloss, report.pushes,
+            f"{report.keys_pushed:,}", report.pulls, f"{report.keys_pulled:,}",
         )
     result = {
         "worker_index": index,
