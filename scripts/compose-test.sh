@@ -155,9 +155,13 @@ cleanup() {
 }
 trap cleanup EXIT
 export FTRL_PS_NUM_WORKERS=$WORKERS IMAGE=$IMAGE
+# `serve` publishes a loopback port: a free one, so that nothing else on this host collides
+SERVE_PORT=${SERVE_PORT:-$(python3 -c 'import socket; s = socket.socket()
+s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
+export SERVE_PORT
 export FTRL_PS_TOKEN=${FTRL_PS_TOKEN:-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')}
 log "podman-compose -p $PROJECT up -d  (GEN_ROWS=$GEN_ROWS GEN_TEST_ROWS=$GEN_TEST_ROWS" \
-    "FTRL_PS_NUM_WORKERS=$WORKERS)"
+    "FTRL_PS_NUM_WORKERS=$WORKERS SERVE_PORT=$SERVE_PORT)"
 T_UP=$(date +%s)
 pc up -d >"$WORK/up.log" 2>&1 || { cat "$WORK/up.log" >&2; die "podman-compose up failed"; }
 names() {  # container names of one service of the project

@@ -19,6 +19,9 @@ services.worker    ``ftrl-ps worker``   worker index from
                                         waits for the servers and its input
 services.export    ``ftrl-ps export``   waits for the servers, its test file
                                         and every configured worker
+services.serve     ``ftrl-ps serve``    binds 0.0.0.0:8000 unless told
+                                        otherwise; predictions and online
+                                        learning
 services.wait      (a separate step)    waits for /health and the files
 =================  ===================  =======================================
 
@@ -30,6 +33,6 @@ the top-level ``tools`` package (``python -m tools.deploycheck``,
 from __future__ import annotations
 
 #: service modules in the order a run uses them
-SERVICE_MODULES: tuple[str, ...] = ("gen", "server", "worker", "export")
+SERVICE_MODULES: tuple[str, ...] = ("gen", "server", "worker", "export", "serve")
 
 __all__ = ["SERVICE_MODULES"]

@@ -76,6 +76,7 @@ def test_dockerfile_is_consistent(dockerfile: str) -> None:
 def test_k8s_manifests_are_consistent(k8s: list[dict[str, Any]]) -> None:
     kinds = sorted(d["kind"] for d in k8s)
     assert kinds.count("Job") == 3 and "StatefulSet" in kinds and "Secret" in kinds, kinds
+    assert "Deployment" in kinds
     assert check_k8s(k8s) == []
 
 
@@ -180,6 +181,16 @@ def test_compose_renamed_flag_is_reported(compose: dict[str, Any]) -> None:
         ("services/export/environment/FTRL_PS_START_TIMEOUT", "0", "FTRL_PS_START_TIMEOUT is 0"),
         ("services/export/environment/FTRL_PS_WAIT", "0", "should wait for the workers"),
         ("services/export/environment/FTRL_PS_ALLOW_INCOMPLETE", "1", "incomplete run"),
+        ("services/serve/environment/FTRL_PS_SERVER", "http://server-0:7000",
+         "compose service serve: 1 server URL"),
+        ("services/serve/environment/FTRL_PS_TOKEN", "other", "serve: token differs"),
+        ("services/serve/environment/FTRL_PS_PUSH_INTERVAL", "0", "push_interval must be > 0"),
+        ("services/serve/environment/FTRL_PS_LERN", "1", "did you mean FTRL_PS_LEARN"),
+        ("services/serve/healthcheck", {"disable": True}, "serve: healthcheck must GET :8000"),
+        ("services/serve/ports/0", "127.0.0.1:8000:8001", "container port 8000"),
+        ("services/serve/depends_on/server-0/condition", "service_started",
+         "serve: must depend on server-0"),
+        ("services/serve", _DELETE, "no (valid) serve service"),
     ],
 )
 def test_compose_mutation_is_reported(compose: dict[str, Any], path: str, value: Any,
@@ -204,7 +215,7 @@ def test_compose_variable_without_default_is_reported(compose: dict[str, Any]) -
         ("NUMBA_CACHE_DIR=", "NUMBA_CACHE=", "NUMBA_CACHE_DIR"),
         ("HEALTHCHECK", "#HEALTHCHECK", "HEALTHCHECK missing"),
         ("/health'", "/status'", "GET /health"),
-        ('"services.server"]', '"services.serve"]', "services.serve"),
+        ('"services.server"]', '"services.sever"]', "services.sever"),
         ("--test-rows 500", "--test-rowz 500", "--test-rowz"),
         ("--workers 1 --servers 1", "--workers 1 --shards 1", "--shards"),
         ("FROM python:3.11-slim", "FROM python:3.12", "python:3.11-slim"),
@@ -260,6 +271,14 @@ def _env_index(container: dict[str, Any], name: str) -> int:
         ("Job", "ftrl-ps-gen", "apiVersion", "batch/v2", "Couldn't find schema for kind Job"),
         ("PersistentVolumeClaim", "ftrl-ps-data", "spec/accessModes", "ReadWriteMany",
          "spec.accessModes: 'ReadWriteMany' is not of type 'array'"),
+        ("Deployment", "ftrl-ps-serve", "spec/template/spec/containers/0/readinessProbe/"
+         "httpGet/path", "/health", "readinessProbe must GET /ready"),
+        ("Deployment", "ftrl-ps-serve", "spec/template/spec/containers/0/livenessProbe",
+         _DELETE, "livenessProbe must GET /health"),
+        ("Deployment", "ftrl-ps-serve", "spec/template/metadata/labels/"
+         "app.kubernetes.io~1component", "x", "no Service selects its pods"),
+        ("Service", "ftrl-ps-serve", "spec/ports/0/targetPort", 9000, "no Service selects"),
+        ("Deployment", "ftrl-ps-serve", "kind", "DaemonSet", "should be a Deployment"),
     ],
 )
 def test_k8s_mutation_is_reported(k8s: list[dict[str, Any]], kind: str, name: str, path: str,
@@ -288,6 +307,10 @@ def test_k8s_mutation_is_reported(k8s: list[dict[str, Any]], kind: str, name: st
         ("ftrl-ps-export", "export", "FTRL_PS_MODEL", "/data/model.ftrl", "read-only"),
         ("ftrl-ps-server", "server", "FTRL_PS_NUM_SHARDS", "3", "expected 0 of 2"),
         ("ftrl-ps-server", "server", "FTRL_PS_PORT", "7001", "no containerPort 7001"),
+        ("ftrl-ps-serve", "serve", "FTRL_PS_SERVER",
+         "http://ftrl-ps-server-0.ftrl-ps-server:7000", "1 server URL(s) for 2 shards"),
+        ("ftrl-ps-serve", "serve", "FTRL_PS_PORT", "8001", "no containerPort 8001"),
+        ("ftrl-ps-serve", "serve", "FTRL_PS_REFRESH", None, "FTRL_PS_REFRES"),
     ],
 )
 def test_k8s_env_mutation_is_reported(k8s: list[dict[str, Any]], job: str, container: str,

@@ -21,9 +21,18 @@ and then ticks its SSP clock (which may wait for slower workers).
 The feature-space layout (bits, group size, shards) comes from the servers;
 --bits, if given, must match it.
 
+--input - reads an unbounded stream from stdin (e.g. 'tail -F events.svm |'
+or a message-queue consumer writing lines): lines are trained as they
+arrive and pushed every --push-step steps and at least every
+--push-interval seconds, so a slow stream still publishes. Give the cluster
+a staleness that lets a stream run: --staleness inf (with one worker any
+staleness works).
+
 example:
   ftrl-ps worker --server http://127.0.0.1:7000 --input train.svm \\
       --worker-index 0 --num-workers 2
+  tail -F events.svm | ftrl-ps worker --server http://127.0.0.1:7000 --input - \\
+      --worker-index 0 --num-workers 1
 """
 
 
@@ -70,7 +79,8 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     c.add_server_arguments(parser)
-    parser.add_argument("--input", required=True, metavar="FILE", help="training data (libsvm)")
+    parser.add_argument("--input", required=True, metavar="FILE",
+                        help="training data (libsvm); '-' = an unbounded stream on stdin")
     parser.add_argument(
         "--worker-index",
         type=_worker_index,
@@ -88,6 +98,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--metrics-json", metavar="FILE", help="write this worker's report as JSON ('-' = stdout)"
     )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress display")
+    parser.add_argument(
+        "--push-interval",
+        type=c.positive_float,
+        default=0.5,
+        metavar="SECONDS",
+        help="--input - (a stream): also push at least this often while something learned "
+        "is unpushed (default 0.5)",
+    )
     add_cluster_arguments(parser)
     c.add_model_arguments(parser, resumable=False)
     c.add_input_arguments(parser)

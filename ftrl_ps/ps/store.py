@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from ftrl_ps.errors import ConfigError
+from ftrl_ps.ps.changes import ChangeLog
 from ftrl_ps.ps.layout import Layout
 from ftrl_ps.ps.validate import check_keys, check_values
 
@@ -88,6 +89,8 @@ class ParameterStore:
         self._z = np.zeros(size, dtype=self.dtype)
         self._locks = [threading.Lock() for _ in range(self.group_end - self.group_begin)]
         self._counter_lock = threading.Lock()
+        #: which groups each push/load wrote (read by :meth:`changed_since`)
+        self.changes = ChangeLog(self.group_end - self.group_begin, self.group_begin)
         self._counters = {
             "pushes": 0,
             "pulls": 0,
@@ -151,6 +154,7 @@ class ParameterStore:
             seg = local[lo:hi]  # unique keys: no update is lost to a duplicate
             self._n[seg] += dn[lo:hi]
             self._z[seg] += dz[lo:hi]
+        self.changes.record(np.unique(arr // self.layout.group_size))
         self._count(pushes=1, keys_pushed=arr.size)
 
     def load(self, keys: Any, n: Any, z: Any) -> None:
@@ -163,6 +167,7 @@ class ParameterStore:
         for lo, hi in self._locked_runs(arr):
             self._n[local[lo:hi]] = nv[lo:hi]
             self._z[local[lo:hi]] = zv[lo:hi]
+        self.changes.record(np.unique(arr // self.layout.group_size))
         self._count(loads=1)
 
     def dump(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -183,6 +188,17 @@ class ParameterStore:
         touched = np.flatnonzero((snap_n != 0) | (snap_z != 0))
         keys = (touched + self.begin).astype(np.uint32)
         return keys, snap_n[touched], snap_z[touched]
+
+    def changed_since(self, version: int) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+        """``(version, keys, n, z)``: the touched keys of the groups written after
+        ``version`` (see :mod:`ftrl_ps.ps.changes`); ask from ``version`` next time."""
+        current, groups = self.changes.since(version)
+        if not groups:
+            empty = np.zeros(0, dtype=self.dtype)
+            return current, np.zeros(0, np.uint32), empty, empty.copy()
+        keys, n, z = self.pull_groups(np.asarray(groups, dtype=np.int64))
+        touched = (n != 0) | (z != 0)
+        return current, keys[touched], n[touched], z[touched]
 
     def keys_with_state(self, max_age: float = 2.0) -> int:
         """Number of keys whose ``n`` or ``z`` is non-zero (what :meth:`dump` returns).

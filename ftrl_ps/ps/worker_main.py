@@ -20,7 +20,7 @@ from ftrl_ps.learn.progress import report_bad_lines
 from ftrl_ps.ps.auth import resolve_token
 from ftrl_ps.ps.waiting import wait_until_ready
 
-__all__ = ["WorkerOptions", "parse_urls", "params_with_defaults", "run_worker"]
+__all__ = ["WorkerOptions", "params_with_defaults", "parse_urls", "run_worker", "worker_config"]
 
 log = logging.getLogger("ftrl_ps.worker")
 
@@ -73,15 +73,20 @@ class WorkerOptions:
     dtype: str | None = None
     skip_bad_lines: bool = False
     chunk_mb: int = 4
+    #: ``--input -`` (a stream): push at least this often (seconds)
+    push_interval: float = 0.5
 
     def check(self) -> None:
         """Raise :class:`ConfigError` for options that cannot work."""
         if self.input == "-":
-            raise ConfigError("a worker needs a file it can split into byte ranges, not stdin")
+            if self.epochs != 1:
+                raise ConfigError("--input - (a stream) is read once: --epochs must be 1")
+            if not self.push_interval > 0:
+                raise ConfigError(f"--push-interval must be > 0, got {self.push_interval}")
+        elif self.start_timeout == 0 and not os.path.exists(self.input):
+            raise ConfigError(f"input file not found: {self.input}")
         if self.start_timeout < 0:
             raise ConfigError(f"start_timeout must be >= 0, got {self.start_timeout}")
-        if self.start_timeout == 0 and not os.path.exists(self.input):
-            raise ConfigError(f"input file not found: {self.input}")
         if self.num_workers < 1:
             raise ConfigError(f"num_workers must be >= 1, got {self.num_workers}")
         if self.worker_index is not None and not 0 <= self.worker_index < self.num_workers:
@@ -90,21 +95,11 @@ class WorkerOptions:
             )
 
 
-def run_worker(options: WorkerOptions) -> dict[str, Any]:
-    """Train this worker's share against the servers; its report (also written to
-    ``metrics_json``)."""
-    from ftrl_ps.ps.client import PSClient
-    from ftrl_ps.ps.kernels import load_kernels
-    from ftrl_ps.ps.layout import Layout
-    from ftrl_ps.ps.worker import Worker, WorkerConfig, read_share, share_of
+def worker_config(options: WorkerOptions) -> Any:
+    """The :class:`~ftrl_ps.ps.worker.WorkerConfig` of the options."""
+    from ftrl_ps.ps.worker import WorkerConfig
 
-    options.check()
-    load_kernels()  # a fresh machine compiles here, once, and says so
-    urls = parse_urls(options.server)
-    if options.start_timeout > 0:
-        who = "worker" if options.worker_index is None else f"worker {options.worker_index}"
-        wait_until_ready(urls, [options.input], timeout=options.start_timeout, who=who)
-    cfg = WorkerConfig(
+    return WorkerConfig(
         batch_size=options.batch_size if options.batch_size is not None
         else WorkerConfig.batch_size,
         fetch_step=options.fetch_step,
@@ -115,6 +110,33 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         num_workers=options.num_workers,
         dense_fraction=options.dense_fraction,
     )
+
+
+def run_worker(options: WorkerOptions) -> dict[str, Any]:
+    """Train this worker's share against the servers (or, with ``input == "-"``, the
+    stream on stdin: :mod:`ftrl_ps.ps.stream_worker`); its report (also written to
+    ``metrics_json``)."""
+    from ftrl_ps.ps.client import PSClient
+    from ftrl_ps.ps.kernels import load_kernels
+    from ftrl_ps.ps.layout import Layout
+    from ftrl_ps.ps.worker import Worker, read_share, share_of
+
+    options.check()
+    load_kernels()  # a fresh machine compiles here, once, and says so
+    if options.start_timeout > 0:
+        who = "worker" if options.worker_index is None else f"worker {options.worker_index}"
+        wait_until_ready(parse_urls(options.server),
+                         [options.input] if options.input != "-" else [],
+                         timeout=options.start_timeout, who=who)
+    if options.input == "-":
+        from ftrl_ps.ps.stream_worker import run_stream_worker
+
+        streamed = run_stream_worker(options)
+        report_bad_lines(streamed["bad_lines"], streamed.pop("bad_examples"))
+        write_json(options.metrics_json, streamed)
+        return streamed
+    urls = parse_urls(options.server)
+    cfg = worker_config(options)
     params = params_with_defaults(
         alpha=options.alpha, beta=options.beta, l1=options.l1, l2=options.l2
     )

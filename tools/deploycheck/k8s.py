@@ -231,8 +231,10 @@ def _check_topology(docs: Sequence[Mapping[str, Any]],
     expected_workers = {la.options.num_workers for _d, la in servers}
     if None in tokens or len(tokens) != 1:
         problems.append("k8s: every server needs the same token")
+    problems += _check_serve(docs, found)
     for doc, label, _env, la in found:
-        if la.module not in ("worker", "export"):
+        if la.module not in ("worker", "export", "serve") or (
+                la.module == "serve" and not la.options.server):
             continue
         urls = server_urls(la.options)
         if len(urls) != replicas:
@@ -258,6 +260,44 @@ def _check_topology(docs: Sequence[Mapping[str, Any]],
             if label.startswith("index ") and str(la.options.worker_index) != label[6:]:
                 problems.append(f"{la.where}: worker index {la.options.worker_index} is not the "
                                 f"completion index {label[6:]}")
+    return problems
+
+
+def _check_serve(docs: Sequence[Mapping[str, Any]],
+                 found: Sequence[tuple[Mapping[str, Any], str, dict[str, str], Launch]]
+                 ) -> list[str]:
+    """The prediction service: a Deployment, probed on /ready and /health, behind a Service."""
+    problems: list[str] = []
+    serves = {_name(d): (d, la) for d, _l, _e, la in found
+              if la.module == "serve" and not la.waits_for}
+    if not serves:
+        return ["k8s: no prediction service (python -m services.serve)"]
+    for name, (doc, la) in serves.items():
+        where = f"k8s {doc.get('kind')} {name}"
+        if doc.get("kind") != "Deployment":
+            problems.append(f"{where}: the prediction service should be a Deployment")
+        port = la.options.port
+        if la.options.host in ("127.0.0.1", "localhost", "::1"):
+            problems.append(f"{where}: binds {la.options.host}; other pods cannot reach it")
+        if la.options.learn and la.options.token is None:
+            problems.append(f"{where}: learns without FTRL_PS_TOKEN")
+        container = next(c for c in _pod(doc).get("containers") or []
+                         if "services.serve" in (c.get("command") or []))
+        named = {p.get("name"): p.get("containerPort") for p in container.get("ports") or []}
+        if port not in named.values():
+            problems.append(f"{where}: no containerPort {port}")
+        for probe_name, path in (("readinessProbe", "/ready"), ("livenessProbe", "/health")):
+            probe = (container.get(probe_name) or {}).get("httpGet") or {}
+            if probe.get("path") != path or named.get(probe.get("port"),
+                                                      probe.get("port")) != port:
+                problems.append(f"{where}: {probe_name} must GET {path} on port {port}")
+        labels = ((doc["spec"].get("template") or {}).get("metadata") or {}).get("labels") or {}
+        fronts = [d for d in docs if d.get("kind") == "Service" and (sel := (
+            d.get("spec") or {}).get("selector") or {}) and all(
+            labels.get(k) == v for k, v in sel.items())]
+        if not any(named.get(p.get("targetPort"), p.get("targetPort")) == port
+                   for d in fronts for p in (d.get("spec") or {}).get("ports") or []):
+            problems.append(f"{where}: no Service selects its pods with a port to {port}")
     return problems
 
 
