@@ -185,7 +185,7 @@ for w in $(names worker); do
     >>"$WORK/workers.txt"
   podman logs "$w" >"$WORK/worker-$w.log" 2>&1 || true
 done
-for svc in gen server-0 server-1; do
+for svc in gen server-0 server-1 serve; do
   podman logs "$(names "$svc")" >"$WORK/$svc.log" 2>&1 || true
 done
 # one process on the same data, in the same image, with the servers' feature space

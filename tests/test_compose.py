@@ -5,8 +5,9 @@ Marked ``compose``; deselect it with ``-m "not compose"``. It installs podman
 when it is missing (root and apt-get needed, otherwise it is skipped), makes a
 stand-in for the base image once, builds the image, runs the compose file
 without ``--scale`` on small generated data and compares the export's test
-log loss with one process trained on the same data. About 2 minutes with
-podman and the base image present, 4-5 minutes on a fresh machine.
+log loss with one process trained on the same data. Measured: 95-153 s with
+podman and the base image present, 208 s without any image (apt-get adds
+about a minute where podman is missing).
 """
 
 from __future__ import annotations
