@@ -85,7 +85,12 @@ def test_progress_of_a_run() -> None:
     assert running.describe() == ("0 of 2 configured workers finished; running: worker 0; "
                                   "never registered: worker 1")
     empty = RunProgress.from_snapshot({"num_workers": None, "workers": []})
-    assert not empty.complete and empty.describe() == "no worker has registered yet"
+    assert not empty.complete and not empty.stalled
+    assert empty.describe() == "no worker has registered yet"
+    # worker 1 never registered: stalled only once the clock stops expecting it
+    early = {"num_workers": 2, "workers": [{"index": 0, "state": "finished"}]}
+    assert not RunProgress.from_snapshot({**early, "missing_indices": [1]}).stalled
+    assert RunProgress.from_snapshot({**early, "missing_indices": []}).stalled
 
 
 def _one_of_two_workers_finishes(url: str) -> None:

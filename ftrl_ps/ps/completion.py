@@ -6,7 +6,9 @@ its registration timeout has passed it stops listing indices that never
 registered (they no longer hold back the others), and a dead worker no longer
 counts as live. An export that waited only for "no live worker" would then
 save a model trained on part of the data and say nothing; this module names
-what is missing instead.
+what is missing instead. A run is *stalled* when only a new worker can change
+it: none is live, and the indices that never registered are no longer
+expected by the clock (its registration timeout has passed) or some died.
 
 >>> snap = {"num_workers": 3, "workers": [
 ...     {"index": 0, "state": "finished"}, {"index": 1, "state": "dead"}],
@@ -14,6 +16,10 @@ what is missing instead.
 >>> p = RunProgress.from_snapshot(snap)
 >>> p.complete, p.stalled, p.finished, p.dead, p.missing
 (False, True, (0,), (1,), (2,))
+>>> early = {"num_workers": 2, "workers": [{"index": 0, "state": "finished"}],
+...          "missing_indices": [1]}          # the clock still expects worker 1
+>>> RunProgress.from_snapshot(early).stalled
+False
 >>> p.describe()
 '1 of 3 configured workers finished; never registered: worker 2; died and not replaced: worker 1'
 """
@@ -44,6 +50,9 @@ class RunProgress:
         Worker indices whose latest worker finished / is live / was declared
         dead; indices that never registered. An index is in exactly one of
         them (a finished worker wins over a dead predecessor).
+    expecting : bool
+        The clock still expects the missing indices (its registration
+        timeout has not passed since the first registration).
     """
 
     expected: int | None
@@ -51,6 +60,7 @@ class RunProgress:
     live: tuple[int, ...]
     dead: tuple[int, ...]
     missing: tuple[int, ...]
+    expecting: bool = False
 
     @classmethod
     def from_snapshot(cls, snapshot: Mapping[str, Any]) -> RunProgress:
@@ -69,6 +79,7 @@ class RunProgress:
             live=tuple(sorted(live)),
             dead=tuple(sorted(dead)),
             missing=tuple(sorted(missing)),
+            expecting=bool(snapshot.get("missing_indices")),
         )
 
     @property
@@ -78,8 +89,11 @@ class RunProgress:
 
     @property
     def stalled(self) -> bool:
-        """Not complete and no worker is live: only a new worker can change it."""
-        return not self.complete and not self.live
+        """Only a new worker can change it: not complete, no worker live, and no
+        missing index still within the clock's registration timeout (or one died)."""
+        if self.complete or self.live or self.expected is None:
+            return False
+        return bool(self.dead) or not self.expecting
 
     def describe(self) -> str:
         """One line: how many finished, and which indices are live, missing or dead."""

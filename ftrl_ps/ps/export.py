@@ -129,19 +129,18 @@ def _wait_for_workers(client: Any, options: ExportOptions) -> None:
     said, said_at = "", 0.0
     while True:
         progress = RunProgress.from_snapshot(client.status().get("clock") or {})
-        if progress.complete or (progress.stalled and options.allow_incomplete
-                                 and progress.expected is not None):
+        if progress.complete or (progress.stalled and options.allow_incomplete):
             return
         text = progress.describe()
         now = time.monotonic()
         if now > deadline:
-            if progress.stalled and progress.expected is not None:
+            if not progress.live:
                 raise IncompleteRunError(
                     f"the run is incomplete after {options.timeout:g} s: {text}; no model "
                     "written (start the missing workers, or export what there is with "
                     "--allow-incomplete / FTRL_PS_ALLOW_INCOMPLETE=1)")
             raise ClockTimeoutError(f"workers still running after {options.timeout:g} s: {text}")
-        if progress.stalled and progress.expected is not None:
+        if progress.stalled:
             # loud, and again every minute: this run does not finish by itself
             if text != said or now - said_at >= 60:
                 print(f"export: WARNING: the run is incomplete: {text}. Waiting for them "
