@@ -205,3 +205,24 @@ def test_learner_survives_an_unreachable_cluster() -> None:
         assert client.pushed >= 1
     finally:
         stream.FAILURE_BACKOFF = old
+
+
+def test_serve_exposes_prometheus_metrics_guarded_by_its_token(model_file: Path) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    service = PredictionService(ServiceConfig(model=str(model_file)))
+    with TestClient(create_serve_app(service, predict_token="p-tok")) as client:
+        assert client.get("/metrics").status_code == 401
+        auth = {"Authorization": "Bearer p-tok"}
+        ok = client.post("/v1/predict", content=b"3:1\n", headers={**auth,
+                                                                    "Content-Type": "text/plain"})
+        assert ok.status_code == 200, ok.text
+        text = client.get("/metrics", headers=auth).text
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    assert any(n.startswith("ftrl_ps_") for n in families)
+    build = [s for s in families["ftrl_ps_build_info"].samples]
+    assert build and build[0].labels["component"] == "serve"
+    requests = [s for f in families.values() for s in f.samples
+                if s.name == "ftrl_ps_http_requests_total"
+                and s.labels.get("route") == "/v1/predict"]
+    assert requests and requests[0].value >= 1

@@ -20,13 +20,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 
 from ftrl_ps import __version__
 from ftrl_ps.ps.service import PredictionService
 from ftrl_ps.server import serve_routes
 from ftrl_ps.server.errors import install_error_handlers
 from ftrl_ps.server.limits import BodyLimitMiddleware
+from ftrl_ps.server.metrics import instrument
 
 __all__ = ["create_serve_app"]
 
@@ -63,4 +64,9 @@ def create_serve_app(
     app.include_router(serve_routes.router)
     if service.learner is not None:
         app.include_router(serve_routes.learn_router)
+
+    def metrics_auth(request: Request) -> None:  # the token guards metrics when one is set
+        serve_routes.check_bearer(request, token or predict_token)
+
+    instrument(app, component="serve", auth=metrics_auth)
     return app
