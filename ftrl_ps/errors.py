@@ -25,7 +25,9 @@ the client; the client also maps transport failures to :class:`TransportError`.
     ├── RequestTimeoutError    the request body did not arrive in time     (408)
     ├── TransportError         the client could not reach the server
     ├── UpdatesLostError       a shard lost pushes no journal holds any more
-    └── ClusterError           a process of the local cluster failed
+    ├── ClusterError           a process of the local cluster failed
+    ├── StartupTimeoutError    servers or input files did not appear in time
+    └── IncompleteRunError     configured workers never finished their shares
 """
 
 from __future__ import annotations
@@ -125,3 +127,13 @@ class UpdatesLostError(FTRLPSError):
 
 class ClusterError(FTRLPSError):
     """A process of the local cluster failed."""
+
+
+class StartupTimeoutError(FTRLPSError, TimeoutError):
+    """What a process needs before it starts (servers answering, input files)
+    did not appear within its start-up timeout."""
+
+
+class IncompleteRunError(FTRLPSError):
+    """A cluster run ended without every configured worker finishing its share
+    (some never registered, or died and were not replaced)."""

@@ -15,12 +15,14 @@ services.server    ``ftrl-ps server``   binds 0.0.0.0:7000 unless told
                                         otherwise; shard index from the
                                         StatefulSet ordinal in Kubernetes
 services.worker    ``ftrl-ps worker``   worker index from
-                                        ``JOB_COMPLETION_INDEX`` when unset
-services.export    ``ftrl-ps export``
+                                        ``JOB_COMPLETION_INDEX`` when unset;
+                                        waits for the servers and its input
+services.export    ``ftrl-ps export``   waits for the servers, its test file
+                                        and every configured worker
 services.serve     ``ftrl-ps serve``    binds 0.0.0.0:8000 unless told
                                         otherwise; predictions and online
                                         learning
-services.wait      (init container)     waits for /health and the files
+services.wait      (a separate step)    waits for /health and the files
 =================  ===================  =======================================
 
 The checks of the deployment files and the table of every variable live in

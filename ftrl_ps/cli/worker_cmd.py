@@ -97,6 +97,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--num-workers", type=c.positive_int, required=True, help="how many workers share INPUT"
     )
+    c.add_start_timeout_argument(parser, "INPUT")
     parser.add_argument("--epochs", type=c.positive_int, default=1, help="passes over the share")
     parser.add_argument(
         "--metrics-json", metavar="FILE", help="write this worker's report as JSON ('-' = stdout)"
@@ -127,6 +128,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ftrl_ps.ps.worker_main import WorkerOptions, run_worker
 
-    c.check_input(args.input)
     run_worker(c.options_from(WorkerOptions, args))
     return 0

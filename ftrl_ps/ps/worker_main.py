@@ -2,7 +2,8 @@
 
 ``ftrl-ps worker``, ``python -m services.worker`` and the local cluster all
 build a :class:`WorkerOptions` and call :func:`run_worker`. The training loop
-itself is :class:`ftrl_ps.ps.worker.Worker`.
+itself is :class:`ftrl_ps.ps.worker.Worker`. With ``start_timeout`` the worker
+first waits for its servers and its input file (:mod:`ftrl_ps.ps.waiting`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ftrl_ps.core.params import FTRLParams
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.progress import report_bad_lines
 from ftrl_ps.ps.auth import resolve_token
+from ftrl_ps.ps.waiting import wait_until_ready
 
 __all__ = ["WorkerOptions", "adopt_model", "params_with_defaults", "parse_urls", "run_worker",
            "worker_config"]
@@ -48,12 +50,14 @@ class WorkerOptions:
 
     ``worker_index`` None means ``auto`` (the servers assign the lowest free
     index); ``batch_size`` None means 500; ``bits`` None means the servers'.
+    ``start_timeout`` > 0: wait that long for the servers and the input file.
     """
 
     server: str
     input: str
     num_workers: int
     worker_index: int | None = None
+    start_timeout: float = 0.0
     token: str | None = field(default=None, repr=False)
     epochs: int = 1
     metrics_json: str | None = None
@@ -83,8 +87,10 @@ class WorkerOptions:
                 raise ConfigError("--input - (a stream) is read once: --epochs must be 1")
             if not self.push_interval > 0:
                 raise ConfigError(f"--push-interval must be > 0, got {self.push_interval}")
-        elif not os.path.exists(self.input):
+        elif self.start_timeout == 0 and not os.path.exists(self.input):
             raise ConfigError(f"input file not found: {self.input}")
+        if self.start_timeout < 0:
+            raise ConfigError(f"start_timeout must be >= 0, got {self.start_timeout}")
         if self.num_workers < 1:
             raise ConfigError(f"num_workers must be >= 1, got {self.num_workers}")
         if self.worker_index is not None and not 0 <= self.worker_index < self.num_workers:
@@ -145,6 +151,11 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
 
     options.check()
     load_kernels()  # a fresh machine compiles here, once, and says so
+    if options.start_timeout > 0:
+        who = "worker" if options.worker_index is None else f"worker {options.worker_index}"
+        wait_until_ready(parse_urls(options.server),
+                         [options.input] if options.input != "-" else [],
+                         timeout=options.start_timeout, who=who)
     if options.input == "-":
         from ftrl_ps.ps.stream_worker import run_stream_worker
 

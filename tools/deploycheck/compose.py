@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ftrl_ps.cluster.settings import env_name
-from tools.deploycheck.launch import Launch, launch, server_urls
+from tools.deploycheck.launch import Launch, launch, server_urls, start_order_problems
 
 __all__ = ["check_compose", "interpolate"]
 
@@ -149,6 +149,7 @@ def check_compose(doc: Mapping[str, Any], variables: Mapping[str, str] | None = 
                                 f"is not {want}")
         if la.options.token not in tokens or la.options.token is None:
             problems.append(f"compose service {name}: token differs from the servers'")
+        problems += start_order_problems(la)
         deps = services[name].get("depends_on") or {}
         for server in servers:
             cond = (deps.get(server) or {}).get("condition") if isinstance(deps, dict) else None
@@ -173,6 +174,9 @@ def check_compose(doc: Mapping[str, Any], variables: Mapping[str, str] | None = 
                             f"{sorted(counts, key=str)}")
         if replicas > 1 and env.get("FTRL_PS_WORKER_INDEX") != "auto":
             problems.append(f"compose service {name}: replicas need FTRL_PS_WORKER_INDEX=auto")
+        if "replicas" in (svc.get("deploy") or {}) and svc["deploy"].get("mode") != "replicated":
+            problems.append(f"compose service {name}: deploy.replicas needs deploy.mode: "
+                            "replicated (podman-compose starts one container otherwise)")
         if svc.get("restart") != "on-failure":
             problems.append(f"compose service {name}: restart should be on-failure")
     problems += _check_compose_data(services, gens, workers, exports, servers)
