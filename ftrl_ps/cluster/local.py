@@ -210,8 +210,8 @@ def run_cluster(args: LocalClusterOptions) -> int:
         cluster.wait_servers()  # started meanwhile; a failure to start is reported here
         servers_ready = time.perf_counter() - started
         # the live line must not wait for a restarting shard: no retries
-        with PSClient(urls, token=token, retries=0, retry_seconds=0) as watcher:
-            _wait_for_workers(cluster, watcher, progress)
+        _wait_for_workers(cluster, lambda: PSClient(urls, token=token, retries=0,
+                                                    retry_seconds=0), progress)
         progress.close()
         with PSClient(urls, token=token, retry_seconds=args.retry_seconds) as client:
             keys, n, z = client.dump_state()
@@ -254,16 +254,22 @@ def run_cluster(args: LocalClusterOptions) -> int:
             print(f"logs kept in {logdir}", file=sys.stderr)
 
 
-def _wait_for_workers(cluster: Cluster, client: Any, progress: Progress) -> None:
-    """Heal the cluster (restart dead shards and failed workers) until the workers end."""
-    last_poll, history = 0.0, History(maxlen=64)
-    while cluster.heal():
-        now = time.monotonic()
-        if progress.enabled and now - last_poll > 0.5:
-            last_poll = now
-            with contextlib.suppress(FTRLPSError):
-                _live_line(client, progress, history)
-        time.sleep(0.05)
+def _wait_for_workers(cluster: Cluster, connect: Any, progress: Progress) -> None:
+    """Heal the cluster (restart dead shards and failed workers) until the workers end;
+    the live line's client is made (again) when the shards answer."""
+    last_poll, history, client = 0.0, History(maxlen=64), None
+    try:
+        while cluster.heal():
+            now = time.monotonic()
+            if progress.enabled and now - last_poll > 0.5:
+                last_poll = now
+                with contextlib.suppress(FTRLPSError):
+                    client = client or connect()
+                    _live_line(client, progress, history)
+            time.sleep(0.05)
+    finally:
+        if client is not None:
+            client.close()
 
 
 def _read_json(path: Path) -> dict[str, Any]:
