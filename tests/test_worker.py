@@ -26,7 +26,7 @@ class MemoryServer:
         assert np.all(np.diff(keys.astype(np.int64)) > 0)
         return self.n[keys].copy(), self.z[keys].copy()
 
-    def push(self, keys: np.ndarray, dn: np.ndarray, dz: np.ndarray) -> None:
+    def push(self, keys: np.ndarray, dn: np.ndarray, dz: np.ndarray, **progress) -> None:
         assert np.all(np.diff(keys.astype(np.int64)) > 0) and np.all(dn >= 0)
         self.n[keys] += dn
         self.z[keys] += dz

@@ -38,6 +38,7 @@ COMMANDS: tuple[str, ...] = (
     "worker",
     "export",
     "status",
+    "serve",
 )
 
 

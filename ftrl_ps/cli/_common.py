@@ -23,9 +23,11 @@ __all__ = [
     "add_input_arguments",
     "add_model_arguments",
     "add_server_arguments",
+    "add_start_timeout_argument",
     "bits_arg",
     "check_input",
     "finite_float",
+    "non_negative_float",
     "non_negative_int",
     "options_from",
     "params_from",
@@ -63,6 +65,13 @@ def finite_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    value = finite_float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
     return value
 
 
@@ -171,6 +180,19 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+
+def add_start_timeout_argument(parser: argparse.ArgumentParser, files: str) -> None:
+    """``--start-timeout``: how long a client of the servers waits for them (and
+    for its ``files``) at start-up."""
+    parser.add_argument(
+        "--start-timeout",
+        type=non_negative_float,
+        default=0.0,
+        metavar="SECONDS",
+        help=f"wait up to this long at start for every server to answer /health and for "
+        f"{files} to exist, saying what is missing (processes in containers start in any "
+        "order); 0 (default): fail at once",
+    )
 
 
 def check_input(path: str, what: str = "input") -> str:

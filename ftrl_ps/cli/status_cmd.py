@@ -10,6 +10,7 @@ from typing import Any, TextIO
 
 from ftrl_ps.cli import _common as c
 from ftrl_ps.ps.auth import resolve_token
+from ftrl_ps.ps.completion import RunProgress
 
 __all__ = ["DESCRIPTION", "HELP", "NAME", "add_arguments", "cluster_line", "run", "summary",
            "watch"]
@@ -62,12 +63,16 @@ def summary(index: int, status: dict[str, Any]) -> list[str]:
             rows = stats.get("rows", 0)
             loss = stats.get("loss_sum", 0.0) / rows if rows else float("nan")
             lines.append(
-                f"  worker {w['index']} (id {w['worker_id']}): {w['state']}, clock {w['clock']}, "
+                f"  worker {w['index']} (id {w['worker_id']}, pid {w.get('pid')}): {w['state']}, "
+                f"clock {w['clock']}, "
                 f"{int(rows):,} rows, progressive logloss {loss:.5f}, "
                 f"seen {w['seconds_since_seen']} s ago"
             )
         if clock.get("missing_indices"):
             lines.append(f"  not registered yet: {clock['missing_indices']}")
+        progress = RunProgress.from_snapshot(clock)
+        lines.append(f"  run {'complete' if progress.complete else 'not complete'}: "
+                     f"{progress.describe()}")
     return lines
 
 
@@ -108,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     from ftrl_ps.ps.worker_main import parse_urls
 
     urls = parse_urls(args.server)
-    with PSClient(urls, token=resolve_token(args.token)) as client:
+    with PSClient(urls, token=resolve_token(args.token), retry_seconds=2.0) as client:
         if args.watch is not None:
             try:
                 watch(client, len(urls), args.watch, sys.stdout)

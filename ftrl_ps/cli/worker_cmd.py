@@ -18,12 +18,26 @@ mini-batch), pulls the state of the keys it is about to use every
 --fetch-step steps, pushes its accumulated n/z deltas every --push-step steps,
 and then ticks its SSP clock (which may wait for slower workers).
 
-The feature-space layout (bits, group size, shards) comes from the servers;
---bits, if given, must match it.
+The servers own the model: the layout (bits, group size, shards), --dtype and
+the hyper-parameters come from them; a flag given here must match them.
+
+With --state-dir the worker journals its pushes there: a worker restarted with
+the same index and directory replays what the shards lack and resumes after
+the rows it already pushed (add --supersede when its predecessor may still be
+registered as live). Shard restarts are ridden out for --retry-seconds.
+
+--input - reads an unbounded stream from stdin (e.g. 'tail -F events.svm |'
+or a message-queue consumer writing lines): lines are trained as they
+arrive and pushed every --push-step steps and at least every
+--push-interval seconds, so a slow stream still publishes. Give the cluster
+a staleness that lets a stream run: --staleness inf (with one worker any
+staleness works).
 
 example:
   ftrl-ps worker --server http://127.0.0.1:7000 --input train.svm \\
       --worker-index 0 --num-workers 2
+  tail -F events.svm | ftrl-ps worker --server http://127.0.0.1:7000 --input - \\
+      --worker-index 0 --num-workers 1
 """
 
 
@@ -70,7 +84,8 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     c.add_server_arguments(parser)
-    parser.add_argument("--input", required=True, metavar="FILE", help="training data (libsvm)")
+    parser.add_argument("--input", required=True, metavar="FILE",
+                        help="training data (libsvm); '-' = an unbounded stream on stdin")
     parser.add_argument(
         "--worker-index",
         type=_worker_index,
@@ -82,11 +97,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--num-workers", type=c.positive_int, required=True, help="how many workers share INPUT"
     )
+    c.add_start_timeout_argument(parser, "INPUT")
     parser.add_argument("--epochs", type=c.positive_int, default=1, help="passes over the share")
     parser.add_argument(
         "--metrics-json", metavar="FILE", help="write this worker's report as JSON ('-' = stdout)"
     )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress display")
+    parser.add_argument(
+        "--push-interval",
+        type=c.positive_float,
+        default=0.5,
+        metavar="SECONDS",
+        help="--input - (a stream): also push at least this often while something learned "
+        "is unpushed (default 0.5)",
+    )
+    g = parser.add_argument_group("durability")
+    g.add_argument("--state-dir", metavar="DIR", default=None,
+                   help="keep the push journal here (worker-INDEX.journal) so that a restarted "
+                        "worker replays and resumes (default: in memory only)")
+    g.add_argument("--retry-seconds", type=c.finite_float, default=120.0, metavar="SECONDS",
+                   help="keep retrying an unreachable shard this long, e.g. while it "
+                        "restarts (default 120)")
+    g.add_argument("--supersede", action="store_true",
+                   help="take over this index from a registered worker known to be gone")
     add_cluster_arguments(parser)
     c.add_model_arguments(parser, resumable=False)
     c.add_input_arguments(parser)
@@ -95,6 +128,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ftrl_ps.ps.worker_main import WorkerOptions, run_worker
 
-    c.check_input(args.input)
     run_worker(c.options_from(WorkerOptions, args))
     return 0

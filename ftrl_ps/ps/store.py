@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from ftrl_ps.errors import ConfigError
+from ftrl_ps.ps.changes import ChangeLog
 from ftrl_ps.ps.layout import Layout
 from ftrl_ps.ps.validate import check_keys, check_values
 
@@ -88,6 +89,8 @@ class ParameterStore:
         self._z = np.zeros(size, dtype=self.dtype)
         self._locks = [threading.Lock() for _ in range(self.group_end - self.group_begin)]
         self._counter_lock = threading.Lock()
+        #: which groups each push/load wrote (read by :meth:`changed_since`)
+        self.changes = ChangeLog(self.group_end - self.group_begin, self.group_begin)
         self._counters = {
             "pushes": 0,
             "pulls": 0,
@@ -151,6 +154,7 @@ class ParameterStore:
             seg = local[lo:hi]  # unique keys: no update is lost to a duplicate
             self._n[seg] += dn[lo:hi]
             self._z[seg] += dz[lo:hi]
+        self.changes.record(np.unique(arr // self.layout.group_size))
         self._count(pushes=1, keys_pushed=arr.size)
 
     def load(self, keys: Any, n: Any, z: Any) -> None:
@@ -163,26 +167,54 @@ class ParameterStore:
         for lo, hi in self._locked_runs(arr):
             self._n[local[lo:hi]] = nv[lo:hi]
             self._z[local[lo:hi]] = zv[lo:hi]
+        self.changes.record(np.unique(arr // self.layout.group_size))
         self._count(loads=1)
 
     def dump(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(keys uint32, n, z)`` of every touched key (``n != 0 or z != 0``).
 
         Each group is copied under its lock, so the dump is consistent per group
-        (not a global snapshot while pushes are running).
+        (not a global snapshot while pushes are running). Memory: the touched
+        entries plus one chunk (see :meth:`iter_touched`).
         """
-        snap_n = np.empty_like(self._n)
-        snap_z = np.empty_like(self._z)
+        parts = list(self.iter_touched())
+        if not parts:
+            return np.zeros(0, np.uint32), np.zeros(0, self.dtype), np.zeros(0, self.dtype)
+        return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))  # type: ignore[return-value]
+
+    def iter_touched(
+        self, chunk_keys: int = 1 << 16
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """The touched keys with ``n``/``z``, in key order, one run of whole groups
+        (about ``chunk_keys`` keys) at a time: memory stays at one chunk whatever
+        the shard's size. Each run is copied under its groups' locks."""
         g = self.layout.group_size
-        for i, lock in enumerate(self._locks):
-            b = (self.group_begin + i) * g - self.begin
-            e = min(b + g, self.size)
-            with lock:
-                snap_n[b:e] = self._n[b:e]
-                snap_z[b:e] = self._z[b:e]
-        touched = np.flatnonzero((snap_n != 0) | (snap_z != 0))
-        keys = (touched + self.begin).astype(np.uint32)
-        return keys, snap_n[touched], snap_z[touched]
+        per = max(1, chunk_keys // g)
+        for first in range(0, len(self._locks), per):
+            locks = self._locks[first:first + per]
+            b = (self.group_begin + first) * g - self.begin
+            e = min(b + len(locks) * g, self.size)
+            for lock in locks:
+                lock.acquire()
+            try:
+                n, z = self._n[b:e].copy(), self._z[b:e].copy()
+            finally:
+                for lock in reversed(locks):
+                    lock.release()
+            touched = np.flatnonzero((n != 0) | (z != 0))
+            if touched.size:
+                yield (touched + b + self.begin).astype(np.uint32), n[touched], z[touched]
+
+    def changed_since(self, version: int) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+        """``(version, keys, n, z)``: the touched keys of the groups written after
+        ``version`` (see :mod:`ftrl_ps.ps.changes`); ask from ``version`` next time."""
+        current, groups = self.changes.since(version)
+        if not groups:
+            empty = np.zeros(0, dtype=self.dtype)
+            return current, np.zeros(0, np.uint32), empty, empty.copy()
+        keys, n, z = self.pull_groups(np.asarray(groups, dtype=np.int64))
+        touched = (n != 0) | (z != 0)
+        return current, keys[touched], n[touched], z[touched]
 
     def keys_with_state(self, max_age: float = 2.0) -> int:
         """Number of keys whose ``n`` or ``z`` is non-zero (what :meth:`dump` returns).

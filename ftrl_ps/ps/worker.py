@@ -37,7 +37,7 @@ import numpy as np
 from ftrl_ps.core.ftrl import FTRLParams, fit_compact
 from ftrl_ps.data.batch import Batch
 from ftrl_ps.data.libsvm import LibsvmReader, split_ranges
-from ftrl_ps.data.minibatch import minibatches
+from ftrl_ps.data.minibatch import minibatches, slice_rows
 from ftrl_ps.data.prefetch import prefetch
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.training import TrainReport
@@ -61,7 +61,8 @@ class ParamClient(Protocol):
 
     def pull(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
 
-    def push(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray) -> Any: ...
+    def push(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray,
+             **progress: Any) -> Any: ...
 
     def clock(self, stats: dict[str, Any] | None = None) -> Any: ...
 
@@ -153,8 +154,17 @@ class Worker:
         self._since_push = 0
         self._sending: _InFlight | None = None
         self.report = WorkerReport()
+        #: input rows to pass over before training (a restarted worker's position)
+        self.skip_rows = 0
+        self._resumed_rows, self._resumed_loss = 0, 0.0
         self._started = time.perf_counter()
         self._clock_seconds = 0.0  # in clock ticks (round trip + SSP wait), for stats()
+
+    def resume(self, position: int, loss_sum: float) -> None:
+        """Continue after ``position`` rows already trained and pushed (by an
+        earlier process of the same worker index, see docs/durability.md)."""
+        self.skip_rows = self.report.rows = self._resumed_rows = int(position)
+        self.report.loss_sum = self._resumed_loss = float(loss_sum)
 
     # -- rounds ----------------------------------------------------------
     def _open(self, parts: list[Batch]) -> WorkingSet:
@@ -213,7 +223,9 @@ class Worker:
         delta_n = (todo.delta[:, 0] * scale).astype(np.float32)
         delta_z = (todo.delta[:, 1] * scale).astype(np.float32)
         self._sync()
-        self._sending = _InFlight(self._send, todo.keys, delta_n, delta_z, self.stats())
+        progress = {"position": self.report.rows, "loss_sum": self.report.loss_sum}
+        self._sending = _InFlight(self._send, todo.keys, delta_n, delta_z, self.stats(),
+                                  progress)
         if rnd is not None:
             rnd.mark_pushed()
         self._pending = PendingDeltas()
@@ -223,9 +235,10 @@ class Worker:
         self._since_push = 0
 
     def _send(
-        self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray, stats: dict[str, Any]
+        self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray, stats: dict[str, Any],
+        progress: dict[str, Any],
     ) -> None:
-        self.client.push(keys, delta_n, delta_z)
+        self.client.push(keys, delta_n, delta_z, **progress)
         start = time.perf_counter()
         self.client.clock(stats)
         self._clock_seconds += time.perf_counter() - start
@@ -240,11 +253,23 @@ class Worker:
         """Progress sent with every clock tick (shard 0 shows it: status, dashboard, metrics)."""
         elapsed = max(time.perf_counter() - self._started, 1e-9)
         r = self.report
-        return {"rows": r.rows, "loss_sum": r.loss_sum, "rows_per_second": r.rows / elapsed,
+        rows = r.rows - self._resumed_rows  # this process's: an earlier one reported the rest
+        return {"rows": rows, "loss_sum": r.loss_sum - self._resumed_loss,
+                "rows_per_second": rows / elapsed,
                 "pushes": r.pushes, "pulls": r.pulls, "keys_pushed": r.keys_pushed,
                 "keys_pulled": r.keys_pulled, "wait_seconds": self._clock_seconds}
 
     # -- training --------------------------------------------------------
+    def _skipping(self, batches: Iterator[Batch]) -> Iterator[Batch]:
+        """``batches`` without their first :attr:`skip_rows` rows (counted down)."""
+        for batch in batches:
+            if self.skip_rows >= batch.rows:
+                self.skip_rows -= batch.rows
+                continue
+            if self.skip_rows:
+                batch, self.skip_rows = slice_rows(batch, self.skip_rows, batch.rows), 0
+            yield batch
+
     def _rounds(self, batches: Iterator[Batch]) -> Iterator[list[Batch]]:
         round_: list[Batch] = []
         for mb in batches:
@@ -260,14 +285,27 @@ class Worker:
 
         The last push may still be in flight on return; :meth:`push` waits for it.
         """
-        cfg = self.config
-        for parts in self._rounds(minibatches(batches, cfg.batch_size)):
-            rnd = self._open(parts)
-            for _ in parts:
-                self._step(rnd)
-                if self._since_push >= cfg.push_step:
-                    self._push_async()
-            self._close()
+        if self.skip_rows:
+            batches = self._skipping(batches)
+        for parts in self._rounds(minibatches(batches, self.config.batch_size)):
+            self.train_round(parts)
+
+    def train_round(self, parts: list[Batch]) -> None:
+        """Train one round: pull the keys of the mini-batches ``parts``, train them
+        in order, push every ``push_step`` steps (in the background)."""
+        rnd = self._open(parts)
+        for _ in parts:
+            self._step(rnd)
+            if self._since_push >= self.config.push_step:
+                self._push_async()
+        self._close()
+
+    def push_async(self) -> bool:
+        """Start pushing what was trained since the last push (and the clock tick)
+        in the background; False if there was nothing to push."""
+        before = self.report.pushes
+        self._push_async()
+        return self.report.pushes > before
 
     def run(
         self,
@@ -340,7 +378,8 @@ def warm_up() -> None:
         def pull(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             return np.zeros(keys.size, np.float32), np.zeros(keys.size, np.float32)
 
-        def push(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray) -> None:
+        def push(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray,
+                 **progress: Any) -> None:
             return None
 
         def clock(self, stats: dict[str, Any] | None = None) -> None:

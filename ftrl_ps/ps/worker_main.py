@@ -2,7 +2,8 @@
 
 ``ftrl-ps worker``, ``python -m services.worker`` and the local cluster all
 build a :class:`WorkerOptions` and call :func:`run_worker`. The training loop
-itself is :class:`ftrl_ps.ps.worker.Worker`.
+itself is :class:`ftrl_ps.ps.worker.Worker`. With ``start_timeout`` the worker
+first waits for its servers and its input file (:mod:`ftrl_ps.ps.waiting`).
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from ftrl_ps.core.params import FTRLParams
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.progress import report_bad_lines
 from ftrl_ps.ps.auth import resolve_token
+from ftrl_ps.ps.waiting import wait_until_ready
 
-__all__ = ["WorkerOptions", "parse_urls", "params_with_defaults", "run_worker"]
+__all__ = ["WorkerOptions", "adopt_model", "params_with_defaults", "parse_urls", "run_worker",
+           "worker_config"]
 
 log = logging.getLogger("ftrl_ps.worker")
 
@@ -47,12 +50,14 @@ class WorkerOptions:
 
     ``worker_index`` None means ``auto`` (the servers assign the lowest free
     index); ``batch_size`` None means 500; ``bits`` None means the servers'.
+    ``start_timeout`` > 0: wait that long for the servers and the input file.
     """
 
     server: str
     input: str
     num_workers: int
     worker_index: int | None = None
+    start_timeout: float = 0.0
     token: str | None = field(default=None, repr=False)
     epochs: int = 1
     metrics_json: str | None = None
@@ -69,33 +74,60 @@ class WorkerOptions:
     dtype: str | None = None
     skip_bad_lines: bool = False
     chunk_mb: int = 4
+    #: ``--input -`` (a stream): push at least this often (seconds)
+    push_interval: float = 0.5
+    state_dir: str | None = None
+    retry_seconds: float = 120.0
+    supersede: bool = False
 
     def check(self) -> None:
         """Raise :class:`ConfigError` for options that cannot work."""
         if self.input == "-":
-            raise ConfigError("a worker needs a file it can split into byte ranges, not stdin")
-        if not os.path.exists(self.input):
+            if self.epochs != 1:
+                raise ConfigError("--input - (a stream) is read once: --epochs must be 1")
+            if not self.push_interval > 0:
+                raise ConfigError(f"--push-interval must be > 0, got {self.push_interval}")
+        elif self.start_timeout == 0 and not os.path.exists(self.input):
             raise ConfigError(f"input file not found: {self.input}")
+        if self.start_timeout < 0:
+            raise ConfigError(f"start_timeout must be >= 0, got {self.start_timeout}")
         if self.num_workers < 1:
             raise ConfigError(f"num_workers must be >= 1, got {self.num_workers}")
         if self.worker_index is not None and not 0 <= self.worker_index < self.num_workers:
             raise ConfigError(
                 f"--worker-index {self.worker_index} must be in [0, {self.num_workers})"
             )
+        if self.retry_seconds < 0:
+            raise ConfigError(f"--retry-seconds must be >= 0, got {self.retry_seconds}")
 
 
-def run_worker(options: WorkerOptions) -> dict[str, Any]:
-    """Train this worker's share against the servers; its report (also written to
-    ``metrics_json``)."""
-    from ftrl_ps.ps.client import PSClient
-    from ftrl_ps.ps.kernels import load_kernels
-    from ftrl_ps.ps.layout import Layout
-    from ftrl_ps.ps.worker import Worker, WorkerConfig, read_share, share_of
+def adopt_model(options: WorkerOptions, model: dict[str, Any]) -> dict[str, Any]:
+    """The servers' model settings (``/v1/status`` ``model``), checked against the
+    worker's explicit flags: a flag that differs is a ConfigError.
 
-    options.check()
-    load_kernels()  # a fresh machine compiles here, once, and says so
-    urls = parse_urls(options.server)
-    cfg = WorkerConfig(
+    >>> m = {"bits": 20, "dtype": "float32", "params": {"alpha": 0.1, "beta": 1.0,
+    ...      "l1": 1.0, "l2": 1.0}}
+    >>> adopt_model(WorkerOptions("u", "f", 1, alpha=0.1), m)["params"]["alpha"]
+    0.1
+    """
+    given = {"bits": options.bits, "dtype": options.dtype, "alpha": options.alpha,
+             "beta": options.beta, "l1": options.l1, "l2": options.l2}
+    held = {"bits": model["bits"], "dtype": model["dtype"], **model["params"]}
+    clash = [f"--{k.replace('_', '-')} {v} (the servers have {held[k]})"
+             for k, v in given.items() if v is not None and v != held[k]]
+    if clash:
+        raise ConfigError(
+            "the servers own the model; " + ", ".join(clash)
+            + " differ: drop these flags or restart the servers with them"
+        )
+    return model
+
+
+def worker_config(options: WorkerOptions) -> Any:
+    """The :class:`~ftrl_ps.ps.worker.WorkerConfig` of the options."""
+    from ftrl_ps.ps.worker import WorkerConfig
+
+    return WorkerConfig(
         batch_size=options.batch_size if options.batch_size is not None
         else WorkerConfig.batch_size,
         fetch_step=options.fetch_step,
@@ -106,23 +138,59 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         num_workers=options.num_workers,
         dense_fraction=options.dense_fraction,
     )
-    params = params_with_defaults(
-        alpha=options.alpha, beta=options.beta, l1=options.l1, l2=options.l2
-    )
+
+
+def run_worker(options: WorkerOptions) -> dict[str, Any]:
+    """Train this worker's share against the servers (or, with ``input == "-"``, the
+    stream on stdin: :mod:`ftrl_ps.ps.stream_worker`); its report (also written to
+    ``metrics_json``)."""
+    from ftrl_ps.ps.client import PSClient
+    from ftrl_ps.ps.kernels import load_kernels
+    from ftrl_ps.ps.layout import Layout
+    from ftrl_ps.ps.worker import Worker, read_share, share_of
+
+    options.check()
+    load_kernels()  # a fresh machine compiles here, once, and says so
+    if options.start_timeout > 0:
+        who = "worker" if options.worker_index is None else f"worker {options.worker_index}"
+        wait_until_ready(parse_urls(options.server),
+                         [options.input] if options.input != "-" else [],
+                         timeout=options.start_timeout, who=who)
+    if options.input == "-":
+        from ftrl_ps.ps.stream_worker import run_stream_worker
+
+        streamed = run_stream_worker(options)
+        report_bad_lines(streamed["bad_lines"], streamed.pop("bad_examples"))
+        write_json(options.metrics_json, streamed)
+        return streamed
+    urls = parse_urls(options.server)
+    cfg = worker_config(options)
     index_wanted = options.worker_index
     started = None
     if index_wanted is not None and options.bits is not None:
         # parse the first chunks while the servers start up / answer
         started = read_share(options.input, share_of(options.input, index_wanted,
                                                      options.num_workers), options.bits, cfg)
-    with PSClient(urls, token=resolve_token(options.token)) as client:
+    with PSClient(urls, token=resolve_token(options.token), state_dir=options.state_dir,
+                  retry_seconds=options.retry_seconds) as client:
+        params = _model_params(options, client.server_model)
         server_layout = client.layout
         layout = Layout(
             bits=options.bits if options.bits is not None else server_layout.bits,
             group_size=server_layout.group_size,
             num_shards=len(urls),
         )
-        client.register(index_wanted, options.num_workers, layout)
+        finished = _finished_indices(client.status().get("clock") or {})
+        if (index_wanted in finished if index_wanted is not None
+                else len(finished) >= options.num_workers):
+            log.warning(
+                "worker %s: the servers say this share was already trained (a run restored "
+                "from its checkpoints?); nothing to do. For a new run, start the servers "
+                "on an empty --checkpoint-dir", "auto" if index_wanted is None else index_wanted)
+            result = {"worker_index": index_wanted, "rows": 0, "already_finished": True}
+            write_json(options.metrics_json, result)
+            return result
+        client.register(index_wanted, options.num_workers, layout, supersede=options.supersede)
         index = client.worker_index if client.worker_index is not None else index_wanted
         assert index is not None
         client.start_heartbeat()
@@ -130,6 +198,11 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         if index != index_wanted:
             started = None  # not the share begun above (dropping it stops its thread)
         worker = Worker(client, layout.bits, params, cfg)
+        resumed, loss_sum = client.resume_point()
+        if resumed:
+            worker.resume(resumed, loss_sum)
+            started = None  # the share is read again from its start, then skipped
+            log.info("worker %d: resuming after %s rows already pushed", index, f"{resumed:,}")
         report = worker.run(options.input, byte_range, started=started)
         client.finish()
     report_bad_lines(report.bad_lines, report.bad_examples)
@@ -150,6 +223,26 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         "keys_pushed": report.keys_pushed,
         "keys_pulled": report.keys_pulled,
         "bad_lines": report.bad_lines,
+        "resumed_rows": resumed,
+        "stream_totals": [[c, f"{d:016x}"] for c, d in client.stream_totals()],
     }
     write_json(options.metrics_json, result)
     return result
+
+
+def _finished_indices(clock: dict[str, Any]) -> set[int]:
+    """Worker indices whose newest registration has finished (``/v1/status`` clock)."""
+    latest: dict[int, dict[str, Any]] = {}
+    for w in clock.get("workers", []):
+        if w["index"] not in latest or w["worker_id"] > latest[w["index"]]["worker_id"]:
+            latest[w["index"]] = w
+    return {i for i, w in latest.items() if w.get("state") == "finished"}
+
+
+def _model_params(options: WorkerOptions, model: dict[str, Any] | None) -> FTRLParams:
+    """The servers' hyper-parameters (checked against the flags), or for servers that
+    do not report them, the flags'."""
+    if model is not None:
+        return FTRLParams(**adopt_model(options, model)["params"])
+    return params_with_defaults(alpha=options.alpha, beta=options.beta, l1=options.l1,
+                                l2=options.l2)
