@@ -74,3 +74,11 @@ def test_the_estimator_needs_only_the_sklearn_extra() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "pip install 'ftrl-ps[sklearn]'" in out.stdout
+
+
+def test_one_default_feature_space() -> None:
+    """core.params.DEFAULT_BITS (library, estimator, tune) is the servers' default."""
+    from ftrl_ps.core.params import DEFAULT_BITS
+    from ftrl_ps.server.options import DEFAULT_BITS as SERVER_BITS
+
+    assert DEFAULT_BITS == SERVER_BITS == 22
