@@ -15,7 +15,9 @@ examples give the same model:
   1, ``False`` 0) or a string ``v``, which stands for the feature
   ``"name=v"`` with value 1 (one-hot, as ``DictVectorizer`` spells it).
 * Zero values are dropped; features that land on the same slot in a row are
-  summed; non-finite values and values beyond float32 are errors.
+  summed (:func:`ftrl_ps.data.bodies.canonical_batch`, the rows of the
+  prediction service's bodies); non-finite values and values beyond float32
+  are errors.
 * **Labels** are two-valued: ``1``/``True`` is a click, ``0``/``-1``/``False``
   is none (:func:`binary_labels`).
 
@@ -38,13 +40,13 @@ import numpy.typing as npt
 
 from ftrl_ps.core.params import check_bits
 from ftrl_ps.data.batch import Batch
+from ftrl_ps.data.bodies import F32_LIMIT, canonical_batch
 from ftrl_ps.data.hashing import slot_of, slots_of
 from ftrl_ps.errors import DataError
 
 __all__ = [
     "NameCache",
     "binary_labels",
-    "canonical_rows",
     "column_slots",
     "rows_from_csr",
     "rows_from_dense",
@@ -52,7 +54,6 @@ __all__ = [
     "slots_of_row",
 ]
 
-_F32_MAX = float(np.finfo(np.float32).max)
 
 
 def column_slots(n_features: int, bits: int) -> np.ndarray:
@@ -77,45 +78,8 @@ def column_slots(n_features: int, bits: int) -> np.ndarray:
 def _check_values(values: np.ndarray) -> None:
     if values.size and not np.all(np.isfinite(values)):
         raise DataError("feature values must be finite (no NaN or inf)")
-    if values.size and np.abs(values).max() > _F32_MAX:
+    if values.size and np.abs(values).max() >= F32_LIMIT:
         raise DataError("feature values must be within float32 range")
-
-
-def canonical_rows(
-    labels: np.ndarray, row_of: np.ndarray, slots: np.ndarray, values: npt.ArrayLike,
-    rows: int, *, ordered: bool = False,
-) -> Batch:
-    """A :class:`Batch` from one ``(row, slot, value)`` triple per feature.
-
-    Within each row slots are sorted, repeats summed and zeros dropped.
-    ``ordered=True`` promises that ``row_of`` is non-decreasing and slots strictly
-    increase within each row (then nothing is sorted).
-    """
-    vals = np.asarray(values, dtype=np.float64)
-    _check_values(vals)
-    row_of = np.asarray(row_of, dtype=np.int64)
-    slots = np.asarray(slots, dtype=np.int64)
-    if not ordered and row_of.size > 1:
-        key = row_of * (np.int64(1) << 31) + slots
-        order = np.argsort(key, kind="stable")
-        key = key[order]
-        row_of, slots, vals = row_of[order], slots[order], vals[order]
-        first = np.empty(key.size, dtype=bool)
-        first[0] = True
-        np.not_equal(key[1:], key[:-1], out=first[1:])
-        if not first.all():
-            starts = np.flatnonzero(first)
-            vals = np.add.reduceat(vals, starts)
-            row_of, slots = row_of[starts], slots[starts]
-            _check_values(vals)
-    out = vals.astype(np.float32)
-    keep = out != 0
-    if not keep.all():
-        row_of, slots, out = row_of[keep], slots[keep], out[keep]
-    indptr = np.zeros(rows + 1, dtype=np.int64)
-    np.cumsum(np.bincount(row_of, minlength=rows), out=indptr[1:])
-    return Batch(np.ascontiguousarray(labels, dtype=np.float32), indptr,
-                 slots.astype(np.int32), np.ascontiguousarray(out))
 
 
 def binary_labels(y: npt.ArrayLike, rows: int) -> np.ndarray:
@@ -153,11 +117,15 @@ def rows_from_csr(
         raise DataError("malformed CSR matrix")
     if indices.size and (indices.min() < 0 or indices.max() >= n_features):
         raise DataError(f"column indices must be in [0, {n_features})")
-    cols = column_slots(n_features, bits)
-    identity = n_features <= (1 << check_bits(bits))
-    slots = indices.astype(np.int64) if identity else cols[indices]
-    row_of = np.repeat(np.arange(rows, dtype=np.int64), np.diff(indptr))
-    return canonical_rows(labels, row_of, slots, data, rows, ordered=canonical and identity)
+    values = np.asarray(data, dtype=np.float64)
+    _check_values(values)
+    if canonical and n_features <= (1 << check_bits(bits)):  # slots = columns, in order
+        keep = values.astype(np.float32) != 0
+        if keep.all():
+            return Batch(np.ascontiguousarray(labels, dtype=np.float32), indptr,
+                         indices.astype(np.int32), values.astype(np.float32))
+    slots = column_slots(n_features, bits)[indices]
+    return canonical_batch(np.asarray(labels), indptr, slots, values)
 
 
 def rows_from_dense(labels: np.ndarray, x: npt.ArrayLike, bits: int) -> Batch:
@@ -170,10 +138,12 @@ def rows_from_dense(labels: np.ndarray, x: npt.ArrayLike, bits: int) -> Batch:
     except (TypeError, ValueError):
         raise DataError("feature values must be numbers") from None
     row_of, cols = np.nonzero(arr)
-    cs = column_slots(arr.shape[1], bits)
-    identity = arr.shape[1] <= (1 << check_bits(bits))
-    return canonical_rows(labels, row_of, cs[cols], arr[row_of, cols], arr.shape[0],
-                          ordered=identity)
+    values = arr[row_of, cols]
+    _check_values(values)
+    indptr = np.zeros(arr.shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(row_of, minlength=arr.shape[0]), out=indptr[1:])
+    return canonical_batch(np.asarray(labels), indptr, column_slots(arr.shape[1], bits)[cols],
+                           values)
 
 
 class NameCache:
@@ -216,7 +186,7 @@ def _name_value(name: Any, value: Any) -> tuple[str, float]:
         return key, float(value)
     if isinstance(value, int | float | np.integer | np.floating):
         v = float(value)
-        if not math.isfinite(v) or abs(v) > _F32_MAX:
+        if not math.isfinite(v) or abs(v) >= F32_LIMIT:
             raise DataError(f"feature {key!r}: value {value!r} is not a finite float32")
         return key, v
     raise DataError(f"feature {key!r}: value must be a number, bool or str, got {value!r}")
@@ -237,7 +207,7 @@ def slots_of_row(row: Mapping[Any, Any], cache: NameCache) -> tuple[np.ndarray, 
         acc[slot] = acc.get(slot, 0.0) + v
     slots = sorted(acc)
     sums = [acc[s] for s in slots]
-    if any(abs(v) > _F32_MAX for v in sums):
+    if any(abs(v) >= F32_LIMIT for v in sums):
         raise DataError("a sum of repeated features is beyond float32 range")
     values = np.array(sums, dtype=np.float32)
     indices = np.array(slots, dtype=np.int32)
@@ -269,6 +239,7 @@ def rows_from_dicts(
     cache = cache if cache is not None and cache.bits == check_bits(bits) else NameCache(bits)
     slots = np.asarray(cache.slots(names), dtype=np.int64)
     n = len(counts)
-    row_of = np.repeat(np.arange(n, dtype=np.int64), counts)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
     lab = np.zeros(n, np.float32) if labels is None else np.asarray(labels, np.float32)
-    return canonical_rows(lab, row_of, slots, np.asarray(values, dtype=np.float64), n)
+    return canonical_batch(lab, indptr, slots, np.asarray(values, dtype=np.float64))
