@@ -93,6 +93,16 @@ def add_local_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--group-size", type=c.positive_int, default=None, help="keys per lock-striped group"
     )
+    from ftrl_ps.ps.merge import DEFAULT_RULE, RULES
+
+    g.add_argument(
+        "--merge-rule",
+        choices=RULES,
+        default=DEFAULT_RULE,
+        help="how the servers merge the workers' deltas: 'compose' (default, see "
+        "docs/algorithm.md); 'sum' and 'threshold' (the rule before issue 12) are kept "
+        "for experiments (benchmarks/bench_merge.py)",
+    )
     g.add_argument(
         "--worker-timeout",
         type=c.positive_float,

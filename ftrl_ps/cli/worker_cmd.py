@@ -41,9 +41,9 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         type=c.finite_float,
         default=0.5,
         metavar="F",
-        help="a key present in at least this share of the rows of a push (and the bias) "
-        "is dense: its deltas are averaged over the workers instead of summed, because "
-        "every worker makes the same move on it; > 1 sums everything (default 0.5)",
+        help="only for servers running '--merge-rule threshold' (an experiment): a key "
+        "in at least this share of the rows of a push (and the bias) has its deltas "
+        "divided by the number of workers (default 0.5)",
     )
     g.add_argument(
         "--batch-size",

@@ -36,6 +36,7 @@ from ftrl_ps.core.modelio import SavedModel, load_model, save_model
 from ftrl_ps.errors import ClusterError, ConfigError, FTRLPSError, ServerError
 from ftrl_ps.learn.progress import Progress
 from ftrl_ps.ps.auth import TOKEN_ENV
+from ftrl_ps.ps.merge import DEFAULT_RULE
 from ftrl_ps.ps.worker_main import WorkerOptions, params_with_defaults
 from ftrl_ps.server.options import DEFAULT_BITS, ShardOptions
 from ftrl_ps.server.sockets import bind_socket, socket_url
@@ -75,6 +76,7 @@ class LocalClusterOptions:
     group_size: int | None = None
     worker_timeout: float = 30.0
     dense_fraction: float = 0.5
+    merge_rule: str = DEFAULT_RULE
     batch_size: int | None = None
     fetch_step: int = 4
     push_step: int = 4
@@ -135,7 +137,7 @@ def _shard_options(opts: LocalClusterOptions, bits: int, dtype: str, index: int)
     return ShardOptions(
         bits=bits, dtype=dtype, shard_index=index, num_shards=opts.servers,
         num_workers=opts.workers, worker_timeout=opts.worker_timeout,
-        staleness=opts.staleness, init_model=opts.resume,
+        staleness=opts.staleness, init_model=opts.resume, merge_rule=opts.merge_rule,
         **({"group_size": opts.group_size} if opts.group_size else {}),
     )
 

@@ -48,12 +48,13 @@ from ftrl_ps.errors import (
 from ftrl_ps.ps import wire
 from ftrl_ps.ps.layout import Layout
 from ftrl_ps.ps.shards import ShardConnections
-from ftrl_ps.ps.validate import check_keys, check_values
+from ftrl_ps.ps.validate import check_keys, check_merge, check_values
 
 __all__ = ["PSClient"]
 
 T = TypeVar("T")
 Arrays = tuple[np.ndarray, np.ndarray]
+Arrays3 = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 class PSClient:
@@ -139,27 +140,35 @@ class PSClient:
 
     # --- parameters ----------------------------------------------------------------
     def pull(self, keys: Any) -> Arrays:
-        """``(n, z)`` at ``keys`` (sorted, unique, in ``[0, 2**bits + 1)``).
-
-        Returns fresh writable arrays of the servers' dtype.
-        """
-        k = self._check_keys(keys)
-        parts = self._by_shard(k, self.layout.split_keys(k), self._pull_shard)
-        n = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, self.dtype)
-        z = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, self.dtype)
+        """``(n, z)`` at ``keys`` (sorted, unique, in ``[0, 2**bits + 1)``): fresh
+        writable arrays of the servers' dtype."""
+        n, z, _ = self._pull(keys, versions=False)
         return n, z
 
-    def push(self, keys: Any, delta_n: Any, delta_z: Any) -> int:
-        """Add ``delta_n`` (>= 0) and ``delta_z`` at ``keys`` (sorted, unique).
+    def pull_versioned(self, keys: Any) -> Arrays3:
+        """``(n, z, versions)``: versions (uint32) for a ``compose`` push (ps.merge)."""
+        return self._pull(keys, versions=True)
 
-        Values are validated here before anything is sent, so a bad push
-        changes no shard. Returns the push's sequence number (0 before
-        :meth:`register`: anonymous pushes are only retried when the
-        connection could not be made, since they cannot be deduplicated).
+    def _pull(self, keys: Any, versions: bool) -> Arrays3:
+        k = self._check_keys(keys)
+        parts = self._by_shard(k, self.layout.split_keys(k), lambda i, ks: self._pull_shard(
+            i, ks, versions)) or [(np.zeros(0, self.dtype),) * 2 + (np.zeros(0, np.uint32),)]
+        n, z, v = (np.concatenate([p[i] for p in parts]) for i in range(3))
+        return n, z, v
+
+    def push(self, keys: Any, delta_n: Any, delta_z: Any, merge: Any = None) -> int:
+        """Add ``delta_n`` (>= 0) and ``delta_z`` at ``keys`` (sorted, unique);
+        ``merge``: ``(versions pulled, rows, rho)`` for the ``compose`` rule.
+
+        Validated here before anything is sent, so a bad push changes no
+        shard. Returns the push's sequence number (0 before :meth:`register`:
+        anonymous pushes are only retried when the connection could not be
+        made, since they cannot be deduplicated).
         """
         k = self._check_keys(keys)
         dn = check_values(delta_n, "delta_n", k.size, self.dtype, non_negative=True)
         dz = check_values(delta_z, "delta_z", k.size, self.dtype)
+        mg = None if merge is None else check_merge(merge, k.size, self.dtype)
         with self._lock:
             worker_id = self.worker_id
             if worker_id is not None:
@@ -169,14 +178,15 @@ class PSClient:
 
         def send(shard: int) -> None:
             a, b = splits[shard], splits[shard + 1]
+            part = None if mg is None else tuple(m[a:b] for m in mg)
             if self.wire_format == "json":
-                obj: dict[str, Any] = wire.to_json(wire.PUSH, k[a:b], (dn[a:b], dz[a:b]))
+                obj: dict[str, Any] = wire.to_json(wire.PUSH, k[a:b], (dn[a:b], dz[a:b]), part)
                 if worker_id is not None:
                     obj.update(worker_id=worker_id, seq=seq)
                 self._net.post_json(shard, "/v1/push", obj, idempotent=worker_id is not None)
             else:
                 body = wire.encode_push(k[a:b], dn[a:b], dz[a:b], worker_id=worker_id,
-                                        seq=seq, dtype=self.dtype)
+                                        seq=seq, dtype=self.dtype, merge=part)
                 self._net.request(shard, "POST", "/v1/push", content=body,
                               headers={"Content-Type": wire.BINARY_MEDIA_TYPE},
                               idempotent=worker_id is not None)
@@ -323,14 +333,15 @@ class PSClient:
         self.close()
 
     # --- per-shard requests ---------------------------------------------------------
-    def _pull_shard(self, shard: int, keys: np.ndarray) -> Arrays:
+    def _pull_shard(self, shard: int, keys: np.ndarray, versions: bool = False) -> Arrays3:
         if self.wire_format == "json":
-            obj: dict[str, Any] = {"keys": keys.tolist()}
+            obj: dict[str, Any] = {"keys": keys.tolist(), "versions": versions}
             if self.worker_id is not None:
                 obj["worker_id"] = self.worker_id
             msg = wire.decode_json(self._net.post_json(shard, "/v1/pull", obj).content, wire.VALUES)
         else:
-            body = wire.encode_keys(keys, worker_id=self.worker_id)
+            body = wire.encode_keys(keys, worker_id=self.worker_id,
+                                    merge=() if versions else None)
             resp = self._net.request(shard, "POST", "/v1/pull", content=body, headers={
                 "Content-Type": wire.BINARY_MEDIA_TYPE, "Accept": wire.BINARY_MEDIA_TYPE})
             msg = wire.decode(resp.content, wire.VALUES)
@@ -338,7 +349,10 @@ class PSClient:
         n, z = msg.values
         if n.size != keys.size:
             raise ProtocolError(f"shard {shard} returned {n.size} values for {keys.size} keys")
-        return n.astype(self.dtype, copy=True), z.astype(self.dtype, copy=True)
+        v = msg.merge[0] if versions and msg.merge else np.zeros(0, np.uint32)
+        if versions and v.size != keys.size:
+            raise ProtocolError(f"shard {shard} did not return the keys' versions")
+        return n.astype(self.dtype, copy=True), z.astype(self.dtype, copy=True), v.astype(np.uint32)
 
     def _pull_groups_shard(self, shard: int, groups: np.ndarray) -> tuple[np.ndarray, ...]:
         if self.wire_format == "json":
@@ -382,3 +396,4 @@ class PSClient:
 
     def _wait_timeout(self) -> float:
         return self.timeout + float(self.server_settings.get("clock_wait_timeout", 5.0))
+

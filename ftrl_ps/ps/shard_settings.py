@@ -14,6 +14,7 @@ from typing import Any
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.ps.auth import TOKEN_ENV, resolve_token
 from ftrl_ps.ps.layout import DEFAULT_GROUP_SIZE, Layout
+from ftrl_ps.ps.merge import DEFAULT_RULE, RULES
 
 __all__ = ["TOKEN_ENV", "ServerSettings"]
 
@@ -46,6 +47,9 @@ class ServerSettings:
         Largest accepted request body, in MiB (larger -> 413).
     init_model : str or None
         Model file whose keys (in this shard's range) initialise the store.
+    merge_rule : str
+        How workers' deltas are merged (:data:`ftrl_ps.ps.merge.RULES`); the
+        workers read it from ``/v1/status`` and push accordingly.
     """
 
     bits: int = 20
@@ -61,6 +65,7 @@ class ServerSettings:
     token: str | None = field(default=None, repr=False)
     max_body_mb: float = 64.0
     init_model: str | None = None
+    merge_rule: str = DEFAULT_RULE
 
     def __post_init__(self) -> None:
         layout = self.layout  # validates bits/group_size/num_shards
@@ -86,6 +91,8 @@ class ServerSettings:
             raise ConfigError("registration_timeout must be >= 0")
         if self.token is not None and not self.token:
             raise ConfigError("token must not be empty")
+        if self.merge_rule not in RULES:
+            raise ConfigError(f"merge_rule must be one of {RULES}, got {self.merge_rule!r}")
 
     @property
     def layout(self) -> Layout:
@@ -126,4 +133,5 @@ class ServerSettings:
             "clock_wait_timeout": self.clock_wait_timeout,
             "max_body_mb": self.max_body_mb,
             "auth": self.token is not None,
+            "merge_rule": self.merge_rule,
         }

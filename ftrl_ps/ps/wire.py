@@ -7,7 +7,8 @@ Binary format (media type ``application/x-ftrl-ps``), all little-endian::
     4      1     version (1)
     5      1     kind: 1 PUSH, 2 KEYS, 3 VALUES, 4 GROUPS, 5 ENTRIES
     6      2     flags: bit 0 = values are float64 (else float32),
-                        bit 1 = worker_id and seq are set
+                        bit 1 = worker_id and seq are set,
+                        bit 2 = merge sections (below)
     8      4     count: number of keys (uint32)
     12     4     worker_id (uint32; 0 unless flag bit 1)
     16     8     seq: per-worker push sequence number (uint64; 0 unless bit 1)
@@ -19,16 +20,19 @@ Binary format (media type ``application/x-ftrl-ps``), all little-endian::
                  ENTRIES  keys uint32[count], n[count], z[count]
                           (pull-groups response, state dump)
 
+With flag bit 2 (the ``compose`` merge rule, :mod:`ftrl_ps.ps.merge`) a KEYS
+body asks for versions, a VALUES body ends with ``versions uint32[count]``
+and a PUSH body ends with ``versions uint32[count], rows uint32[count],
+rho[count]`` (the versions pulled, the push's rows containing each key, the
+round's saturation; ``rho`` in the values' float type).
+
 A value section starts at the next multiple of its item size (4 bytes of zero
 padding after an odd number of keys when values are float64). The body must
 have exactly the length these fields imply. Decoding is zero-copy
 (:func:`numpy.frombuffer`): decoded arrays are read-only views of the body.
 
-JSON (``application/json``) carries the same messages as objects:
-PUSH ``{"keys": [...], "delta_n": [...], "delta_z": [...], "worker_id": 3, "seq": 7}``
-(worker fields optional), KEYS ``{"keys": [...]}`` (optional ``worker_id``),
-VALUES ``{"n": [...], "z": [...]}``, GROUPS ``{"groups": [...]}``, ENTRIES
-``{"keys": [...], "n": [...], "z": [...]}``.
+JSON (``application/json``) carries the same messages as objects; see
+:mod:`ftrl_ps.ps.wire_json` (``decode_json`` and ``to_json`` are re-exported here).
 
 Examples
 --------
@@ -44,7 +48,6 @@ Examples
 
 from __future__ import annotations
 
-import json
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -83,6 +86,7 @@ PUSH, KEYS, VALUES, GROUPS, ENTRIES = 1, 2, 3, 4, 5
 KIND_NAMES = {PUSH: "PUSH", KEYS: "KEYS", VALUES: "VALUES", GROUPS: "GROUPS", ENTRIES: "ENTRIES"}
 FLAG_FLOAT64 = 1
 FLAG_WORKER = 2
+FLAG_MERGE = 4
 
 _HEADER = struct.Struct("<4sBBHIIQ")
 HEADER_SIZE = _HEADER.size  # 24
@@ -90,18 +94,26 @@ _UINT32_LIMIT = 1 << 32
 # kind -> (has a uint32 key section, number of value sections)
 _SECTIONS = {PUSH: (True, 2), KEYS: (True, 0), VALUES: (False, 2), GROUPS: (True, 0),
              ENTRIES: (True, 2)}
+# kind -> the sections flag bit 2 adds: name, and True for a uint32 section (else values' type)
+_MERGE_SECTIONS: dict[int, tuple[tuple[str, bool], ...]] = {
+    KEYS: (), VALUES: (("versions", True),),
+    PUSH: (("versions", True), ("rows", True), ("rho", False)),
+}
 
 
 @dataclass(frozen=True)
 class Message:
     """A decoded body. ``keys`` holds group ids for GROUPS; ``values`` is
-    ``(delta_n, delta_z)`` for PUSH and ``(n, z)`` for VALUES/ENTRIES."""
+    ``(delta_n, delta_z)`` for PUSH and ``(n, z)`` for VALUES/ENTRIES. ``merge``
+    holds the merge sections (flag bit 2) in order; ``()`` for a KEYS body that
+    asks for versions; None without the flag."""
 
     kind: int
     keys: np.ndarray | None = None
     values: tuple[np.ndarray, np.ndarray] | None = None
     worker_id: int | None = None
     seq: int = 0
+    merge: tuple[np.ndarray, ...] | None = None
 
     @property
     def delta_n(self) -> np.ndarray:
@@ -132,10 +144,12 @@ def encode(
     worker_id: int | None = None,
     seq: int = 0,
     dtype: Any = None,
+    merge: tuple[Any, ...] | None = None,
 ) -> bytes:
     """Encode one message (see the module docstring for the layout).
 
-    ``dtype`` (float32, the default, or float64) picks the value encoding.
+    ``dtype`` (float32, the default, or float64) picks the value encoding;
+    ``merge`` the merge sections of a KEYS (``()``), VALUES or PUSH body.
     """
     if kind not in _SECTIONS:
         raise ProtocolError(f"unknown message kind {kind}")
@@ -151,11 +165,11 @@ def encode(
         parts.append(k.tobytes())
         offset += 4 * count
     flags = 0
+    dt = np.dtype(np.float32 if dtype is None else dtype)
+    if dt not in (np.float32, np.float64):
+        raise ProtocolError(f"values must be float32 or float64, not {dt}")
     if values is not None:
         a, b = np.asarray(values[0]), np.asarray(values[1])
-        dt = np.dtype(np.float32 if dtype is None else dtype)
-        if dt not in (np.float32, np.float64):
-            raise ProtocolError(f"values must be float32 or float64, not {dt}")
         if not has_keys:
             count = a.size
         if a.ndim != 1 or b.ndim != 1 or a.size != count or b.size != count:
@@ -170,6 +184,9 @@ def encode(
         little = dt.newbyteorder("<")
         parts.append(a.astype(little, copy=False).tobytes())
         parts.append(b.astype(little, copy=False).tobytes())
+    if merge is not None:
+        flags |= FLAG_MERGE
+        parts.extend(_encode_merge(kind, merge, count, dt))
     if worker_id is not None:
         if not 0 <= worker_id < _UINT32_LIMIT or not 0 <= seq < 1 << 64:
             raise ProtocolError("worker_id must fit in uint32 and seq in uint64")
@@ -177,6 +194,21 @@ def encode(
     header = _HEADER.pack(MAGIC, VERSION, kind, flags, count, worker_id or 0,
                           seq if worker_id is not None else 0)
     return header + b"".join(parts)
+
+
+def _encode_merge(kind: int, merge: tuple[Any, ...], count: int, dt: np.dtype) -> list[bytes]:
+    spec = _MERGE_SECTIONS.get(kind)
+    if spec is None or len(merge) != len(spec):
+        raise ProtocolError(f"{KIND_NAMES[kind]} takes {len(spec or ())} merge sections, "
+                            f"got {len(merge)}" if spec is not None else
+                            f"{KIND_NAMES[kind]} has no merge sections")
+    out = []
+    for (name, is_u32), arr in zip(spec, merge, strict=True):
+        a = _keys_u32(arr, name) if is_u32 else np.asarray(arr, dtype=dt.newbyteorder("<"))
+        if a.shape != (count,):
+            raise ProtocolError(f"{name} must have {count} entries, got {a.shape}")
+        out.append(a.tobytes())
+    return out
 
 
 def encode_push(keys: Any, delta_n: Any, delta_z: Any, **kw: Any) -> bytes:
@@ -227,14 +259,19 @@ def decode(body: bytes | bytearray | memoryview, expected_kind: int | None = Non
         raise ProtocolError(
             f"expected a {KIND_NAMES[expected_kind]} body, got {KIND_NAMES[kind]}"
         )
-    if flags & ~(FLAG_FLOAT64 | FLAG_WORKER):
+    if flags & ~(FLAG_FLOAT64 | FLAG_WORKER | FLAG_MERGE):
         raise ProtocolError(f"unknown flags 0x{flags:04x}")
+    spec = _MERGE_SECTIONS.get(kind) if flags & FLAG_MERGE else ()
+    if spec is None:
+        raise ProtocolError(f"{KIND_NAMES[kind]} has no merge sections (flag 0x{FLAG_MERGE:x})")
     has_keys, n_values = _SECTIONS[kind]
     dt = np.dtype("<f8" if flags & FLAG_FLOAT64 else "<f4")
     offset = HEADER_SIZE
     expected = offset + (4 * count if has_keys else 0)
     if n_values:
         expected += -expected % dt.itemsize + n_values * count * dt.itemsize
+    for _, is_u32 in spec:
+        expected += 4 * count if is_u32 else -expected % dt.itemsize + count * dt.itemsize
     if size != expected:
         what = "truncated" if size < expected else "too long"
         raise ProtocolError(
@@ -250,94 +287,19 @@ def decode(body: bytes | bytearray | memoryview, expected_kind: int | None = Non
         a = np.frombuffer(body, dtype=dt, count=count, offset=offset)
         b = np.frombuffer(body, dtype=dt, count=count, offset=offset + count * dt.itemsize)
         values = (a, b)
+        offset += 2 * count * dt.itemsize
+    merge = None
+    if flags & FLAG_MERGE:
+        sections = []
+        for _, is_u32 in spec:
+            item = np.dtype("<u4") if is_u32 else dt
+            offset += -offset % item.itemsize
+            sections.append(np.frombuffer(body, dtype=item, count=count, offset=offset))
+            offset += count * item.itemsize
+        merge = tuple(sections)
     wid = worker_id if flags & FLAG_WORKER else None
-    return Message(kind, keys, values, wid, seq if wid is not None else 0)
+    return Message(kind, keys, values, wid, seq if wid is not None else 0, merge)
 
 
-# --- JSON ----------------------------------------------------------------------------
-_JSON_FIELDS = {
-    PUSH: ("keys", ("delta_n", "delta_z")),
-    KEYS: ("keys", None),
-    VALUES: (None, ("n", "z")),
-    GROUPS: ("groups", None),
-    ENTRIES: ("keys", ("n", "z")),
-}
-
-
-def _json_ints(data: Any, name: str) -> np.ndarray:
-    if not isinstance(data, list):
-        raise ProtocolError(f"{name!r} must be a list of integers")
-    if not data:
-        return np.zeros(0, dtype=np.int64)
-    try:
-        arr = np.asarray(data)
-    except (ValueError, OverflowError) as exc:
-        raise ProtocolError(f"{name!r} must be a flat list of integers") from exc
-    if arr.ndim != 1 or arr.dtype.kind not in "iu" or any(v is True or v is False for v in data):
-        raise ProtocolError(f"{name!r} must be a flat list of integers")
-    if int(arr.min()) < 0 or int(arr.max()) >= _UINT32_LIMIT:
-        raise ProtocolError(f"{name!r} must hold integers in [0, 2**32)")
-    return arr.astype(np.int64, copy=False)
-
-
-def _json_floats(data: Any, name: str) -> np.ndarray:
-    if not isinstance(data, list):
-        raise ProtocolError(f"{name!r} must be a list of numbers")
-    if not data:
-        return np.zeros(0, dtype=np.float64)
-    if any(isinstance(v, bool) or not isinstance(v, int | float) for v in data):
-        raise ProtocolError(f"{name!r} must be a flat list of numbers")
-    return np.asarray(data, dtype=np.float64)
-
-
-def _json_uint(obj: dict[str, Any], name: str, limit: int) -> int | None:
-    value = obj.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < limit:
-        raise ProtocolError(f"{name!r} must be a non-negative integer below {limit}")
-    return value
-
-
-def decode_json(body: bytes | str, kind: int) -> Message:
-    """Parse a JSON body of the given kind (see the module docstring)."""
-    try:
-        obj = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ProtocolError(f"invalid JSON body: {exc}") from exc
-    if not isinstance(obj, dict):
-        raise ProtocolError("JSON body must be an object")
-    key_field, value_fields = _JSON_FIELDS[kind]
-    allowed = {key_field, *(value_fields or ())} - {None}
-    if kind in (PUSH, KEYS):
-        allowed |= {"worker_id", "seq"}
-    unknown = set(obj) - allowed
-    if unknown:
-        raise ProtocolError(f"unknown fields {sorted(unknown)}; expected {sorted(allowed)}")
-    missing = {f for f in allowed - {"worker_id", "seq"} if f not in obj}
-    if missing:
-        raise ProtocolError(f"missing fields {sorted(missing)}")
-    keys = _json_ints(obj[key_field], key_field) if key_field else None
-    values = None
-    if value_fields:
-        a = _json_floats(obj[value_fields[0]], value_fields[0])
-        b = _json_floats(obj[value_fields[1]], value_fields[1])
-        values = (a, b)
-    worker_id = _json_uint(obj, "worker_id", _UINT32_LIMIT)
-    seq = _json_uint(obj, "seq", 1 << 64) or 0
-    if seq and worker_id is None:
-        raise ProtocolError("'seq' needs a 'worker_id'")
-    return Message(kind, keys, values, worker_id, seq)
-
-
-def to_json(kind: int, keys: Any = None, values: tuple[Any, Any] | None = None) -> dict[str, Any]:
-    """A JSON-ready dict of a message (keys as ints, values as floats)."""
-    key_field, value_fields = _JSON_FIELDS[kind]
-    out: dict[str, Any] = {}
-    if key_field:
-        out[key_field] = np.asarray(keys).tolist()
-    if value_fields:
-        assert values is not None
-        out[value_fields[0]] = np.asarray(values[0], dtype=np.float64).tolist()
-        out[value_fields[1]] = np.asarray(values[1], dtype=np.float64).tolist()
-    return out
+# the JSON form lives in its own module; both are used as ``wire.<name>``
+from ftrl_ps.ps.wire_json import decode_json, to_json  # noqa: E402  (imports this module)

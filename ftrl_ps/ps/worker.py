@@ -17,8 +17,11 @@ when a round ends with deltas not pushed yet (``push_step`` not a multiple of
 freshly pulled values of the next round's keys (``local = pulled + unpushed``),
 and sent with the next push.
 
-How the deltas of a push are scaled (dense keys averaged over the workers,
-rare keys summed) is the merge rule of :mod:`ftrl_ps.ps.merge`.
+How the servers merge the deltas of concurrent pushes is the merge rule of
+:mod:`ftrl_ps.ps.merge` (``WorkerConfig.merge_rule``, which the servers
+announce): under ``compose`` the worker pulls the keys' versions and sends
+them back with its deltas, its rows per key and the round's saturation
+``rho``; under ``threshold`` it scales dense keys' deltas itself.
 
 The math lives in :mod:`ftrl_ps.core.ftrl`; the network in :mod:`ftrl_ps.ps.client`.
 """
@@ -41,7 +44,7 @@ from ftrl_ps.data.minibatch import minibatches
 from ftrl_ps.data.prefetch import prefetch
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.training import TrainReport
-from ftrl_ps.ps.merge import delta_scale
+from ftrl_ps.ps.merge import RULES, delta_scale, saturation
 from ftrl_ps.ps.workingset import KeyNumbering, PendingDeltas, WorkingSet
 
 __all__ = [
@@ -61,7 +64,10 @@ class ParamClient(Protocol):
 
     def pull(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
 
-    def push(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray) -> Any: ...
+    def pull_versioned(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+
+    def push(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray,
+             merge: Any = None) -> Any: ...
 
     def clock(self, stats: dict[str, Any] | None = None) -> Any: ...
 
@@ -76,12 +82,16 @@ class WorkerConfig:
     epochs: int = 1
     chunk_bytes: int = 4 << 20
     skip_bad_lines: bool = False
-    #: workers training concurrently: dense keys' deltas are divided by it
+    #: how the servers merge pushes (ftrl_ps.ps.merge.RULES); the servers announce it
+    merge_rule: str = "compose"
+    #: ``threshold`` rule only: workers training concurrently (dense deltas / this)
     num_workers: int = 1
-    #: a key in at least this share of a push's rows counts as dense (> 1: never)
+    #: a key in this share of a push's rows is dense (``compose``: rho = 0)
     dense_fraction: float = 0.5
 
     def __post_init__(self) -> None:
+        if self.merge_rule not in RULES:
+            raise ConfigError(f"merge_rule must be one of {RULES}, got {self.merge_rule!r}")
         if not self.dense_fraction > 0:
             raise ConfigError(f"dense_fraction must be > 0, got {self.dense_fraction}")
         for name in ("batch_size", "fetch_step", "push_step", "epochs", "chunk_bytes",
@@ -162,8 +172,12 @@ class Worker:
             self._close()
         numbered = self._numbering.number(parts)
         self._sync()  # pull only after the last push and clock tick went through
-        n, z = self.client.pull(numbered[0])
-        rnd = WorkingSet.pulled(parts, numbered, n, z)
+        versions = None
+        if self.config.merge_rule == "compose":
+            n, z, versions = self.client.pull_versioned(numbered[0])
+        else:
+            n, z = self.client.pull(numbered[0])
+        rnd = WorkingSet.pulled(parts, numbered, n, z, versions)
         self._pending = rnd.adopt(self._pending)
         self.report.pulls += 1
         self.report.keys_pulled += int(rnd.keys.size)
@@ -202,29 +216,45 @@ class Worker:
         """
         rnd = self._round
         todo = self._pending
-        if rnd is not None and rnd.dirty:
-            todo = todo.merge(rnd.unpushed())
+        part = rnd.unpushed() if rnd is not None and rnd.dirty else None
+        if part is not None:
+            todo = todo.merge(part)
         if not todo.keys.size:
             return
-        cfg = self.config
-        scale = delta_scale(todo.rows, todo.keys, self.bias_key, self._rows_since_push,
-                            cfg.num_workers, cfg.dense_fraction)
-        delta_n = (todo.delta[:, 0] * scale).astype(np.float32)
-        delta_z = (todo.delta[:, 1] * scale).astype(np.float32)
+        delta_n, delta_z, merge = self._merged(todo)
         self._sync()
-        self._sending = _InFlight(self._send, todo.keys, delta_n, delta_z, self.stats())
+        self._sending = _InFlight(self._send, todo.keys, delta_n, delta_z, merge, self.stats())
         if rnd is not None:
-            rnd.mark_pushed()
+            rnd.mark_pushed(None if part is None else part.keys)
         self._pending = PendingDeltas()
         self.report.pushes += 1
         self.report.keys_pushed += int(todo.keys.size)
         self._rows_since_push = 0
         self._since_push = 0
 
-    def _send(
-        self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray, stats: dict[str, Any]
-    ) -> None:
-        self.client.push(keys, delta_n, delta_z)
+    def _merged(self, todo: PendingDeltas) -> tuple[np.ndarray, np.ndarray, Any]:
+        """A push's ``delta_n``, ``delta_z`` (in the servers' float type) and merge
+        information, by the merge rule (see :mod:`ftrl_ps.ps.merge`)."""
+        cfg = self.config
+        dtype = np.dtype(getattr(self.client, "dtype", np.float64))
+        dn, dz = todo.delta[:, 0], todo.delta[:, 1]
+        if cfg.merge_rule == "threshold":
+            scale = delta_scale(todo.rows, todo.keys, self.bias_key, self._rows_since_push,
+                                cfg.num_workers, cfg.dense_fraction)
+            dn, dz = dn * scale, dz * scale
+        merge = None
+        if cfg.merge_rule == "compose":
+            rho = saturation(todo.rows, todo.keys, self.bias_key,
+                             cfg.batch_size * cfg.push_step, cfg.dense_fraction)
+            merge = (todo.versions, todo.rows, rho.astype(dtype))
+        return dn.astype(dtype), dz.astype(dtype), merge
+
+    def _send(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray, merge: Any,
+              stats: dict[str, Any]) -> None:
+        if merge is None:
+            self.client.push(keys, delta_n, delta_z)
+        else:
+            self.client.push(keys, delta_n, delta_z, merge)
         self.client.clock(stats)
 
     def _sync(self) -> None:
@@ -334,7 +364,11 @@ def warm_up() -> None:
         def pull(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             return np.zeros(keys.size, np.float32), np.zeros(keys.size, np.float32)
 
-        def push(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray) -> None:
+        def pull_versioned(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            return (*self.pull(keys), np.zeros(keys.size, np.uint32))
+
+        def push(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray,
+                 merge: Any = None) -> None:
             return None
 
         def clock(self, stats: dict[str, Any] | None = None) -> None:

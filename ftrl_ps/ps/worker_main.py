@@ -118,6 +118,10 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
             group_size=server_layout.group_size,
             num_shards=len(urls),
         )
+        # the servers decide how pushes are merged (servers without the setting sum)
+        from dataclasses import replace
+
+        cfg = replace(cfg, merge_rule=str(client.server_settings.get("merge_rule", "sum")))
         client.register(index_wanted, options.num_workers, layout)
         index = client.worker_index if client.worker_index is not None else index_wanted
         assert index is not None

@@ -12,6 +12,7 @@ import ipaddress
 from dataclasses import dataclass, field
 
 from ftrl_ps.ps.layout import DEFAULT_GROUP_SIZE
+from ftrl_ps.ps.merge import DEFAULT_RULE
 from ftrl_ps.ps.shard_settings import ServerSettings
 
 __all__ = ["DEFAULT_BITS", "LOG_LEVELS", "ShardOptions", "is_loopback"]
@@ -46,6 +47,7 @@ class ShardOptions:
     worker_timeout: float = 30.0
     registration_timeout: float = 60.0
     clock_wait_timeout: float = 5.0
+    merge_rule: str = DEFAULT_RULE
 
     def settings(self) -> ServerSettings:
         """The shard's :class:`ServerSettings` (validated; token from env if unset)."""
@@ -63,6 +65,7 @@ class ShardOptions:
             token=self.token,
             max_body_mb=self.max_body_mb,
             init_model=self.init_model,
+            merge_rule=self.merge_rule,
         )
 
 

@@ -49,13 +49,14 @@ def _doc(example: dict[str, Any]) -> dict[str, Any]:
 )
 def pull(request: Request, state: StateDep, body: BodyDep) -> Response:
     """Body: KEYS (binary) or ``{"keys": [...]}`` (optional ``worker_id`` counts
-    as a heartbeat). Answer: VALUES or ``{"n": [...], "z": [...]}``."""
+    as a heartbeat; the merge flag or ``"versions": true`` asks for the keys'
+    versions too). Answer: VALUES or ``{"n": [...], "z": [...]}``."""
     msg = decode_body(request, body, wire.KEYS)
     state.touch(msg.worker_id)
-    n, z = state.store.pull(msg.keys)
+    n, z, versions = state.store.pull_versioned(msg.keys)
     return encode_response(
         request, wire.VALUES, None, (n, z), default_json=request_is_json(request),
-        dtype=state.store.dtype,
+        dtype=state.store.dtype, merge=None if msg.merge is None else (versions,),
     )
 
 
@@ -87,12 +88,16 @@ def push(request: Request, state: StateDep, body: BodyDep) -> dict[str, object]:
     """Body: PUSH or ``{"keys", "delta_n", "delta_z"[, "worker_id", "seq"]}``.
 
     A push carrying ``(worker_id, seq)`` that this shard already applied is
-    acknowledged with ``"applied": false`` and not applied again.
+    acknowledged with ``"applied": false`` and not applied again. A push with
+    merge sections (versions pulled, rows, rho) is merged by the ``compose``
+    rule (:mod:`ftrl_ps.ps.merge`), one without is added as it is.
     """
     msg = decode_body(request, body, wire.PUSH)
     state.touch(msg.worker_id)
+    merge = None if msg.merge is None else (msg.merge[0], msg.merge[1], msg.merge[2])
     applied = state.dedup.apply(
-        msg.worker_id, msg.seq, lambda: state.store.push(msg.keys, msg.delta_n, msg.delta_z)
+        msg.worker_id, msg.seq,
+        lambda: state.store.push(msg.keys, msg.delta_n, msg.delta_z, merge),
     )
     assert msg.keys is not None
     return {"applied": applied, "keys": int(msg.keys.size), "seq": msg.seq}
