@@ -97,8 +97,8 @@ class ComposeState:
         self.version = np.zeros(size, np.uint32)  # pushes applied to the key
         self.base = np.zeros(size, np.uint32)  # version the current group started from
         self.count = np.zeros(size, np.uint32)  # pushes in the current group
-        self.weight = np.zeros(size, np.float32)  # their rows with the key
-        self.rho = np.zeros(size, np.float32)  # their weighted mean rho
+        self.weight = np.zeros(size, dtype)  # their rows with the key
+        self.rho = np.zeros(size, dtype)  # their weighted mean rho
         self.mean = np.zeros((size, 2), dtype)  # their weighted mean (delta n, delta z)
 
     def bump(self, local: np.ndarray) -> None:
