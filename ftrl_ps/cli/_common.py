@@ -26,6 +26,7 @@ __all__ = [
     "bits_arg",
     "check_input",
     "finite_float",
+    "non_negative_float",
     "non_negative_int",
     "options_from",
     "params_from",
@@ -63,6 +64,13 @@ def finite_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    value = finite_float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
     return value
 
 

@@ -110,9 +110,10 @@ def add_local_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="a worker silent this long is marked dead (default 30)",
     )
-    from ftrl_ps.cli.worker_cmd import add_cluster_arguments
+    from ftrl_ps.cli.worker_cmd import add_cluster_arguments, add_straggle_arguments
 
     add_cluster_arguments(parser)
+    add_straggle_arguments(parser)
 
 
 def build_model(args: argparse.Namespace) -> FTRL:

@@ -6,7 +6,15 @@ import argparse
 
 from ftrl_ps.cli import _common as c
 
-__all__ = ["DESCRIPTION", "HELP", "NAME", "add_arguments", "add_cluster_arguments", "run"]
+__all__ = [
+    "DESCRIPTION",
+    "HELP",
+    "NAME",
+    "add_arguments",
+    "add_cluster_arguments",
+    "add_straggle_arguments",
+    "run",
+]
 
 NAME = "worker"
 HELP = "train on one share of a libsvm file against parameter-server shards"
@@ -68,6 +76,41 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _worker_list(text: str) -> str:
+    from ftrl_ps.errors import ConfigError
+    from ftrl_ps.ps.straggle import parse_worker_list
+
+    try:
+        parse_worker_list(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _probability(text: str) -> float:
+    value = c.finite_float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be a probability in [0, 1], got {text!r}")
+    return value
+
+
+def add_straggle_arguments(parser: argparse.ArgumentParser) -> None:
+    """Fault injection for experiments, shared by ``worker`` and ``train --workers``."""
+    g = parser.add_argument_group(
+        "fault injection (experiment tooling: makes workers straggle on purpose)"
+    )
+    g.add_argument("--straggle-prob", type=_probability, default=0.0, metavar="P",
+                   help="before each clock tick a chosen worker sleeps with probability P "
+                   "(default 0: never)")
+    g.add_argument("--straggle-delay", type=c.non_negative_float, default=0.0,
+                   metavar="SECONDS", help="how long a straggling worker sleeps (default 0)")
+    g.add_argument("--straggle-workers", type=_worker_list, default=None, metavar="I,J,...",
+                   help="the worker indices that may straggle (default: all)")
+    g.add_argument("--seed", type=int, default=0,
+                   help="seed of the straggling draws, combined with the worker index "
+                   "(default 0)")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     c.add_server_arguments(parser)
     parser.add_argument("--input", required=True, metavar="FILE", help="training data (libsvm)")
@@ -88,6 +131,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress display")
     add_cluster_arguments(parser)
+    add_straggle_arguments(parser)
     c.add_model_arguments(parser, resumable=False)
     c.add_input_arguments(parser)
 

@@ -80,6 +80,11 @@ class LocalClusterOptions:
     batch_size: int | None = None
     fetch_step: int = 4
     push_step: int = 4
+    #: fault injection for experiments (ftrl_ps.ps.straggle), passed to every worker
+    straggle_prob: float = 0.0
+    straggle_delay: float = 0.0
+    straggle_workers: str | None = None
+    seed: int = 0
 
 
 @dataclass
@@ -156,7 +161,9 @@ def _worker_options(
         batch_size=local_batch_size(opts), fetch_step=opts.fetch_step,
         push_step=opts.push_step, dense_fraction=opts.dense_fraction,
         chunk_mb=opts.chunk_mb, metrics_json=str(metrics), quiet=True,
-        skip_bad_lines=opts.skip_bad_lines, **params,
+        skip_bad_lines=opts.skip_bad_lines, straggle_prob=opts.straggle_prob,
+        straggle_delay=opts.straggle_delay, straggle_workers=opts.straggle_workers,
+        seed=opts.seed, **params,
     )
 
 

@@ -45,6 +45,7 @@ from ftrl_ps.data.prefetch import prefetch
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.training import TrainReport
 from ftrl_ps.ps.merge import RULES, delta_scale, saturation
+from ftrl_ps.ps.straggle import Straggler
 from ftrl_ps.ps.workingset import KeyNumbering, PendingDeltas, WorkingSet
 
 __all__ = [
@@ -109,6 +110,11 @@ class WorkerReport(TrainReport):
     pulls: int = 0
     keys_pushed: int = 0
     keys_pulled: int = 0
+    #: seconds in clock ticks (the SSP wait for slower workers included)
+    wait_seconds: float = 0.0
+    #: seconds slept by injected straggling (ftrl_ps.ps.straggle), and how often
+    straggle_seconds: float = 0.0
+    straggles: int = 0
 
 
 class _InFlight:
@@ -146,12 +152,16 @@ class Worker:
         Hyper-parameters (the same on every worker).
     config : WorkerConfig
         Batching and communication periods.
+    straggler : Straggler, optional
+        Injected sleeps before clock ticks (experiments only).
     """
 
     def __init__(
-        self, client: ParamClient, bits: int, params: FTRLParams, config: WorkerConfig
+        self, client: ParamClient, bits: int, params: FTRLParams, config: WorkerConfig,
+        straggler: Straggler | None = None,
     ) -> None:
         self.client = client
+        self.straggler = straggler
         self.config = config
         self.params = params
         self.bits = bits
@@ -255,7 +265,12 @@ class Worker:
             self.client.push(keys, delta_n, delta_z)
         else:
             self.client.push(keys, delta_n, delta_z, merge)
+        if self.straggler is not None and self.straggler.before_tick():
+            self.report.straggles += 1
+            self.report.straggle_seconds += self.straggler.config.delay
+        started = time.perf_counter()
         self.client.clock(stats)
+        self.report.wait_seconds += time.perf_counter() - started
 
     def _sync(self) -> None:
         """Wait for the push and tick in flight, if any (re-raising their error)."""

@@ -17,6 +17,7 @@ from ftrl_ps.core.params import FTRLParams
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.progress import report_bad_lines
 from ftrl_ps.ps.auth import resolve_token
+from ftrl_ps.ps.straggle import StraggleConfig, Straggler
 
 __all__ = ["WorkerOptions", "parse_urls", "params_with_defaults", "run_worker"]
 
@@ -67,9 +68,20 @@ class WorkerOptions:
     dtype: str | None = None
     skip_bad_lines: bool = False
     chunk_mb: int = 4
+    #: fault injection for experiments (ftrl_ps.ps.straggle): sleep before a tick
+    straggle_prob: float = 0.0
+    straggle_delay: float = 0.0
+    straggle_workers: str | None = None
+    seed: int = 0
+
+    def straggle(self) -> StraggleConfig:
+        """The injected straggling (validated)."""
+        return StraggleConfig(self.straggle_prob, self.straggle_delay, self.straggle_workers,
+                              self.seed)
 
     def check(self) -> None:
         """Raise :class:`ConfigError` for options that cannot work."""
+        self.straggle()
         if self.input == "-":
             raise ConfigError("a worker needs a file it can split into byte ranges, not stdin")
         if not os.path.exists(self.input):
@@ -129,7 +141,9 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         byte_range = share_of(options.input, index, options.num_workers)
         if index != index_wanted:
             started = None  # not the share begun above (dropping it stops its thread)
-        worker = Worker(client, layout.bits, params, cfg)
+        straggle = options.straggle()
+        worker = Worker(client, layout.bits, params, cfg,
+                        Straggler(straggle, index) if straggle.enabled else None)
         report = worker.run(options.input, byte_range, started=started)
         client.finish()
     report_bad_lines(report.bad_lines, report.bad_examples)
@@ -151,6 +165,9 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         "keys_pushed": report.keys_pushed,
         "keys_pulled": report.keys_pulled,
         "bad_lines": report.bad_lines,
+        "wait_seconds": report.wait_seconds,
+        "straggle_seconds": report.straggle_seconds,
+        "straggles": report.straggles,
     }
     write_json(options.metrics_json, result)
     return result
