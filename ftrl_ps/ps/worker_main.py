@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,7 +145,9 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         straggle = options.straggle()
         worker = Worker(client, layout.bits, params, cfg,
                         Straggler(straggle, index) if straggle.enabled else None)
+        began = time.time()
         report = worker.run(options.input, byte_range, started=started)
+        ended = time.time()
         client.finish()
     report_bad_lines(report.bad_lines, report.bad_examples)
     if not options.quiet:
@@ -168,6 +171,8 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         "wait_seconds": report.wait_seconds,
         "straggle_seconds": report.straggle_seconds,
         "straggles": report.straggles,
+        "started_at": began,  # wall clock (epoch seconds) of the first and the last step
+        "finished_at": ended,
     }
     write_json(options.metrics_json, result)
     return result
