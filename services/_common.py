@@ -21,6 +21,7 @@ from typing import Any, NoReturn, cast
 
 from ftrl_ps.cluster.settings import describe, load_options
 from ftrl_ps.errors import ConfigError, FTRLPSError
+from ftrl_ps.learn.logs import setup_logging
 
 __all__ = ["Service", "command_line_parser"]
 
@@ -157,6 +158,8 @@ class Service:
             return 2
         print(f"services.{self.name}: {describe(options)}", file=sys.stderr, flush=True)
         try:
+            # the runner's own events: one line each, $FTRL_PS_LOG_FORMAT (text or json)
+            setup_logging(f"services.{self.name}", level=getattr(options, "log_level", None))
             result = self.runner(options)
         except ConfigError as exc:
             self.error(exc)

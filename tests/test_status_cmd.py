@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import json
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
+import pytest
 
 from ftrl_ps.ps.client import PSClient
 from tests._servers import real_cluster
-from tests.conftest import run_cli
+from tests.conftest import REPO, run_cli
 
 
 def test_status_shows_every_shard_and_the_workers() -> None:
@@ -30,3 +36,46 @@ def test_status_shows_every_shard_and_the_workers() -> None:
             assert [a["counters"]["keys_pushed"] for a in answers] == [1, 1]
     res = run_cli("status", "--server", urls[0])  # the servers are gone now
     assert res.returncode == 1 and "Traceback" not in res.stderr
+
+
+class _Screen(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_watch_redraws_in_place_with_a_cluster_line() -> None:
+    from ftrl_ps.cli.status_cmd import watch
+
+    clock = {"staleness": 1, "workers": [
+        {"worker_id": 0, "index": 0, "state": "live", "clock": 3, "seconds_since_seen": 0.1,
+         "stats": {"rows": 100.0, "loss_sum": 40.0}}]}
+    calls = []
+
+    class Client:
+        def status(self, shard: int) -> dict[str, object]:
+            calls.append(shard)
+            if len(calls) > 3:
+                raise KeyboardInterrupt
+            clock["workers"][0]["stats"]["rows"] += 100.0  # type: ignore[index]
+            return {"shard": {"begin": 0, "end": 10}, "counters": {}, "clock": clock}
+
+    screen = _Screen()
+    with pytest.raises(KeyboardInterrupt):
+        watch(Client(), 1, 0.01, screen)
+    text = screen.getvalue()
+    assert text.count("\x1b[H\x1b[2J") == 3  # home + clear before every redraw
+    assert "cluster: 200 rows" in text and "cluster: 400 rows" in text
+    assert "clock 3..3" in text and "restarts 0" in text and "live 1" in text
+
+
+def test_watch_command_refreshes_until_ctrl_c() -> None:
+    with real_cluster(1, ["--bits", "12", "--num-workers", "1"]) as shards:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ftrl_ps", "status", "--server", shards[0].url, "--watch",
+             "0.2"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(3)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert out.count("cluster: ") >= 2 and "shard 0:" in out
+    assert "Traceback" not in err

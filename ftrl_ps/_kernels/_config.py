@@ -15,7 +15,7 @@ import numba
 
 import ftrl_ps._kernels as _kernels
 
-__all__ = ["JIT_FLAGS", "njit", "skip_blas_probe"]
+__all__ = ["JIT_FLAGS", "KERNEL_MODULES", "njit", "skip_blas_probe", "uncached_kernels"]
 
 JIT_FLAGS: dict[str, bool] = {"nogil": True, "cache": True, "fastmath": False}
 
@@ -27,6 +27,41 @@ def njit(*args: Any, **kwargs: Any) -> Any:
     if args and callable(args[0]):
         return numba.njit(**flags)(args[0])
     return numba.njit(*args, **flags)
+
+
+#: every module of numba kernels (under ``ftrl_ps._kernels``)
+KERNEL_MODULES = ("ftrl", "mix", "parse", "synth", "worker")
+
+
+def uncached_kernels() -> list[str] | None:
+    """Kernels that have no fresh compiled code in numba's on-disk cache.
+
+    The cache lives in ``__pycache__`` next to the kernel sources, or under
+    ``$NUMBA_CACHE_DIR`` when set (or when the package folder is read-only).
+    A kernel counts as cached when its index file exists, was written by this
+    numba version and matches the source file's stamp: numba then loads it
+    instead of compiling. Kernels inlined into others (``inline="always"``)
+    are not cached on their own and are not listed. Returns None when this
+    numba's cache cannot be inspected (its internals changed).
+    """
+    import importlib
+
+    from numba.core.registry import CPUDispatcher
+
+    missing = []
+    try:
+        for mod_name in KERNEL_MODULES:
+            mod = importlib.import_module(f"ftrl_ps._kernels.{mod_name}")
+            for name, obj in sorted(vars(mod).items()):
+                if not isinstance(obj, CPUDispatcher) or obj.__module__ != mod.__name__:
+                    continue
+                if obj.targetoptions.get("inline") == "always":
+                    continue
+                if not obj._cache._cache_file._load_index():
+                    missing.append(f"{mod_name}.{name}")
+    except (AttributeError, TypeError, ValueError, OSError, EOFError):
+        return None
+    return missing
 
 
 class _NoScipyLinalg:

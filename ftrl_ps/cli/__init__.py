@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -23,6 +24,8 @@ from types import ModuleType
 from ftrl_ps.errors import ConfigError, FTRLPSError
 
 __all__ = ["COMMANDS", "build_parser", "console_main", "main"]
+
+log = logging.getLogger("ftrl_ps.cli")
 
 #: sub-command modules, in the order ``--help`` lists them
 COMMANDS: tuple[str, ...] = (
@@ -44,6 +47,19 @@ def _load(name: str) -> ModuleType | None:
         if exc.name == f"ftrl_ps.cli.{name}_cmd":
             return None
         raise
+
+
+def _add_log_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--log-format`` and (unless the command has its own) ``--log-level``."""
+    from ftrl_ps.learn.logs import FORMAT_ENV, FORMATS, LEVELS
+
+    g = parser.add_argument_group("logging (stderr, one line per event)")
+    g.add_argument("--log-format", choices=FORMATS, default=None,
+                   help=f"text (default; or ${FORMAT_ENV}) or json, one object per line "
+                        "for log collectors")
+    if "--log-level" not in parser._option_string_actions:
+        g.add_argument("--log-level", choices=LEVELS, default="info",
+                       help="lowest level logged (default info)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(p)
+        _add_log_arguments(p)
         p.set_defaults(_run=module.run, _parser=p)
     return parser
 
@@ -81,18 +98,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     # ~0.4 s less start-up in every ftrl-ps process that loads kernels; numba
     # itself is only imported when a command needs it
     ftrl_ps._kernels.SKIP_BLAS_PROBE = True
+    from ftrl_ps.learn.logs import setup_logging
+
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        setup_logging(args.command, args.log_format, args.log_level)
         code: int = args._run(args)
     except ConfigError as exc:
         args._parser.error(str(exc))  # exits 2
         raise AssertionError("unreachable") from exc
-    except FTRLPSError as exc:
-        print(f"ftrl-ps {args.command}: error: {exc}", file=sys.stderr)
+    except FTRLPSError as exc:  # expected: one line, no traceback
+        log.error("error: %s", exc)
         return 1
     except KeyboardInterrupt:
-        print(f"ftrl-ps {args.command}: interrupted", file=sys.stderr)
+        log.warning("interrupted")
         return 130
     return code
 

@@ -45,6 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ftrl_ps.data.gen import GenOptions, run_gen
+    from ftrl_ps.ps.kernels import load_kernels
 
+    load_kernels()  # on a fresh machine: compile every kernel now, once, and say so
     run_gen(options_from(GenOptions, args))
     return 0

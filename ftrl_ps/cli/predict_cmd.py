@@ -31,8 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ftrl_ps.core.modelio import load_model
     from ftrl_ps.learn.training import predict
+    from ftrl_ps.ps.kernels import load_kernels
 
     c.check_input(args.input)
+    load_kernels()  # on a fresh machine: compile every kernel now, once, and say so
     model = load_model(args.model).to_ftrl()
     kw = {"chunk_bytes": args.chunk_mb << 20, "skip_bad_lines": args.skip_bad_lines}
     if args.output:

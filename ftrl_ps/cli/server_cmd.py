@@ -46,6 +46,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      choices=("critical", "error", "warning", "info", "debug"),
                      help="uvicorn log level, logs go to stderr (default warning)")
 
+    net.add_argument("--peers", default=None, metavar="URL[,URL...]",
+                     help="shard 0: URLs of shards 1..M-1, so that its /dashboard shows "
+                          "their keys and load (default: only this shard)")
+
     lay = parser.add_argument_group("layout (must match the workers)")
     lay.add_argument("--bits", type=c.bits_arg, default=c.DEFAULT_BITS,
                      help="2**bits hashed feature slots plus one bias key "

@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+import time
+from typing import Any, TextIO
 
 from ftrl_ps.cli import _common as c
 from ftrl_ps.ps.auth import resolve_token
 
-__all__ = ["DESCRIPTION", "HELP", "NAME", "add_arguments", "run", "summary"]
+__all__ = ["DESCRIPTION", "HELP", "NAME", "add_arguments", "cluster_line", "run", "summary",
+           "watch"]
 
 NAME = "status"
 HELP = "show the status of every server shard (layout, workers and clocks, counters)"
@@ -19,14 +21,23 @@ Ask every shard for its /v1/status and print a short summary per shard (with
 --json, the full answers as one JSON list). Shard 0 also reports the workers:
 state (live, finished, dead), clock, rows and progressive log loss.
 
-example:
+With --watch the summary is refreshed every 2 s (or --watch SECONDS) until
+Ctrl-C: in place on a terminal, as successive blocks elsewhere. Its first line
+sums up the cluster: rows, rows/s over the last refreshes, progressive log
+loss, min..max clock, restarts and worker states.
+
+examples:
   ftrl-ps status --server http://127.0.0.1:7000,http://127.0.0.1:7001
+  ftrl-ps status --server http://127.0.0.1:7000 --watch
 """
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     c.add_server_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the raw answers as JSON")
+    parser.add_argument("--watch", nargs="?", type=c.positive_float, const=2.0, default=None,
+                        metavar="SECONDS",
+                        help="refresh every SECONDS (default 2) until Ctrl-C")
 
 
 def summary(index: int, status: dict[str, Any]) -> list[str]:
@@ -60,12 +71,49 @@ def summary(index: int, status: dict[str, Any]) -> list[str]:
     return lines
 
 
+def cluster_line(status0: dict[str, Any], history: Any) -> str:
+    """The first line of ``--watch``: the cluster summed up (``history``: a
+    :class:`~ftrl_ps.ps.overview.History` of earlier refreshes, for rows/s)."""
+    from ftrl_ps.ps.overview import Overview
+
+    o = Overview.from_clock(status0.get("clock"))
+    history.sample(o.rows, o.loss_sum)
+    return "cluster: " + o.line(history.rate(window=10.0))
+
+
+def watch(client: Any, count: int, seconds: float, out: TextIO) -> None:
+    """Redraw the summary every ``seconds`` until Ctrl-C (in place on a terminal)."""
+    from ftrl_ps.errors import FTRLPSError
+    from ftrl_ps.ps.overview import History
+
+    tty = bool(getattr(out, "isatty", lambda: False)())
+    history = History(maxlen=64)
+    while True:
+        lines = [time.strftime("%Y-%m-%d %H:%M:%S") + f"  (every {seconds:g} s, Ctrl-C stops)"]
+        try:
+            answers = [client.status(i) for i in range(count)]
+            lines.append(cluster_line(answers[0], history))
+            for i, status in enumerate(answers):
+                lines.extend(summary(i, status))
+        except FTRLPSError as exc:
+            lines.append(f"cannot read the status: {exc}")
+        text = "\n".join(lines) + "\n"
+        out.write(("\x1b[H\x1b[2J" + text) if tty else (text + "\n"))
+        out.flush()
+        time.sleep(seconds)
+
+
 def run(args: argparse.Namespace) -> int:
     from ftrl_ps.ps.client import PSClient
     from ftrl_ps.ps.worker_main import parse_urls
 
     urls = parse_urls(args.server)
     with PSClient(urls, token=resolve_token(args.token)) as client:
+        if args.watch is not None:
+            try:
+                watch(client, len(urls), args.watch, sys.stdout)
+            except KeyboardInterrupt:
+                return 0
         answers = [client.status(i) for i in range(len(urls))]
     if args.json:
         json.dump(answers, sys.stdout, indent=2, sort_keys=True)

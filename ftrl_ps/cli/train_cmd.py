@@ -148,7 +148,9 @@ def run(args: argparse.Namespace) -> int:
         return run_cluster(c.options_from(LocalClusterOptions, args))
     from ftrl_ps.core.modelio import save_model
     from ftrl_ps.learn.training import evaluate, train
+    from ftrl_ps.ps.kernels import load_kernels
 
+    load_kernels()  # compile (fresh machine) before the clock of rows/s starts
     model = build_model(args)
     chunk = args.chunk_mb << 20
     progress = Progress("train", enabled=not args.quiet)

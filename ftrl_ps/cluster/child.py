@@ -8,14 +8,18 @@ options given as JSON. Exit code 2 for bad options, 1 for an ftrl-ps error
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from ftrl_ps.errors import ConfigError, FTRLPSError
+from ftrl_ps.learn.logs import setup_logging
 
 __all__ = ["main", "run_role"]
+
+log = logging.getLogger("ftrl_ps.cluster")
 
 
 def run_role(options: Any) -> int:
@@ -25,13 +29,16 @@ def run_role(options: Any) -> int:
 
     ftrl_ps._kernels.SKIP_BLAS_PROBE = True  # see ftrl_ps._kernels._config
     role = role_of(options)
+    index = getattr(options, "shard_index" if role.name == "server" else "worker_index", None)
+    setup_logging(role.name if index is None else f"{role.name}-{index}",
+                  level=getattr(options, "log_level", None))
     try:
         return role.run(options)
     except ConfigError as exc:
-        print(f"ftrl-ps {role.name}: error: {exc}", file=sys.stderr)
+        log.error("error: %s", exc)
         return 2
     except FTRLPSError as exc:
-        print(f"ftrl-ps {role.name}: error: {exc}", file=sys.stderr)
+        log.error("error: %s", exc)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -23,7 +23,7 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,9 @@ from ftrl_ps.core.modelio import SavedModel, load_model, save_model
 from ftrl_ps.errors import ClusterError, ConfigError, FTRLPSError, ServerError
 from ftrl_ps.learn.progress import Progress
 from ftrl_ps.ps.auth import TOKEN_ENV
+from ftrl_ps.ps.kernels import load_kernels
 from ftrl_ps.ps.merge import DEFAULT_RULE
+from ftrl_ps.ps.overview import History, Overview
 from ftrl_ps.ps.worker_main import WorkerOptions, params_with_defaults
 from ftrl_ps.server.options import DEFAULT_BITS, ShardOptions
 from ftrl_ps.server.sockets import bind_socket, socket_url
@@ -53,6 +55,7 @@ class LocalClusterOptions:
 
     Model fields left None take the defaults (or, with ``resume``, the saved
     model's values); ``batch_size`` None picks one (:func:`local_batch_size`).
+    ``straggle_*`` and ``seed``: fault injection for experiments (ftrl_ps.ps.straggle).
     """
 
     train: str
@@ -80,7 +83,6 @@ class LocalClusterOptions:
     batch_size: int | None = None
     fetch_step: int = 4
     push_step: int = 4
-    #: fault injection for experiments (ftrl_ps.ps.straggle), passed to every worker
     straggle_prob: float = 0.0
     straggle_delay: float = 0.0
     straggle_workers: str | None = None
@@ -118,8 +120,6 @@ class Cluster:
         Connections made before the server is up wait in the socket's backlog,
         so workers can start at the same time as the servers.
         """
-        from dataclasses import replace
-
         sock = bind_socket("127.0.0.1", 0)
         try:
             proc = self.spawn(
@@ -147,14 +147,8 @@ def _shard_options(opts: LocalClusterOptions, bits: int, dtype: str, index: int)
     )
 
 
-def _worker_options(
-    opts: LocalClusterOptions,
-    urls: list[str],
-    params: dict[str, float],
-    bits: int,
-    index: int,
-    metrics: Path,
-) -> WorkerOptions:
+def _worker_options(opts: LocalClusterOptions, urls: list[str], params: dict[str, float],
+                    bits: int, index: int, metrics: Path) -> WorkerOptions:
     return WorkerOptions(
         server=",".join(urls), input=opts.train, worker_index=index,
         num_workers=opts.workers, epochs=opts.epochs, bits=bits,
@@ -198,18 +192,11 @@ def local_batch_size(opts: LocalClusterOptions) -> int:
     return min(MAX_BATCH, max(MIN_BATCH, per_worker // (TARGET_ROUNDS * opts.fetch_step)))
 
 
-def _progress_line(client: Any) -> tuple[int, float, str]:
-    snap = client.status().get("clock") or {}
-    workers = snap.get("workers", [])
-    rows = int(sum(w.get("stats", {}).get("rows", 0) for w in workers))
-    loss = float(sum(w.get("stats", {}).get("loss_sum", 0.0) for w in workers))
-    clocks = [w["clock"] for w in workers if w.get("state") == "live"]
-    states: dict[str, int] = {}
-    for w in workers:
-        states[w.get("state")] = states.get(w.get("state"), 0) + 1
-    extra = f"clocks {min(clocks)}..{max(clocks)}" if clocks else ""
-    extra += "  " + " ".join(f"{k} {v}" for k, v in sorted(states.items()) if k)
-    return rows, loss, extra.strip()
+def _live_line(client: Any, progress: Progress, history: History) -> None:
+    """The one line of all workers: rows, rows/s over ~5 s, logloss, clocks, restarts."""
+    o = Overview.from_clock(client.status().get("clock"))
+    history.sample(o.rows, o.loss_sum)
+    progress.update(o.rows, o.loss_sum, rate=history.rate(), extra=o.extra())
 
 
 def run_cluster(args: LocalClusterOptions) -> int:
@@ -233,7 +220,9 @@ def run_cluster(args: LocalClusterOptions) -> int:
         params = params_with_defaults(alpha=args.alpha, beta=args.beta, l1=args.l1, l2=args.l2)
     started = time.perf_counter()
     logdir = Path(tempfile.mkdtemp(prefix="ftrl-ps-cluster-"))
-    env = dict(os.environ, **{TOKEN_ENV: secrets.token_hex(16)}, PYTHONUNBUFFERED="1")
+    # a fresh token per run, or $FTRL_PS_TOKEN (so an operator can query the servers)
+    token = os.environ.get(TOKEN_ENV) or secrets.token_hex(16)
+    env = dict(os.environ, **{TOKEN_ENV: token}, PYTHONUNBUFFERED="1")
     launcher = Launcher(env, warn=lambda why: print(f"ftrl-ps train: {why}", file=sys.stderr))
     cluster = Cluster(logdir, launcher)
     progress = Progress(f"cluster ({args.workers} workers)", enabled=not args.quiet)
@@ -243,15 +232,20 @@ def run_cluster(args: LocalClusterOptions) -> int:
         # do not use it): each imports its web stack on the other core while this
         # process loads the worker kernels once and forks the workers with them
         # (which start parsing their shares and wait for the servers).
-        for i in range(args.servers):
-            cluster.start_server(i, _shard_options(args, bits, dtype, i))
+        # shard 0 last: its dashboard learns the other shards' URLs (--peers)
+        for i in [*range(1, args.servers), 0]:
+            peers = ",".join(p.url for p in cluster.servers if p.url) if i == 0 else None
+            cluster.start_server(i, replace(_shard_options(args, bits, dtype, i), peers=peers))
+        cluster.servers.insert(0, cluster.servers.pop())  # back in shard order
+        compile_seconds = load_kernels()  # fresh machine: say so, and keep it out of rows/s
         if launcher.method == "fork":
             preload()
         from ftrl_ps.ps.client import PSClient  # before forking: the workers use it too
 
         urls = [p.url for p in cluster.servers if p.url]
         if not args.quiet:
-            print(f"servers: {', '.join(urls)}  (logs in {logdir})", file=sys.stderr)
+            print(f"servers: {', '.join(urls)}  (logs in {logdir}; "
+                  f"dashboard {urls[0]}/dashboard)", file=sys.stderr)
         metrics = [logdir / f"worker-{i}.json" for i in range(args.workers)]
         for i in range(args.workers):
             wopts = _worker_options(args, urls, params.as_dict(), bits, i, metrics[i])
@@ -269,7 +263,7 @@ def run_cluster(args: LocalClusterOptions) -> int:
             keys, n, z = client.dump_state()
             status = client.status()
             shard_counters = [client.status(i).get("counters", {}) for i in range(len(urls))]
-        train_seconds = time.perf_counter() - started
+        train_seconds = time.perf_counter() - started - compile_seconds
         reports = [_read_json(m) for m in metrics]
         rows = sum(int(r.get("rows", 0)) for r in reports)
         loss_sum = sum(float(r.get("loss_sum", 0.0)) for r in reports)
@@ -287,6 +281,7 @@ def run_cluster(args: LocalClusterOptions) -> int:
         results["shard_keys_pushed"] = [int(sc.get("keys_pushed", 0)) for sc in shard_counters]
         results["shard_keys_pulled"] = [int(sc.get("keys_pulled", 0)) for sc in shard_counters]
         results["cluster_seconds"] = time.perf_counter() - started
+        results["compile_seconds"] = compile_seconds
         results["servers_ready_seconds"] = servers_ready
         results["launch"] = {"method": launcher.method, "reason": launcher.reason}
         write_json(args.metrics_json, results)
@@ -301,7 +296,7 @@ def run_cluster(args: LocalClusterOptions) -> int:
 
 
 def _wait_for_workers(cluster: Cluster, client: Any, progress: Progress) -> None:
-    last_poll = 0.0
+    last_poll, history = 0.0, History(maxlen=64)
     while True:
         for p in cluster.servers:
             if p.popen.poll() is not None:
@@ -322,8 +317,7 @@ def _wait_for_workers(cluster: Cluster, client: Any, progress: Progress) -> None
         if progress.enabled and now - last_poll > 0.5:
             last_poll = now
             with contextlib.suppress(FTRLPSError):
-                rows, loss, extra = _progress_line(client)
-                progress.update(rows, loss, extra=extra)
+                _live_line(client, progress, history)
         time.sleep(0.05)
 
 

@@ -286,7 +286,10 @@ def settings_class(
 # --- loading -----------------------------------------------------------------------
 
 def _known(options_cls: type[Any], extras: Iterable[str]) -> set[str]:
-    return {env_name(f.name) for f in dataclasses.fields(options_cls) if f.init} | set(extras)
+    from ftrl_ps.learn.logs import FORMAT_ENV
+
+    return ({env_name(f.name) for f in dataclasses.fields(options_cls) if f.init}
+            | set(extras) | {FORMAT_ENV})
 
 
 def check_environ(

@@ -7,9 +7,12 @@ logs stay readable.
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from typing import Any, TextIO
+
+log = logging.getLogger("ftrl_ps.progress")
 
 __all__ = ["Progress", "human", "report_bad_lines"]
 
@@ -23,7 +26,12 @@ def human(n: float) -> str:
 
 
 class Progress:
-    """Throttled progress reporting to a stream (stderr by default)."""
+    """Throttled progress reporting: one line redrawn on a terminal, else log lines.
+
+    Off a terminal, each update is an INFO record of the ``ftrl_ps.progress``
+    logger (time, level, component; see :mod:`ftrl_ps.learn.logs`), or a
+    plain line when an explicit ``stream`` is given.
+    """
 
     def __init__(
         self,
@@ -35,6 +43,7 @@ class Progress:
         log_interval: float = 10.0,
     ) -> None:
         self.label = label
+        self._log = stream is None
         self.stream = stream if stream is not None else sys.stderr
         self.enabled = enabled
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
@@ -51,7 +60,10 @@ class Progress:
         fraction: float | None = None,
         extra: str = "",
         force: bool = False,
+        rate: float | None = None,
     ) -> None:
+        """Show ``rows`` (and log loss, fraction done, ``extra``); ``rate`` is the
+        rows/s to show (default: rows over the time since this object was made)."""
         if not self.enabled:
             return
         now = time.perf_counter()
@@ -62,7 +74,8 @@ class Progress:
         self._last = now
         self._shown_rows = rows
         elapsed = max(now - self.start, 1e-9)
-        parts = [f"{self.label}: {human(rows)} rows", f"{human(rows / elapsed)} rows/s"]
+        shown_rate = rows / elapsed if rate is None else rate
+        parts = [f"{self.label}: {human(rows)} rows", f"{human(shown_rate)} rows/s"]
         if loss_sum is not None and rows:
             parts.append(f"logloss {loss_sum / rows:.5f}")
         if fraction is not None:
@@ -73,6 +86,9 @@ class Progress:
         if self.tty:
             self.stream.write("\r\x1b[K" + line)
             self._drawn = True
+        elif self._log:
+            log.info("%s", line)
+            return
         else:
             self.stream.write(line + "\n")
         self.stream.flush()

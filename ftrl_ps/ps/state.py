@@ -1,4 +1,5 @@
-"""Everything one shard server holds: settings, parameter store, SSP clock, dedup."""
+"""Everything one shard server holds: settings, parameter store, SSP clock, dedup,
+telemetry."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ftrl_ps.ps.clock import SSPClock
 from ftrl_ps.ps.dedup import PushDeduper
 from ftrl_ps.ps.shard_settings import ServerSettings
 from ftrl_ps.ps.store import ParameterStore
+from ftrl_ps.ps.telemetry import Telemetry
 
 __all__ = ["ServerState", "load_initial_model"]
 
@@ -42,6 +44,8 @@ class ServerState:
                 registration_timeout=settings.registration_timeout,
             )
         self.dedup = PushDeduper()
+        #: measurements and gauge hooks exported by /metrics (see ps.telemetry)
+        self.telemetry = Telemetry()
         self.started_at = time.time()
         self.wait_executor = ThreadPoolExecutor(WAIT_THREADS, thread_name_prefix="ssp-wait")
         self.initial_keys = 0

@@ -42,6 +42,7 @@ Examples
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -102,6 +103,7 @@ class ParameterStore:
             "keys_pulled": 0,
             "loads": 0,
         }
+        self._key_count: tuple[float, int, float] = (0.0, -1, 0.0)  # at, value, seconds
 
     # --- public API ----------------------------------------------------------------
     @property
@@ -211,6 +213,26 @@ class ParameterStore:
         touched = np.flatnonzero((snap_n != 0) | (snap_z != 0))
         keys = (touched + self.begin).astype(np.uint32)
         return keys, snap_n[touched], snap_z[touched]
+
+    def keys_with_state(self, max_age: float = 2.0) -> int:
+        """Number of keys whose ``n`` or ``z`` is non-zero (what :meth:`dump` returns).
+
+        Counted without locks, 1 Mi keys at a time (exact when no push runs),
+        and cached: recounted when older than ``max_age`` seconds or 50 times
+        the last count's duration, whichever is longer, so that frequent
+        callers (metrics scrapes, the dashboard) cost at most ~2 % of a core
+        whatever the shard's size.
+        """
+        now = time.monotonic()
+        at, value, took = self._key_count
+        if value >= 0 and now - at < max(max_age, 50 * took):
+            return value
+        total, step = 0, 1 << 20
+        for b in range(0, self.size, step):
+            total += int(np.count_nonzero((self._n[b : b + step] != 0)
+                                          | (self._z[b : b + step] != 0)))
+        self._key_count = (now, total, time.monotonic() - now)
+        return total
 
     def counters(self) -> dict[str, int]:
         """Copy of the request counters (pushes, pulls, group_pulls, keys_pushed,

@@ -261,10 +261,7 @@ class Worker:
 
     def _send(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray, merge: Any,
               stats: dict[str, Any]) -> None:
-        if merge is None:
-            self.client.push(keys, delta_n, delta_z)
-        else:
-            self.client.push(keys, delta_n, delta_z, merge)
+        self.client.push(keys, delta_n, delta_z, *(() if merge is None else (merge,)))
         if self.straggler is not None and self.straggler.before_tick():
             self.report.straggles += 1
             self.report.straggle_seconds += self.straggler.config.delay
@@ -279,9 +276,12 @@ class Worker:
             sending.wait()
 
     def stats(self) -> dict[str, Any]:
+        """Progress sent with every clock tick (shard 0 shows it: status, dashboard, metrics)."""
         elapsed = max(time.perf_counter() - self._started, 1e-9)
         r = self.report
-        return {"rows": r.rows, "loss_sum": r.loss_sum, "rows_per_second": r.rows / elapsed}
+        return {"rows": r.rows, "loss_sum": r.loss_sum, "rows_per_second": r.rows / elapsed,
+                "pushes": r.pushes, "pulls": r.pulls, "keys_pushed": r.keys_pushed,
+                "keys_pulled": r.keys_pulled, "wait_seconds": r.wait_seconds}
 
     # -- training --------------------------------------------------------
     def _rounds(self, batches: Iterator[Batch]) -> Iterator[list[Batch]]:

@@ -7,8 +7,8 @@ itself is :class:`ftrl_ps.ps.worker.Worker`.
 
 from __future__ import annotations
 
+import logging
 import os
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +21,8 @@ from ftrl_ps.ps.auth import resolve_token
 from ftrl_ps.ps.straggle import StraggleConfig, Straggler
 
 __all__ = ["WorkerOptions", "parse_urls", "params_with_defaults", "run_worker"]
+
+log = logging.getLogger("ftrl_ps.worker")
 
 
 def parse_urls(text: str) -> list[str]:
@@ -99,10 +101,12 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
     """Train this worker's share against the servers; its report (also written to
     ``metrics_json``)."""
     from ftrl_ps.ps.client import PSClient
+    from ftrl_ps.ps.kernels import load_kernels
     from ftrl_ps.ps.layout import Layout
     from ftrl_ps.ps.worker import Worker, WorkerConfig, read_share, share_of
 
     options.check()
+    load_kernels()  # a fresh machine compiles here, once, and says so
     urls = parse_urls(options.server)
     cfg = WorkerConfig(
         batch_size=options.batch_size if options.batch_size is not None
@@ -151,12 +155,11 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         client.finish()
     report_bad_lines(report.bad_lines, report.bad_examples)
     if not options.quiet:
-        print(
-            f"worker {index}/{options.num_workers}: {report.rows:,} rows in "
-            f"{report.seconds:.2f} s, progressive logloss {report.progressive_logloss:.5f}, "
-            f"{report.pushes} pushes ({report.keys_pushed:,} keys), "
-            f"{report.pulls} pulls ({report.keys_pulled:,} keys)",
-            file=sys.stderr,
+        log.info(
+            "worker %d/%d: %s rows in %.2f s, progressive logloss %.5f, %d pushes (%s keys), "
+            "%d pulls (%s keys)", index, options.num_workers, f"{report.rows:,}",
+            report.seconds, report.progressive_logloss, report.pushes,
+            f"{report.keys_pushed:,}", report.pulls, f"{report.keys_pulled:,}",
         )
     result = {
         "worker_index": index,

@@ -16,6 +16,8 @@ Routes (OpenAPI schema at ``/openapi.json``, docs at ``/docs``)::
     POST /v1/workers/{id}/finish       (shard 0)                                   [auth]
     GET  /v1/status                    JSON overview
     GET  /health                       liveness
+    GET  /metrics                      Prometheus metrics (server/shard_metrics.py) [auth]
+    GET  /dashboard                    live dashboard page (its data: /v1/dashboard [auth])
 
 Example (in-process, no network):
 
@@ -30,7 +32,7 @@ Example (in-process, no network):
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -41,21 +43,29 @@ from ftrl_ps.ps.state import ServerState
 from ftrl_ps.server import routes_params, routes_status, routes_workers
 from ftrl_ps.server.errors import install_error_handlers
 from ftrl_ps.server.limits import BodyLimitMiddleware
+from ftrl_ps.server.observability import observe
 
 __all__ = ["create_app"]
 
 
-def create_app(settings: ServerSettings, state: ServerState | None = None) -> FastAPI:
+def create_app(
+    settings: ServerSettings, state: ServerState | None = None, *, peers: Sequence[str] = ()
+) -> FastAPI:
     """Build the app of one shard (the store is allocated here; an
-    ``init_model`` is loaded here, so its errors surface before serving)."""
+    ``init_model`` is loaded here, so its errors surface before serving).
+
+    ``peers``: URLs of shards 1..M-1, which shard 0's dashboard asks for their keys and load.
+    """
     state = state if state is not None else ServerState(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state.start()
+        observer.start()
         try:
             yield
         finally:
+            observer.close()
             state.close()
 
     app = FastAPI(
@@ -70,4 +80,5 @@ def create_app(settings: ServerSettings, state: ServerState | None = None) -> Fa
     app.include_router(routes_params.router)
     app.include_router(routes_workers.router)
     app.include_router(routes_status.router)
+    observer = observe(app, state, peers)  # /metrics, /dashboard and their data
     return app

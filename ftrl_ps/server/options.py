@@ -27,7 +27,9 @@ class ShardOptions:
 
     ``fd`` is an already-listening socket inherited from a launcher (then
     ``host``/``port`` are unused). ``token`` None means: take
-    ``$FTRL_PS_TOKEN`` if set. The rest is :class:`ServerSettings`.
+    ``$FTRL_PS_TOKEN`` if set. ``peers`` (shard 0): the other shards' URLs,
+so that its dashboard shows their keys and load. The rest is
+:class:`ServerSettings`.
     """
 
     host: str = "127.0.0.1"
@@ -48,6 +50,16 @@ class ShardOptions:
     registration_timeout: float = 60.0
     clock_wait_timeout: float = 5.0
     merge_rule: str = DEFAULT_RULE
+    #: URLs of shards 1..M-1 (comma-separated), for shard 0's dashboard
+    peers: str | None = None
+
+    def peer_urls(self) -> list[str]:
+        """``peers`` as a list (empty when unset).
+
+        >>> ShardOptions(peers=" http://a:1, http://b:2/ ,").peer_urls()
+        ['http://a:1', 'http://b:2']
+        """
+        return [u.strip().rstrip("/") for u in (self.peers or "").split(",") if u.strip()]
 
     def settings(self) -> ServerSettings:
         """The shard's :class:`ServerSettings` (validated; token from env if unset)."""

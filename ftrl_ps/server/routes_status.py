@@ -27,6 +27,7 @@ def status(state: StateDep) -> dict[str, Any]:
     settings, store = state.settings, state.store
     counters = store.counters()
     counters["duplicate_pushes"] = state.dedup.duplicates
+    counters["keys_with_state"] = store.keys_with_state()
     return {
         "version": __version__,
         "layout": state.layout.to_dict(),

@@ -9,6 +9,7 @@ event loop nor take threads from the pool that serves pushes and pulls.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter
@@ -116,7 +117,9 @@ async def _wait(state: ServerState, clock: SSPClock, worker_id: int,
     limit = state.settings.clock_wait_timeout
     seconds = limit if timeout is None else min(timeout, limit)
     loop = asyncio.get_running_loop()
+    started = time.perf_counter()
     ready = await loop.run_in_executor(state.wait_executor, clock.wait, worker_id, seconds)
+    state.telemetry.ssp_wait.observe(time.perf_counter() - started)
     return {
         "worker_id": worker_id,
         "clock": clock.worker(worker_id).clock,

@@ -29,7 +29,7 @@ def run_shard(options: ShardOptions) -> int:
     if options.fd is None and not is_loopback(options.host) and settings.token is None:
         print(f"ftrl-ps server: warning: listening on {options.host} without --token",
               file=sys.stderr)
-    app = create_app(settings)
+    app = create_app(settings, peers=options.peer_urls())
     sock = (
         socket_from_fd(options.fd) if options.fd is not None
         else bind_socket(options.host, options.port)

@@ -66,6 +66,7 @@ def serve(
         log_level=log_level,
         access_log=access_log,
         lifespan="on",
+        log_config=None,  # records go through ftrl_ps.learn.logs (one line per event)
         timeout_keep_alive=30,
         server_header=False,
     )

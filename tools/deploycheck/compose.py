@@ -89,6 +89,8 @@ def check_compose(doc: Mapping[str, Any], variables: Mapping[str, str] | None = 
     services: dict[str, Any] = doc.get("services") or {}
     launches: dict[str, Launch] = {}
     for name, svc in services.items():
+        if "monitoring" in (svc.get("profiles") or []):
+            continue  # Prometheus / Grafana: tests/test_monitoring_files.py checks them
         found = launch(f"compose service {name}", svc.get("command") or [],
                        _env_dict(svc.get("environment")), problems)
         if found is not None:

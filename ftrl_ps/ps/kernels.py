@@ -1,0 +1,89 @@
+"""Compile every numba kernel once, on the first run of a machine, and say so.
+
+numba compiles a kernel the first time a process calls it and keeps the
+machine code in its on-disk cache (``__pycache__`` next to the kernels, or
+``$NUMBA_CACHE_DIR``); later processes load it in well under a second. On a
+fresh machine the first command would otherwise compile inside its timed
+training loop (the README's demo once showed 903 rows/s at 24 % for that
+reason). :func:`load_kernels` checks the cache first
+(:func:`ftrl_ps._kernels._config.uncached_kernels`, a few milliseconds): when
+every kernel is cached it does nothing; otherwise it logs
+``compiling kernels (first run only)`` and compiles *all* of them on tiny
+inputs through the same code paths as real runs, so the first command of a
+fresh clone pays for everything once and reports rows/s without it.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import threading
+import time
+
+import numpy as np
+
+__all__ = ["NOTICE", "load_kernels", "warm_all"]
+
+NOTICE = "compiling kernels (first run only)"
+#: when the cache cannot be inspected: say the notice if loading takes longer
+SLOW_LOAD_SECONDS = 3.0
+
+log = logging.getLogger("ftrl_ps.kernels")
+
+
+def warm_all() -> None:
+    """Call every kernel on tiny inputs (compiling or loading it)."""
+    from ftrl_ps.core.ftrl import FTRL
+    from ftrl_ps.data.hashing import slots_of
+    from ftrl_ps.data.libsvm import LibsvmReader
+    from ftrl_ps.data.synth import SynthConfig, format_rows, make_design
+    from ftrl_ps.ps.worker import warm_up
+
+    make_design(SynthConfig(rows=1, test_rows=1, bits=8, fields=3))  # mix64_array
+    format_rows(np.array([1, 0], np.uint8), np.array([[1500], [0]]),
+                np.array([[3, 9], [1, 2]]))
+    slots_of(["user=1", "site"], 8)
+    data = b"1 1:1 3:0.5 user=7\n0 2:1\n1 2:1 site_x:2\n"
+    for dtype in ("float32", "float64"):
+        model = FTRL(4, dtype=dtype)
+        for batch in LibsvmReader(io.BytesIO(data), 4):
+            model._fit(batch.labels, batch.indptr, batch.indices, batch.values)
+            model._predict(batch.indptr, batch.indices, batch.values)
+        model.weights()
+    from ftrl_ps.core.ftrl import logloss_sum
+
+    logloss_sum(np.array([1.0, 0.0]), np.array([0.9, 0.2]))
+    warm_up()  # the worker's round: key numbering and compact training
+
+
+def load_kernels() -> float:
+    """Make sure every kernel is compiled; the seconds spent compiling (0 if cached).
+
+    Logs :data:`NOTICE` (logger ``ftrl_ps.kernels``, level INFO) before
+    compiling and how long it took after.
+    """
+    from ftrl_ps._kernels._config import uncached_kernels
+
+    missing = uncached_kernels()
+    if missing == []:
+        return 0.0
+    start = time.perf_counter()
+    if missing is None:  # unknown: warn only if it turns out slow
+        done = threading.Event()
+        timer = threading.Timer(SLOW_LOAD_SECONDS,
+                                lambda: done.is_set() or log.info("%s ...", NOTICE))
+        timer.daemon = True
+        timer.start()
+        try:
+            warm_all()
+        finally:
+            done.set()
+            timer.cancel()
+            timer.join()  # no thread left behind: a launcher forks after this
+        seconds = time.perf_counter() - start
+        return seconds if seconds > SLOW_LOAD_SECONDS else 0.0
+    log.info("%s: %d kernels ...", NOTICE, len(missing))
+    warm_all()
+    seconds = time.perf_counter() - start
+    log.info("kernels compiled in %.1f s; later runs load them from the cache", seconds)
+    return seconds

@@ -1,0 +1,89 @@
+"""Log lines (text and JSON), the first-run compile notice, and errors without tracebacks."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from pathlib import Path
+
+import pytest
+
+from ftrl_ps.learn import logs
+from ftrl_ps.ps import kernels
+from tests.conftest import run_cli
+
+TEXT_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} (DEBUG|INFO |WARNING|ERROR) \S+  ")
+
+
+def _record(msg: str, level: int = logging.INFO, exc: bool = False) -> logging.LogRecord:
+    exc_info = None
+    if exc:
+        try:
+            raise ValueError("boom")
+        except ValueError:
+            import sys
+
+            exc_info = sys.exc_info()
+    return logging.LogRecord("ftrl_ps.x", level, __file__, 1, msg, (), exc_info)
+
+
+def test_formats_carry_time_level_component() -> None:
+    logs.set_component("worker-3")
+    try:
+        text = logs.TextFormatter().format(_record("hello"))
+        assert TEXT_LINE.match(text) and text.endswith("worker-3  hello"), text
+        entry = json.loads(logs.JsonFormatter().format(_record("hi", logging.WARNING)))
+        assert entry["level"] == "warning" and entry["component"] == "worker-3"
+        assert entry["message"] == "hi" and entry["time"].endswith("Z")
+        crash = logs.JsonFormatter().format(_record("crash", logging.ERROR, exc=True))
+        assert "\n" not in crash and "ValueError: boom" in json.loads(crash)["exception"]
+    finally:
+        logs.set_component("ftrl-ps")
+
+
+def test_bad_log_format_is_a_config_error() -> None:
+    from ftrl_ps.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="log format"):
+        logs.setup_logging("x", fmt="xml")
+
+
+def test_expected_error_is_one_json_line_without_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.svm"
+    bad.write_text("1 3:1\nnot-a-label 4:1\n")
+    res = run_cli("train", str(bad), "--log-format", "json", "-q")
+    assert res.returncode == 1
+    lines = [json.loads(ln) for ln in res.stderr.strip().splitlines()]
+    assert lines[-1]["level"] == "error" and lines[-1]["component"] == "train"
+    assert "bad.svm:2" in lines[-1]["message"] and "exception" not in lines[-1]
+    assert "Traceback" not in res.stderr
+
+
+def test_text_log_lines_of_a_command(tmp_path: Path) -> None:
+    res = run_cli("eval", str(tmp_path / "missing.ftrl"), str(tmp_path / "missing.svm"))
+    assert res.returncode in (1, 2)
+    assert "Traceback" not in res.stderr
+
+
+def test_compile_notice_only_when_kernels_are_missing(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import ftrl_ps._kernels._config as config
+
+    calls: list[int] = []
+    monkeypatch.setattr(kernels, "warm_all", lambda: calls.append(1))
+    caplog.set_level(logging.INFO, logger="ftrl_ps.kernels")
+    monkeypatch.setattr(config, "uncached_kernels", lambda: [])
+    assert kernels.load_kernels() == 0.0 and calls == [] and not caplog.records
+    monkeypatch.setattr(config, "uncached_kernels", lambda: ["ftrl.train_rows"])
+    assert kernels.load_kernels() >= 0.0 and calls == [1]
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(kernels.NOTICE in m for m in messages), messages
+
+
+def test_warm_all_leaves_no_kernel_uncached() -> None:
+    from ftrl_ps._kernels._config import uncached_kernels
+
+    kernels.warm_all()  # compiles what is missing (from the cache: ~1 s)
+    assert uncached_kernels() == []

@@ -1,0 +1,201 @@
+"""/metrics and /dashboard: in-process checks, and a real 2-worker run scraped while it trains."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+
+from ftrl_ps.ps.overview import History, Overview
+from ftrl_ps.ps.telemetry import Buckets
+from ftrl_ps.server.metrics import instrument
+from ftrl_ps.server.routes_dashboard import ASSETS
+from tests._servers import TOKEN, in_process, real_server
+from tests.conftest import REPO
+
+LAYOUT = {"bits": 12, "group_size": 64, "num_shards": 1}
+
+
+def families(text: str) -> dict[str, object]:
+    """Parsed metric families by name (the parser raises on malformed text)."""
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def sample(fams: dict[str, object], name: str, **labels: str) -> float:
+    fam = fams[name]
+    values = [s.value for s in fam.samples  # type: ignore[attr-defined]
+              if s.name in (name, name + "_total") and all(
+                  s.labels.get(k) == v for k, v in labels.items())]
+    assert values, (name, labels)
+    return float(sum(values))
+
+
+# --- in-process -----------------------------------------------------------------------
+
+def test_instrument_counts_requests_by_route_template_and_status() -> None:
+    app = FastAPI()
+
+    @app.get("/items/{item_id}")
+    def item(item_id: int) -> dict[str, int]:
+        return {"id": item_id}
+
+    instrument(app, component="test")
+    with TestClient(app) as client:
+        for i in range(3):
+            assert client.get(f"/items/{i}").status_code == 200
+        assert client.get("/items/x").status_code == 422
+        assert client.get("/nowhere").status_code == 404
+        fams = families(client.get("/metrics").text)
+    assert sample(fams, "ftrl_ps_http_requests", route="/items/{item_id}", status="200") == 3
+    assert sample(fams, "ftrl_ps_http_requests", route="/items/{item_id}", status="422") == 1
+    assert sample(fams, "ftrl_ps_http_requests", route="unmatched", status="404") == 1
+    hist = fams["ftrl_ps_http_request_duration_seconds"]
+    counts = [s.value for s in hist.samples  # type: ignore[attr-defined]
+              if s.name.endswith("_count") and s.labels["route"] == "/items/{item_id}"]
+    assert counts == [4]
+    assert sample(fams, "ftrl_ps_build_info", component="test") == 1
+    assert sample(fams, "ftrl_ps_process_resident_memory_bytes") > 1e6
+
+
+def test_shard_metrics_follow_pushes_pulls_duplicates_and_clock() -> None:
+    with in_process(bits=12, group_size=64, num_workers=1, staleness=1) as c:
+        wid = c.post("/v1/workers", json={"num_workers": 1, "layout": LAYOUT}).json()["worker_id"]
+        body = {"keys": [3, 70], "delta_n": [1.0, 1.0], "delta_z": [0.5, -1.0],
+                "worker_id": wid, "seq": 1}
+        assert c.post("/v1/push", json=body).json()["applied"] is True
+        assert c.post("/v1/push", json=body).json()["applied"] is False  # a retry
+        c.post("/v1/pull", json={"keys": [3, 4, 5]})
+        stats = {"rows": 500, "loss_sum": 200.0, "pushes": 1, "wait_seconds": 0.25}
+        assert c.post(f"/v1/workers/{wid}/clock", json={"stats": stats}).json()["ready"]
+        fams = families(c.get("/metrics").text)
+    assert sample(fams, "ftrl_ps_pushes") == 1
+    assert sample(fams, "ftrl_ps_duplicate_pushes") == 1
+    assert sample(fams, "ftrl_ps_keys_pushed") == 2
+    assert sample(fams, "ftrl_ps_keys_pulled") == 3
+    assert sample(fams, "ftrl_ps_keys_with_state") == 2
+    assert sample(fams, "ftrl_ps_rows_trained") == 500
+    assert math.isclose(sample(fams, "ftrl_ps_progressive_logloss"), 0.4)
+    assert sample(fams, "ftrl_ps_workers", state="live") == 1
+    assert sample(fams, "ftrl_ps_clock_min") == sample(fams, "ftrl_ps_clock_max") == 1
+    assert sample(fams, "ftrl_ps_ssp_staleness") == 1
+    assert sample(fams, "ftrl_ps_worker_rows", worker="0") == 500
+    assert sample(fams, "ftrl_ps_worker_ssp_wait_seconds", worker="0") == 0.25
+    wait = fams["ftrl_ps_ssp_wait_seconds"]
+    assert [s.value for s in wait.samples if s.name.endswith("_count")] == [1]  # type: ignore[attr-defined]
+    assert len([n for n in fams if n.startswith("ftrl_ps_")]) >= 10
+
+
+def test_gauge_hook_shows_up_and_a_broken_hook_does_not_break_the_scrape() -> None:
+    with in_process(bits=10) as c:
+        state = c.app.state.ftrl  # type: ignore[attr-defined]
+        assert "ftrl_ps_checkpoint_age_seconds" not in families(c.get("/metrics").text)
+        state.telemetry.gauge("checkpoint_age_seconds", "since the last checkpoint", lambda: 12.5)
+        state.telemetry.gauge("broken_seconds", "raises", lambda: 1 / 0)
+        fams = families(c.get("/metrics").text)
+    assert sample(fams, "ftrl_ps_checkpoint_age_seconds") == 12.5
+    assert "ftrl_ps_broken_seconds" not in fams
+
+
+def test_metrics_and_dashboard_feed_need_the_token_the_page_does_not() -> None:
+    with in_process(bits=10, token=TOKEN) as c:
+        assert c.get("/metrics").status_code == 401
+        assert c.get("/v1/dashboard").status_code == 401
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        assert c.get("/metrics", headers=auth).status_code == 200
+        feed = c.get("/v1/dashboard", headers=auth).json()
+        assert feed["shards"][0]["up"] and feed["cluster"]["rows"] == 0
+        for name in ASSETS:
+            resp = c.get("/dashboard" if name == "index.html" else f"/dashboard/{name}")
+            assert resp.status_code == 200, name
+            assert "default-src 'none'" in resp.headers["content-security-policy"]
+        assert c.get("/dashboard/secret.txt").status_code == 400
+        page = c.get("/dashboard").text
+    assert "http://" not in page and "https://" not in page  # nothing from elsewhere
+
+
+def test_buckets_and_history() -> None:
+    b = Buckets((0.1, 1.0))
+    for v in (0.05, 0.5, 0.5, 7.0):
+        b.observe(v)
+    assert b.snapshot() == ([(0.1, 1), (1.0, 3), (math.inf, 4)], 8.05, 4)
+    h = History(maxlen=8)
+    for t in range(20):
+        h.sample(rows=100 * t, loss_sum=50.0 * t, now=1000.0 + t)
+    pts = h.points()
+    assert len(pts) <= 9 and pts[-1]["rows"] == 1900 and pts[0]["t"] == 1000.0
+    assert math.isclose(h.rate(window=5), 100.0)
+    assert all(p["logloss"] == 0.5 for p in pts[1:])
+
+
+def test_overview_counts_restarts_and_uses_the_latest_registration() -> None:
+    snap = {"staleness": None, "workers": [
+        {"worker_id": 0, "index": 0, "state": "dead", "clock": 2, "stats": {"rows": 10}},
+        {"worker_id": 1, "index": 1, "state": "live", "clock": 5, "stats": {"rows": 30}},
+        {"worker_id": 2, "index": 0, "state": "live", "clock": 3, "stats": {"rows": 5}},
+    ]}
+    o = Overview.from_clock(snap)
+    assert o.restarts == 1 and o.rows == 45 and o.states == {"live": 2}
+    assert (o.min_clock, o.max_clock, o.gap) == (3, 5, 2)
+    assert [w.worker_id for w in o.workers] == [2, 1]
+    assert "restarts 1" in o.line(123.0) and "clock 3..5" in o.line()
+
+
+# --- a real run: 1 server process, 2 worker processes ---------------------------------
+
+@pytest.mark.slow
+def test_metrics_move_during_and_after_a_two_worker_run(synth_small: Path) -> None:
+    train = synth_small / "train.svm"
+    with real_server(["--bits", "18", "--num-workers", "2", "--staleness", "0",
+                      "--token", TOKEN]) as server:
+        workers = [
+            subprocess.Popen(
+                [sys.executable, "-m", "ftrl_ps", "worker", "--server", server.url,
+                 "--input", str(train), "--worker-index", str(i), "--num-workers", "2",
+                 "--token", TOKEN, "--batch-size", "20", "--fetch-step", "1",
+                 "--push-step", "1", "--bits", "18"],
+                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )
+            for i in range(2)
+        ]
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        during = None
+        try:
+            with httpx.Client(base_url=server.url, headers=auth, timeout=10) as http:
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline and any(w.poll() is None for w in workers):
+                    fams = families(http.get("/metrics").text)
+                    if "ftrl_ps_worker_rows" in fams and sample(fams, "ftrl_ps_rows_trained") > 0:
+                        if any(w.poll() is None for w in workers):
+                            during = fams
+                        break
+                    time.sleep(0.05)
+                outs = [w.communicate(timeout=120) for w in workers]
+                for w, (_out, err) in zip(workers, outs, strict=True):
+                    assert w.returncode == 0, err
+                after = families(http.get("/metrics").text)
+        finally:
+            for w in workers:
+                if w.poll() is None:
+                    w.kill()
+    assert during is not None, "the run finished before /metrics showed progress"
+    names = [n for n in after if n.startswith("ftrl_ps_")]
+    assert len([n for n in during if n.startswith("ftrl_ps_")]) >= 10
+    assert len(names) >= 10, names
+    assert sample(after, "ftrl_ps_pushes") > sample(during, "ftrl_ps_pushes") > 0
+    assert sample(after, "ftrl_ps_rows_trained") == 20000  # every row, once
+    assert sample(during, "ftrl_ps_rows_trained") < 20000
+    assert sample(after, "ftrl_ps_keys_pushed") > 0
+    assert sample(after, "ftrl_ps_workers", state="finished") == 2
+    assert sample(after, "ftrl_ps_http_requests", route="/v1/push", status="200") == \
+        sample(after, "ftrl_ps_pushes")
+    waits = [s.value for s in after["ftrl_ps_ssp_wait_seconds"].samples  # type: ignore[attr-defined]
+             if s.name.endswith("_count")]
+    assert waits and waits[0] > 0
