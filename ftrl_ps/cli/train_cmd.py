@@ -31,8 +31,10 @@ if TYPE_CHECKING:
 NAME = "train"
 HELP = "train a model on a libsvm file (one process, or a local cluster with --workers)"
 DESCRIPTION = """\
-Train a sparse logistic-regression model with FTRL-Proximal on a libsvm file
-(`label idx:val ...`; labels -1/+1 or 0/1; `-` reads stdin; .gz is fine).
+Train a sparse logistic-regression model with FTRL-Proximal on libsvm data
+(`label idx:val ...`; labels -1/+1 or 0/1): a file (.gz is fine), a directory
+or glob of part files, an fsspec URL (s3://..., gs://..., memory://...), or
+`-` for stdin.
 
 While it trains it shows progressive-validation log loss (each row is scored
 before the model learns from it, as Vowpal Wabbit reports it) and rows/s on
@@ -52,7 +54,8 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("train", metavar="TRAIN", help="training data (libsvm; '-' = stdin)")
+    parser.add_argument("train", metavar="TRAIN", help="training data (libsvm): a file, "
+                        "directory, glob or fsspec URL; '-' = stdin")
     parser.add_argument(
         "--test", metavar="TEST", help="evaluate on this libsvm file after training"
     )

@@ -17,14 +17,17 @@ __all__ = [
 ]
 
 NAME = "worker"
-HELP = "train on one share of a libsvm file against parameter-server shards"
+HELP = "train on units of libsvm input handed out by parameter-server shard 0"
 DESCRIPTION = """\
-Run one worker of a parameter-server cluster. Worker i of N reads the i-th of
-N line-aligned byte ranges of INPUT (no line is lost or read twice), trains a
-local FTRL copy in mini-batches of --batch-size rows (one step = one
-mini-batch), pulls the state of the keys it is about to use every
---fetch-step steps, pushes its accumulated n/z deltas every --push-step steps,
-and then ticks its SSP clock (which may wait for slower workers).
+Run one worker of a parameter-server cluster. INPUT (a file, a directory or
+glob of part files, plain or .gz, or an fsspec URL) is cut into small
+line-aligned units that shard 0 hands out as the workers ask (no line is lost
+or read twice; faster workers take more); with --split shares worker i of N
+reads the i-th of N byte ranges instead. The worker trains a local FTRL copy
+in mini-batches of --batch-size rows (one step = one mini-batch), pulls the
+state of the keys it is about to use every --fetch-step steps, pushes its
+accumulated n/z deltas every --push-step steps, and then ticks its SSP clock
+(which may wait for slower workers).
 
 The feature-space layout (bits, group size, shards) comes from the servers;
 --bits, if given, must match it.
@@ -61,6 +64,21 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         "worker about 20 rounds, within 50..5000). A worker trains batch-size x "
         "push-step rows on state the others have not seen yet; one that does its whole "
         "share in a round or two learns little from the others",
+    )
+    g.add_argument(
+        "--split",
+        choices=("units", "shares"),
+        default="units",
+        help="'units' (default): the input is cut into small line-aligned units that "
+        "shard 0 hands out as workers ask, so faster workers take more (a .gz file is one "
+        "unit); 'shares': worker i of N reads the i-th of N byte ranges (one plain file)",
+    )
+    g.add_argument(
+        "--unit-mb",
+        type=c.positive_float,
+        default=None,
+        metavar="MB",
+        help="size of a hand-out unit (default: about 16 units per worker, 64 KiB..64 MiB)",
     )
     g.add_argument(
         "--fetch-step",
@@ -113,7 +131,9 @@ def add_straggle_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     c.add_server_arguments(parser)
-    parser.add_argument("--input", required=True, metavar="FILE", help="training data (libsvm)")
+    parser.add_argument("--input", required=True, metavar="INPUT",
+                        help="training data (libsvm): a file, a directory or glob of part "
+                        "files (plain or .gz), or an fsspec URL (s3://..., memory://...)")
     parser.add_argument(
         "--worker-index",
         type=_worker_index,

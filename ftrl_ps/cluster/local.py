@@ -33,6 +33,7 @@ from ftrl_ps.cluster.launch import ChildHandle, Launcher, preload, stop_all
 from ftrl_ps.cluster.spawn import log_tail, wait_ready
 from ftrl_ps.core.jsonfile import write_json
 from ftrl_ps.core.modelio import SavedModel, load_model, save_model
+from ftrl_ps.data.sources import estimate_rows, expand
 from ftrl_ps.errors import ClusterError, ConfigError, FTRLPSError, ServerError
 from ftrl_ps.learn.progress import Progress
 from ftrl_ps.ps.auth import TOKEN_ENV
@@ -87,6 +88,8 @@ class LocalClusterOptions:
     straggle_delay: float = 0.0
     straggle_workers: str | None = None
     seed: int = 0
+    split: str = "units"
+    unit_mb: float | None = None
 
 
 @dataclass
@@ -157,24 +160,13 @@ def _worker_options(opts: LocalClusterOptions, urls: list[str], params: dict[str
         chunk_mb=opts.chunk_mb, metrics_json=str(metrics), quiet=True,
         skip_bad_lines=opts.skip_bad_lines, straggle_prob=opts.straggle_prob,
         straggle_delay=opts.straggle_delay, straggle_workers=opts.straggle_workers,
-        seed=opts.seed, **params,
+        seed=opts.seed, split=opts.split, unit_mb=opts.unit_mb, **params,
     )
 
 
 #: rounds (pull, train ``fetch_step`` steps, push) each worker should get at least
 TARGET_ROUNDS = 20
 MIN_BATCH, MAX_BATCH = 50, 5000
-
-
-def estimate_rows(path: str, sample_bytes: int = 1 << 20) -> int:
-    """Rows in a libsvm file, estimated from the line length of its first MiB."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as f:
-        head = f.read(sample_bytes)
-    lines = head.count(b"\n")
-    if not lines or size <= len(head):
-        return max(lines, 1)
-    return max(1, int(size / (len(head) / lines)))
 
 
 def local_batch_size(opts: LocalClusterOptions) -> int:
@@ -203,12 +195,11 @@ def run_cluster(args: LocalClusterOptions) -> int:
     """Run ``ftrl-ps train`` as a local cluster; see the module docstring."""
     if args.train == "-":
         raise ConfigError("--workers needs a training file, not stdin")
-    with open(args.train, "rb") as f:
-        if f.read(2) == b"\x1f\x8b":
-            raise ConfigError(
-                f"{args.train} is gzip-compressed; workers split the training file by byte "
-                "ranges, so --workers needs it uncompressed (e.g. gunzip -k it first)"
-            )
+    if args.split == "shares" and expand(args.train)[0].gzip:
+        raise ConfigError(
+            f"{args.train} is gzip-compressed; '--split shares' cuts the training file into "
+            "byte ranges, so it needs it uncompressed (the default '--split units' does not)"
+        )
     if args.servers < 1:
         raise ConfigError("--servers must be >= 1")
     if args.resume:

@@ -15,6 +15,7 @@ from ftrl_ps.ps.dedup import PushDeduper
 from ftrl_ps.ps.shard_settings import ServerSettings
 from ftrl_ps.ps.store import ParameterStore
 from ftrl_ps.ps.telemetry import Telemetry
+from ftrl_ps.ps.workqueue import WorkQueue
 
 __all__ = ["ServerState", "load_initial_model"]
 
@@ -44,6 +45,7 @@ class ServerState:
                 registration_timeout=settings.registration_timeout,
             )
         self.dedup = PushDeduper()
+        self.work = WorkQueue()  # hand-out of input units (used on shard 0)
         #: measurements and gauge hooks exported by /metrics (see ps.telemetry)
         self.telemetry = Telemetry()
         self.started_at = time.time()

@@ -76,6 +76,10 @@ class WorkerOptions:
     straggle_delay: float = 0.0
     straggle_workers: str | None = None
     seed: int = 0
+    #: "units": shard 0 hands out small units of the input as workers ask
+    #: (ftrl_ps.ps.handout); "shares": worker i reads the i-th of N byte ranges
+    split: str = "units"
+    unit_mb: float | None = None  # None: about 16 units per worker
 
     def straggle(self) -> StraggleConfig:
         """The injected straggling (validated)."""
@@ -85,9 +89,17 @@ class WorkerOptions:
     def check(self) -> None:
         """Raise :class:`ConfigError` for options that cannot work."""
         self.straggle()
+        if self.split not in ("units", "shares"):
+            raise ConfigError(f"split must be 'units' or 'shares', got {self.split!r}")
+        if self.unit_mb is not None and not self.unit_mb > 0:
+            raise ConfigError(f"unit_mb must be > 0, got {self.unit_mb}")
         if self.input == "-":
             raise ConfigError("a worker needs a file it can split into byte ranges, not stdin")
-        if not os.path.exists(self.input):
+        if self.split == "units":
+            from ftrl_ps.data.sources import expand
+
+            expand(self.input)  # a file, directory, glob or fsspec URL with files
+        elif not os.path.exists(self.input):
             raise ConfigError(f"input file not found: {self.input}")
         if self.num_workers < 1:
             raise ConfigError(f"num_workers must be >= 1, got {self.num_workers}")
@@ -95,6 +107,19 @@ class WorkerOptions:
             raise ConfigError(
                 f"--worker-index {self.worker_index} must be in [0, {self.num_workers})"
             )
+
+
+def _train_units(worker: Any, client: Any, index: int, options: WorkerOptions) -> None:
+    """Load the plan of units into shard 0 and train units until none is left."""
+    from ftrl_ps.ps.handout import WorkClient, plan, train_units
+
+    units, plan_id = plan(options.input, options.num_workers, options.epochs,
+                          None if options.unit_mb is None else int(options.unit_mb * (1 << 20)))
+    work = WorkClient(client)
+    work.load(units, plan_id)
+    started = time.perf_counter()
+    train_units(worker, work, index)
+    worker.report.seconds = time.perf_counter() - started
 
 
 def run_worker(options: WorkerOptions) -> dict[str, Any]:
@@ -124,7 +149,7 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
     )
     index_wanted = options.worker_index
     started = None
-    if index_wanted is not None and options.bits is not None:
+    if options.split == "shares" and index_wanted is not None and options.bits is not None:
         # parse the first chunks while the servers start up / answer
         started = read_share(options.input, share_of(options.input, index_wanted,
                                                      options.num_workers), options.bits, cfg)
@@ -143,14 +168,18 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         index = client.worker_index if client.worker_index is not None else index_wanted
         assert index is not None
         client.start_heartbeat()
-        byte_range = share_of(options.input, index, options.num_workers)
-        if index != index_wanted:
-            started = None  # not the share begun above (dropping it stops its thread)
         straggle = options.straggle()
         worker = Worker(client, layout.bits, params, cfg,
                         Straggler(straggle, index) if straggle.enabled else None)
         began = time.time()
-        report = worker.run(options.input, byte_range, started=started)
+        if options.split == "units":
+            _train_units(worker, client, index, options)
+            report = worker.report
+        else:
+            byte_range = share_of(options.input, index, options.num_workers)
+            if index != index_wanted:
+                started = None  # not the share begun above (dropping it stops its thread)
+            report = worker.run(options.input, byte_range, started=started)
         ended = time.time()
         client.finish()
     report_bad_lines(report.bad_lines, report.bad_examples)

@@ -14,6 +14,9 @@ Routes (OpenAPI schema at ``/openapi.json``, docs at ``/docs``)::
     POST /v1/workers/{id}/wait         SSP wait (shard 0)                          [auth]
     POST /v1/workers/{id}/heartbeat    (shard 0)                                   [auth]
     POST /v1/workers/{id}/finish       (shard 0)                                   [auth]
+    POST /v1/work/plan                 load the plan of input units (shard 0)      [auth]
+    POST /v1/work/next                 finished units in, next unit out (shard 0)  [auth]
+    GET  /v1/work                      units pending, assigned, done (shard 0)
     GET  /v1/status                    JSON overview
     GET  /health                       liveness
     GET  /metrics                      Prometheus metrics (server/shard_metrics.py) [auth]
@@ -40,7 +43,7 @@ from fastapi import FastAPI
 from ftrl_ps import __version__
 from ftrl_ps.ps.shard_settings import ServerSettings
 from ftrl_ps.ps.state import ServerState
-from ftrl_ps.server import routes_params, routes_status, routes_workers
+from ftrl_ps.server import routes_params, routes_status, routes_work, routes_workers
 from ftrl_ps.server.errors import install_error_handlers
 from ftrl_ps.server.limits import BodyLimitMiddleware
 from ftrl_ps.server.observability import observe
@@ -80,5 +83,6 @@ def create_app(
     app.include_router(routes_params.router)
     app.include_router(routes_workers.router)
     app.include_router(routes_status.router)
+    app.include_router(routes_work.router)
     observer = observe(app, state, peers)  # /metrics, /dashboard and their data
     return app
