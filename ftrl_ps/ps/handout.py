@@ -4,8 +4,9 @@ Every worker cuts the same input into the same units
 (:func:`ftrl_ps.data.sources.work_units`), loads that plan into shard 0
 (:mod:`ftrl_ps.ps.workqueue`; the first one loads it, the others are checked
 against it), then asks for a unit, trains its rows, pushes everything and
-ticks (:meth:`ftrl_ps.ps.worker.Worker.push` waits for both), and reports the
-unit done with its next request. A faster worker simply asks more often.
+ticks, and reports the unit done with a later request, once its pushes cover
+all the unit's rows (:class:`UnitStream`). A faster worker simply asks more
+often.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ftrl_ps.data.sources import Unit, expand, work_units
 from ftrl_ps.errors import ProtocolError
 from ftrl_ps.ps.worker import Worker
 
-__all__ = ["WorkClient", "default_unit_bytes", "plan", "skip_rows", "train_units"]
+__all__ = ["UnitStream", "WorkClient", "default_unit_bytes", "plan", "skip_rows", "train_units"]
 
 #: units per worker and pass the default unit size aims at
 UNITS_PER_WORKER = 16
@@ -84,20 +85,57 @@ def skip_rows(batches: Iterator[Batch], rows: int) -> Iterator[Batch]:
         rows = 0
 
 
+class UnitStream:
+    """The batches of the units shard 0 hands this worker, one unit after the other.
+
+    A unit is asked for when the previous one is read to its end, so a worker
+    holds one unit at a time (a straggler cannot sit on work the others could
+    do). A unit is reported done with the next request once the worker's
+    pushes cover all its rows (``Worker.rows_applied``); the worker's rounds run
+    on across unit boundaries, no push is forced at the end of a unit.
+    """
+
+    def __init__(self, worker: Worker, work: WorkClient, worker_index: int) -> None:
+        self.worker, self.work, self.index = worker, work, worker_index
+        self.held: list[tuple[Unit, int, int]] = []  # unit, its rows, rows yielded at its end
+        self.yielded = 0
+        self.units = 0
+
+    def _confirmed(self) -> list[tuple[int, int]]:
+        done = [(u.id, rows) for u, rows, end in self.held if end <= self.worker.rows_applied]
+        self.held = [h for h in self.held if h[2] > self.worker.rows_applied]
+        return done
+
+    def next_unit(self) -> tuple[Unit, int] | None:
+        return self.work.next(self.index, self._confirmed(), [u.id for u, _, _ in self.held])
+
+    def batches(self, first: tuple[Unit, int] | None = None) -> Iterator[Batch]:
+        """Batches of ``first`` (if given) and of every unit asked for after it."""
+        cfg = self.worker.config
+        got = first if first is not None else self.next_unit()
+        while got is not None:
+            unit, skip = got
+            reader = read_unit(unit, self.worker.bits, chunk_bytes=cfg.chunk_bytes,
+                               skip_bad_lines=cfg.skip_bad_lines)
+            for batch in skip_rows(prefetch(reader, depth=2), skip):
+                self.yielded += batch.rows
+                yield batch
+            self.held.append((unit, reader.stats.rows, self.yielded))
+            self.worker.report.bad_lines += reader.stats.bad_lines
+            self.worker.report.bad_examples.extend(reader.stats.bad_examples)
+            self.units += 1
+            got = self.next_unit()
+
+
 def train_units(worker: Worker, work: WorkClient, worker_index: int) -> int:
-    """Ask for units until none is left, training each; returns the units trained."""
-    cfg, count = worker.config, 0
-    done: list[tuple[int, int]] = []
-    while (got := work.next(worker_index, done, [])) is not None:
-        unit, skip = got
-        reader = read_unit(unit, worker.bits, chunk_bytes=cfg.chunk_bytes,
-                           skip_bad_lines=cfg.skip_bad_lines)
-        batches = prefetch(reader, depth=2)
-        worker.train_batches(skip_rows(batches, skip) if skip else batches)
-        worker.push()  # every row of the unit is applied on the shards
-        worker.report.bad_lines += reader.stats.bad_lines
-        worker.report.bad_examples.extend(reader.stats.bad_examples)
-        done = [(unit.id, reader.stats.rows)]
-        count += 1
-    worker.report.epochs = cfg.epochs
-    return count
+    """Train the units shard 0 hands out until none is left; returns how many."""
+    stream = UnitStream(worker, work, worker_index)
+    got = None
+    while True:
+        worker.train_batches(stream.batches(got))
+        worker.push()  # every row trained is applied: the next request reports the rest
+        got = stream.next_unit()  # None, unless a dead worker's unit was freed meanwhile
+        if got is None:
+            break
+    worker.report.epochs = worker.config.epochs
+    return stream.units

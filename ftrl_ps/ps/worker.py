@@ -122,6 +122,7 @@ class _InFlight:
 
     def __init__(self, fn: Any, *args: Any) -> None:
         self._error: BaseException | None = None
+        self.rows = 0  # rows trained when the push was made
         self._thread = threading.Thread(
             target=self._run, args=(fn, args), name="ftrl-ps-push", daemon=True
         )
@@ -172,6 +173,7 @@ class Worker:
         self._rows_since_push = 0
         self._since_push = 0
         self._sending: _InFlight | None = None
+        self.rows_applied = 0  # rows whose push (and tick) the shards acknowledged
         self.report = WorkerReport()
         self._started = time.perf_counter()
 
@@ -234,6 +236,7 @@ class Worker:
         delta_n, delta_z, merge = self._merged(todo)
         self._sync()
         self._sending = _InFlight(self._send, todo.keys, delta_n, delta_z, merge, self.stats())
+        self._sending.rows = self.report.rows
         if rnd is not None:
             rnd.mark_pushed(None if part is None else part.keys)
         self._pending = PendingDeltas()
@@ -243,8 +246,7 @@ class Worker:
         self._since_push = 0
 
     def _merged(self, todo: PendingDeltas) -> tuple[np.ndarray, np.ndarray, Any]:
-        """A push's ``delta_n``, ``delta_z`` (in the servers' float type) and merge
-        information, by the merge rule (see :mod:`ftrl_ps.ps.merge`)."""
+        """A push's deltas (in the servers' float type) and merge information."""
         cfg = self.config
         dtype = np.dtype(getattr(self.client, "dtype", np.float64))
         dn, dz = todo.delta[:, 0], todo.delta[:, 1]
@@ -274,6 +276,7 @@ class Worker:
         sending, self._sending = self._sending, None
         if sending is not None:
             sending.wait()
+            self.rows_applied = sending.rows
 
     def stats(self) -> dict[str, Any]:
         """Progress sent with every clock tick (shard 0 shows it: status, dashboard, metrics)."""
