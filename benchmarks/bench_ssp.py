@@ -15,7 +15,9 @@ one pass over a generated CTR set (``ftrl-ps gen``, seed 0, cached in
 * ``persistent``: worker 0 sleeps 0.3 s before every tick
   (``--straggle-workers 0 --straggle-prob 1 --straggle-delay 0.3``).
 
-for staleness 0 (BSP), 1, 3, 8 and inf. While a run trains, the model is read
+for staleness 0 (BSP), 1, 3, 8 and inf; the workers read fixed quarters of the
+input (``--split shares``) unless ``--split units``, so that only the SSP bound
+differs between runs. While a run trains, the model is read
 from the server (``GET /v1/state``) every ``--every`` seconds; afterwards
 each snapshot is scored on the held-out test rows. Per run it reports the
 pass time (first worker step to last worker step), the time to reach the
@@ -51,6 +53,7 @@ from ftrl_ps.ps import wire  # noqa: E402
 
 BITS = 20
 DOCS = Path(__file__).resolve().parents[1] / "docs"
+SPLIT = ["shares"]  # --split of the runs (see --split)
 SCENARIOS = {
     "transient": ["--straggle-prob", "0.25", "--straggle-delay", "0.3"],
     "persistent": ["--straggle-workers", "0", "--straggle-prob", "1", "--straggle-delay", "0.3"],
@@ -89,7 +92,7 @@ def run(train: Path, test: Path, staleness: str, extra: list[str], every: float,
     """One cluster run with snapshots; returns its metrics and snapshots."""
     out = work / "m.json"
     cmd = [sys.executable, "-m", "ftrl_ps", "train", str(train), "--test", str(test),
-           "--bits", str(BITS), "--workers", "4", "--staleness", staleness,
+           "--bits", str(BITS), "--workers", "4", "--staleness", staleness, "--split", SPLIT[0],
            "--seed", str(seed), "--metrics-json", str(out), *extra]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
@@ -172,8 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--every", type=float, default=0.25, help="seconds between snapshots")
     p.add_argument("--target-gap", type=float, default=0.003)
+    p.add_argument("--split", default="shares", choices=("shares", "units"),
+                   help="how the workers split the input (default shares: each worker its "
+                   "quarter, so only the SSP bound differs between runs)")
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
+    SPLIT[0] = args.split
     folder, _, _ = h.ensure_synth_data(h.DEFAULT_DATA_DIR, args.rows, args.rows // 4, BITS)
     train, test_file = folder / "train.svm", folder / "test.svm"
     test = read_all(test_file, BITS)
@@ -208,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
             plot(name, firsts, target, DOCS / f"ssp_{name}.png")
     header = ["stragglers", "s", "pass s", "to target s", "final logloss",
               "wait s per worker", "sleeps per worker"]
-    print(f"\n4 workers, 1 server, {args.rows:,} generated rows, 2^{BITS} slots; one process "
+    print(f"\n4 workers, 1 server, --split {args.split}, {args.rows:,} generated rows, "
+          f"2^{BITS} slots; one process "
           f"{base:.5f}, target {target:.5f}; median of {args.repeat} run(s)")
     print(h.format_table(header, table))
     if args.json:
