@@ -153,3 +153,16 @@ def test_a_worker_with_other_input_is_refused(parts, tmp_path) -> None:  # noqa:
             wc.load(*plan(str(d), 2, 1))
             with pytest.raises(WorkerStateError, match="same input"):
                 wc.load(*plan(str(other), 2, 1))
+
+
+def test_a_plan_reads_every_line_once_with_a_finer_tail(parts) -> None:  # noqa: F811
+    from ftrl_ps.data.inputs import read_unit
+
+    d, lines = parts
+    units, plan_id = plan(str(d), num_workers=2, epochs=2, unit_bytes=3000)
+    assert plan(str(d), 2, 2, 3000)[1] == plan_id  # the same input gives the same plan
+    assert [u.id for u in units] == list(range(len(units)))
+    sizes = [u.end - u.start for u in units if not u.gzip]
+    assert min(sizes) < max(sizes) / 3  # the last quarter of a pass is cut finer
+    rows = sum(b.rows for u in units for b in read_unit(u, 12))
+    assert rows == 2 * len(lines)

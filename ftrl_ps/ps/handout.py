@@ -29,6 +29,9 @@ __all__ = ["UnitStream", "WorkClient", "default_unit_bytes", "plan", "skip_rows"
 #: units per worker and pass the default unit size aims at
 UNITS_PER_WORKER = 16
 MIN_UNIT, MAX_UNIT = 64 << 10, 64 << 20
+#: the last quarter of every pass is cut into quarter-size units, so that the
+#: last unit a slow worker takes holds up the end of the pass less
+TAIL_FRACTION, TAIL_SPLIT = 0.25, 4
 
 
 def default_unit_bytes(total_bytes: int, num_workers: int) -> int:
@@ -45,9 +48,27 @@ def plan(spec: str, num_workers: int, epochs: int, unit_bytes: int | None = None
     """The units of ``spec`` for ``epochs`` passes and the plan's id (a digest of them)."""
     parts = expand(spec)
     size = unit_bytes or default_unit_bytes(sum(p.size for p in parts), num_workers)
-    units = work_units(parts, size, epochs)
+    units = _finer_tail(work_units(parts, size, epochs), epochs)
     text = json.dumps([u.as_dict() for u in units], sort_keys=True).encode()
     return units, hashlib.sha256(text).hexdigest()[:16]
+
+
+def _finer_tail(units: list[Unit], epochs: int) -> list[Unit]:
+    """Cut the plain units in the last :data:`TAIL_FRACTION` of each pass's bytes
+    into :data:`TAIL_SPLIT` pieces (ids renumbered in order)."""
+    per_epoch = len(units) // epochs
+    out: list[Unit] = []
+    for e in range(epochs):
+        epoch = units[e * per_epoch:(e + 1) * per_epoch]
+        total = sum(u.end - u.start for u in epoch)
+        seen = 0
+        for u in epoch:
+            pieces = 1 if u.gzip or seen < (1 - TAIL_FRACTION) * total else TAIL_SPLIT
+            seen += u.end - u.start
+            cuts = [u.start + (u.end - u.start) * i // pieces for i in range(pieces + 1)]
+            out.extend(Unit(len(out) + i, u.part, cuts[i], cuts[i + 1], u.gzip)
+                       for i in range(pieces) if cuts[i + 1] > cuts[i])
+    return [Unit(i, u.part, u.start, u.end, u.gzip) for i, u in enumerate(out)]
 
 
 class WorkClient:
