@@ -22,9 +22,8 @@ Binary format (media type ``application/x-ftrl-ps``), all little-endian::
 
 With flag bit 2 (the ``compose`` merge rule, :mod:`ftrl_ps.ps.merge`) a KEYS
 body asks for versions, a VALUES body ends with ``versions uint32[count]``
-and a PUSH body ends with ``versions uint32[count], rows uint32[count],
-rho[count]`` (the versions pulled, the push's rows containing each key, the
-round's saturation; ``rho`` in the values' float type).
+and a PUSH body ends with ``versions uint32[count], rho[count]`` (the
+versions pulled and the round's saturation, in the values' float type).
 
 A value section starts at the next multiple of its item size (4 bytes of zero
 padding after an odd number of keys when values are float64). The body must
@@ -97,7 +96,7 @@ _SECTIONS = {PUSH: (True, 2), KEYS: (True, 0), VALUES: (False, 2), GROUPS: (True
 # kind -> the sections flag bit 2 adds: name, and True for a uint32 section (else values' type)
 _MERGE_SECTIONS: dict[int, tuple[tuple[str, bool], ...]] = {
     KEYS: (), VALUES: (("versions", True),),
-    PUSH: (("versions", True), ("rows", True), ("rho", False)),
+    PUSH: (("versions", True), ("rho", False)),
 }
 
 
@@ -186,7 +185,8 @@ def encode(
         parts.append(b.astype(little, copy=False).tobytes())
     if merge is not None:
         flags |= FLAG_MERGE
-        parts.extend(_encode_merge(kind, merge, count, dt))
+        parts.extend(_encode_merge(kind, merge, count, dt,
+                                   HEADER_SIZE + sum(len(p) for p in parts)))
     if worker_id is not None:
         if not 0 <= worker_id < _UINT32_LIMIT or not 0 <= seq < 1 << 64:
             raise ProtocolError("worker_id must fit in uint32 and seq in uint64")
@@ -196,7 +196,8 @@ def encode(
     return header + b"".join(parts)
 
 
-def _encode_merge(kind: int, merge: tuple[Any, ...], count: int, dt: np.dtype) -> list[bytes]:
+def _encode_merge(kind: int, merge: tuple[Any, ...], count: int, dt: np.dtype,
+                  offset: int) -> list[bytes]:
     spec = _MERGE_SECTIONS.get(kind)
     if spec is None or len(merge) != len(spec):
         raise ProtocolError(f"{KIND_NAMES[kind]} takes {len(spec or ())} merge sections, "
@@ -207,7 +208,9 @@ def _encode_merge(kind: int, merge: tuple[Any, ...], count: int, dt: np.dtype) -
         a = _keys_u32(arr, name) if is_u32 else np.asarray(arr, dtype=dt.newbyteorder("<"))
         if a.shape != (count,):
             raise ProtocolError(f"{name} must have {count} entries, got {a.shape}")
-        out.append(a.tobytes())
+        pad = -offset % a.itemsize
+        out.append(b"\0" * pad + a.tobytes())
+        offset += pad + a.nbytes
     return out
 
 
