@@ -36,10 +36,11 @@ def run_cell(ps: PSClient, keys: np.ndarray, seconds: float, compose: bool = Fal
     """Rounds per second and median seconds per round for ``seconds`` of work.
 
     ``compose``: pushes carry the merge sections of the compose rule (versions,
-    rho) and pulls ask for versions, as a worker under that rule does.
+    rows, rho) and pulls ask for versions, as a worker under that rule does.
     """
     dn = np.full(keys.size, 0.25, dtype=np.float32)
     dz = np.full(keys.size, -0.5, dtype=np.float32)
+    rows = np.full(keys.size, 3, dtype=np.uint32)
     rho = np.ones(keys.size, dtype=np.float32)
     versions = ps.pull_versioned(keys)[2]
     times: list[float] = []
@@ -47,7 +48,7 @@ def run_cell(ps: PSClient, keys: np.ndarray, seconds: float, compose: bool = Fal
     while time.perf_counter() - start < seconds or len(times) < 3:
         t0 = time.perf_counter()
         if compose:
-            ps.push(keys, dn, dz, (versions, rho))
+            ps.push(keys, dn, dz, (versions, rows, rho))
             versions = ps.pull_versioned(keys)[2]
         else:
             ps.push(keys, dn, dz)

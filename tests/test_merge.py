@@ -26,25 +26,29 @@ class RefKey:
     z: float = 0.0
     version: int = 0
     base: int = 0
-    members: list = None  # (dn, dz, rho) of the current group's pushes
+    count: int = 0
+    weight: float = 0.0
+    rho: float = 0.0
+    mean_n: float = 0.0
+    mean_z: float = 0.0
 
-    def total(self) -> tuple[float, float]:
-        """The group's composed total: the mean update times 1 + r + ... + r**(j-1)."""
-        j = len(self.members)
-        r = sum(m[2] for m in self.members) / j
-        c = sum(r**i for i in range(j))
-        return (sum(m[0] for m in self.members) / j * c, sum(m[1] for m in self.members) / j * c)
-
-    def push(self, dn: float, dz: float, pulled: int, rho: float) -> None:
+    def push(self, dn: float, dz: float, pulled: int, rows: int, rho: float) -> None:
+        w = float(max(rows, 1))
         missed = self.version - pulled
         if missed == 0:  # nothing happened since the pull: a new group, added as it is
-            self.base, self.members = self.version, [(dn, dz, rho)]
+            self.base, self.count, self.weight, self.rho = self.version, 1, w, rho
+            self.mean_n, self.mean_z = dn, dz
             add_n, add_z = dn, dz
         elif pulled == self.base:  # concurrent with exactly the current group
-            before = self.total()
-            self.members.append((dn, dz, rho))
-            after = self.total()
-            add_n, add_z = after[0] - before[0], after[1] - before[1]
+            total = lambda: sum(self.rho**i for i in range(self.count))  # noqa: E731
+            before_n, before_z = self.mean_n * total(), self.mean_z * total()
+            share = w / (self.weight + w)
+            self.mean_n += (dn - self.mean_n) * share
+            self.mean_z += (dz - self.mean_z) * share
+            self.rho += (rho - self.rho) * share
+            self.weight += w
+            self.count += 1
+            add_n, add_z = self.mean_n * total() - before_n, self.mean_z * total() - before_z
         else:  # it missed older pushes: the last of missed + 1
             add_n, add_z = dn * rho**missed, dz * rho**missed
         self.n = max(self.n + add_n, 0.0)
@@ -65,10 +69,11 @@ def test_compose_store_matches_the_reference_on_random_pushes() -> None:
         pulled = np.where(rng.random(keys.size) < 0.5, versions, pulled)
         dn = rng.random(keys.size)
         dz = rng.normal(size=keys.size)
+        rows = rng.integers(0, 50, keys.size)
         rho = rng.choice([0.0, 1.0, 0.3], keys.size)
-        store.push(keys, dn, dz, (pulled, rho))
+        store.push(keys, dn, dz, (pulled, rows, rho))
         for i, k in enumerate(keys.tolist()):
-            ref[k].push(dn[i], dz[i], int(pulled[i]), rho[i])
+            ref[k].push(dn[i], dz[i], int(pulled[i]), int(rows[i]), rho[i])
     everything = np.arange(layout.num_keys)
     n, z, v = store.pull_versioned(everything)
     np.testing.assert_allclose(n, [r.n for r in ref], rtol=1e-9, atol=1e-12)
@@ -95,10 +100,10 @@ def test_a_bad_merge_section_changes_nothing() -> None:
     store.push(keys, [1.0, 1.0], [1.0, 1.0])
     before = store.pull_versioned(np.arange(65))
     bad = [
-        (np.array([0, 5]), np.array([0.0, 0.0])),  # a version the shard has not reached
-        (np.array([0, 0]), np.array([0.0, 2.0])),  # rho > 1
-        (np.array([0, -1]), np.array([0.0, 0.0])),  # a negative version
-        (np.array([0]), np.array([0.0, 0.0])),  # wrong length
+        (np.array([0, 5]), np.array([1, 1]), np.array([0.0, 0.0])),  # version not reached
+        (np.array([0, 0]), np.array([1, 1]), np.array([0.0, 2.0])),  # rho > 1
+        (np.array([0, 0]), np.array([1, -1]), np.array([0.0, 0.0])),  # negative rows
+        (np.array([0]), np.array([1, 1]), np.array([0.0, 0.0])),  # wrong length
     ]
     for merge in bad:
         with pytest.raises(ProtocolError):
@@ -149,7 +154,7 @@ def test_a_key_one_worker_touched_gets_exactly_that_workers_update() -> None:
     for keys, alone in (([3, 4, 5], alone_a), ([9, 10], alone_b)):
         np.testing.assert_allclose(server.n[keys], alone.n[keys], rtol=1e-12)
         np.testing.assert_allclose(server.z[keys], alone.z[keys], rtol=1e-12)
-    # key 0 (dense) was moved by both: neither update alone, their mean
+    # key 0 (dense) was moved by both: neither update alone, their (weighted) mean
     mean_z = (alone_a.z[0] + alone_b.z[0]) / 2
     assert server.z[0] == pytest.approx(mean_z, rel=1e-12)
 

@@ -158,7 +158,7 @@ class PSClient:
 
     def push(self, keys: Any, delta_n: Any, delta_z: Any, merge: Any = None) -> int:
         """Add ``delta_n`` (>= 0) and ``delta_z`` at ``keys`` (sorted, unique);
-        ``merge``: ``(versions pulled, rho)`` for the ``compose`` rule.
+        ``merge``: ``(versions pulled, rows, rho)`` for the ``compose`` rule.
 
         Validated here before anything is sent, so a bad push changes no
         shard. Returns the push's sequence number (0 before :meth:`register`:

@@ -10,15 +10,16 @@ other, and each worker's steps would have started where the previous ones
 ended. A round contracts an error in its start by ``rho`` (``0``: the round's
 rows pin the key down, whatever the start; ``1``: the steps do not depend on
 the start), so the second worker adds ``rho`` times its steps, the third
-``rho**2`` ..., and ``j`` concurrent pushes with the mean update ``d`` add up,
-averaged over their orders, to ``d * (1 - rho**j) / (1 - rho)``: their sum for keys a round barely
+``rho**2`` ..., and ``j`` concurrent pushes of one (mean) update ``d`` add up
+to ``d * (1 - rho**j) / (1 - rho)``: their sum for keys a round barely
 moves, their mean for keys a round saturates (the bias), one formula between.
 
 Every push carries, per key, the *version* of the key it pulled (how many
-pushes the shard had applied to it) and ``rho`` (:func:`saturation`). The
-shard keeps, per key, its version and the current *group* of concurrent
-pushes (their base version, count, summed ``rho`` and summed delta), so that
-every push of a group is
+pushes the shard had applied to it), the rows of the push that contain the
+key (its weight in the mean) and ``rho`` (:func:`saturation`, from the
+worker's own ``n`` before and after the round). The shard keeps, per key, its
+version and the current *group* of concurrent pushes (their base version,
+count, weight, mean ``rho`` and mean delta), so that every push of a group is
 merged the same way, whichever worker sends it and in whatever order
 (:class:`ComposeState`). Plain pushes (without versions) are summed.
 
@@ -96,8 +97,9 @@ class ComposeState:
         self.version = np.zeros(size, np.uint32)  # pushes applied to the key
         self.base = np.zeros(size, np.uint32)  # version the current group started from
         self.count = np.zeros(size, np.uint32)  # pushes in the current group
-        self.rho = np.zeros(size, dtype)  # their summed rho
-        self.total = np.zeros((size, 2), dtype)  # their summed (delta n, delta z)
+        self.weight = np.zeros(size, dtype)  # their rows with the key
+        self.rho = np.zeros(size, dtype)  # their weighted mean rho
+        self.mean = np.zeros((size, 2), dtype)  # their weighted mean (delta n, delta z)
 
     def bump(self, local: np.ndarray) -> None:
         """Count a plain (summed) push of ``local`` keys."""
@@ -108,18 +110,20 @@ class ComposeState:
         local: np.ndarray,
         delta: np.ndarray,
         pulled: np.ndarray,
+        rows: np.ndarray,
         rho: np.ndarray,
     ) -> np.ndarray:
         """The amounts to add to ``(n, z)`` of ``local`` keys for one push; updates the groups.
 
         ``delta`` is the push's ``(len, 2)`` deltas, ``pulled`` the versions the
-        worker pulled, ``rho`` its :func:`saturation`. Three cases per key:
+        worker pulled, ``rows`` its rows containing each key, ``rho`` its
+        :func:`saturation`. Three cases per key:
 
         * nobody pushed since the pull: the push starts a new group and is
           added as it is;
         * only pushes of the current group, which started from the same
           version: it joins the group, whose total becomes
-          ``mean delta * composed(mean rho, count)``; the difference is added;
+          ``mean * composed(mean rho, count)``; the difference is added;
         * anything else (it missed pushes of older groups): it is added
           scaled by ``rho ** missed``, as the last of ``missed + 1``.
         """
@@ -132,24 +136,28 @@ class ComposeState:
         fresh = missed == 0
         join = ~fresh & (pulled == self.base[local])
         late = ~(fresh | join)
+        w = np.maximum(rows, 1).astype(np.float64)
         if fresh.any():
             k = local[fresh]
             self.base[k] = version[fresh]
             self.count[k] = 1
+            self.weight[k] = w[fresh]
             self.rho[k] = rho[fresh]
-            self.total[k] = delta[fresh]
+            self.mean[k] = delta[fresh]
             out[fresh] = delta[fresh]
         if join.any():
             k = local[join]
             count = self.count[k].astype(np.float64)
-            total = self.total[k].astype(np.float64)
-            rsum = self.rho[k].astype(np.float64)
-            before = total * (composed(rsum / count, count) / count)[:, None]
-            total += delta[join]
-            rsum += rho[join]
-            after = total * (composed(rsum / (count + 1), count + 1) / (count + 1))[:, None]
-            self.total[k] = total
-            self.rho[k] = rsum
+            mean = self.mean[k].astype(np.float64)
+            before = mean * composed(self.rho[k], count)[:, None]
+            total = self.weight[k] + w[join]
+            share = (w[join] / total)[:, None]
+            mean += (delta[join] - mean) * share
+            mrho = self.rho[k] + (rho[join] - self.rho[k]) * share[:, 0]
+            after = mean * composed(mrho, count + 1)[:, None]
+            self.mean[k] = mean
+            self.rho[k] = mrho
+            self.weight[k] = total
             self.count[k] += np.uint32(1)
             out[join] = after - before
         if late.any():

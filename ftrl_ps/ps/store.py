@@ -56,9 +56,9 @@ from ftrl_ps.ps.validate import check_keys, check_merge, check_values
 __all__ = ["MergeInfo", "ParameterStore"]
 
 #: what a push under the ``compose`` merge rule carries besides its deltas, per
-#: key: the versions the worker pulled (uint32) and the round's saturation
-#: ``rho`` in [0, 1] (see :mod:`ftrl_ps.ps.merge`)
-MergeInfo = tuple[np.ndarray, np.ndarray]
+#: key: the versions the worker pulled (uint32), its rows that contain the key
+#: and the round's saturation ``rho`` in [0, 1] (see :mod:`ftrl_ps.ps.merge`)
+MergeInfo = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 _DTYPES = {"float32": np.float32, "float64": np.float64}
 
@@ -176,9 +176,9 @@ class ParameterStore:
                 self._z[seg] += dz[lo:hi]
                 self._merge.bump(seg)
                 continue
-            pulled, rho = info
+            pulled, rows, rho = info
             delta = np.stack([dn[lo:hi], dz[lo:hi]], axis=1)
-            add = self._merge.apply(seg, delta, pulled[lo:hi], rho[lo:hi])
+            add = self._merge.apply(seg, delta, pulled[lo:hi], rows[lo:hi], rho[lo:hi])
             self._n[seg] = np.maximum(self._n[seg] + add[:, 0], 0.0)
             self._z[seg] += add[:, 1]
         self._count(pushes=1, keys_pushed=arr.size)

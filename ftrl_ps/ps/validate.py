@@ -81,20 +81,22 @@ def check_values(
     return arr
 
 
-def check_merge(merge: Any, length: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+def check_merge(
+    merge: Any, length: int, dtype: np.dtype
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Validate the merge information of a ``compose`` push: ``(versions pulled,
-    rho)``, ``length`` entries each, versions integers in [0, 2**32), ``rho`` in
-    [0, 1]. Returns them as uint32 and ``dtype``."""
+    rows, rho)``, ``length`` entries each, versions and rows non-negative
+    integers, ``rho`` in [0, 1]. Returns them as uint32, uint32 and ``dtype``."""
     try:
-        versions, rho = (np.asarray(m) for m in merge)
+        versions, rows, rho = (np.asarray(m) for m in merge)
     except (TypeError, ValueError) as exc:
-        raise ProtocolError("merge information must be (versions, rho)") from exc
-    if versions.shape != (length,) or (length and versions.dtype.kind not in "iu"):
-        raise ProtocolError(f"versions must be {length} integers, got {versions.dtype} "
-                            f"{versions.shape}")
-    if length and (int(versions.min()) < 0 or int(versions.max()) >= 1 << 32):
-        raise ProtocolError("versions must be in [0, 2**32)")
+        raise ProtocolError("merge information must be (versions, rows, rho)") from exc
+    for name, arr in (("versions", versions), ("rows", rows)):
+        if arr.shape != (length,) or (length and arr.dtype.kind not in "iu"):
+            raise ProtocolError(f"{name} must be {length} integers, got {arr.dtype} {arr.shape}")
+        if length and (int(arr.min()) < 0 or int(arr.max()) >= 1 << 32):
+            raise ProtocolError(f"{name} must be in [0, 2**32)")
     r = check_values(rho, "rho", length, dtype)
     if length and (r.min() < 0 or r.max() > 1):
         raise ProtocolError("rho must be in [0, 1]")
-    return versions.astype(np.uint32), r
+    return versions.astype(np.uint32), rows.astype(np.uint32), r

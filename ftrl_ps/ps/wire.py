@@ -22,8 +22,9 @@ Binary format (media type ``application/x-ftrl-ps``), all little-endian::
 
 With flag bit 2 (the ``compose`` merge rule, :mod:`ftrl_ps.ps.merge`) a KEYS
 body asks for versions, a VALUES body ends with ``versions uint32[count]``
-and a PUSH body ends with ``versions uint32[count], rho[count]`` (the
-versions pulled and the round's saturation, in the values' float type).
+and a PUSH body ends with ``versions uint32[count], rows uint32[count],
+rho[count]`` (the versions pulled, the push's rows containing each key, the
+round's saturation; ``rho`` in the values' float type).
 
 A value section starts at the next multiple of its item size (4 bytes of zero
 padding after an odd number of keys when values are float64). The body must
@@ -96,7 +97,7 @@ _SECTIONS = {PUSH: (True, 2), KEYS: (True, 0), VALUES: (False, 2), GROUPS: (True
 # kind -> the sections flag bit 2 adds: name, and True for a uint32 section (else values' type)
 _MERGE_SECTIONS: dict[int, tuple[tuple[str, bool], ...]] = {
     KEYS: (), VALUES: (("versions", True),),
-    PUSH: (("versions", True), ("rho", False)),
+    PUSH: (("versions", True), ("rows", True), ("rho", False)),
 }
 
 

@@ -2,8 +2,8 @@
 
 The same messages as the binary format of :mod:`ftrl_ps.ps.wire`, as objects:
 PUSH ``{"keys": [...], "delta_n": [...], "delta_z": [...], "worker_id": 3, "seq": 7}``
-(worker fields optional; merge fields ``"versions"`` and ``"rho"`` both or
-neither), KEYS ``{"keys": [...]}`` (optional ``worker_id``; ``"versions":
+(worker fields optional; merge fields ``"versions"``, ``"rows"``, ``"rho"``
+all or none), KEYS ``{"keys": [...]}`` (optional ``worker_id``; ``"versions":
 true`` asks for versions), VALUES ``{"n": [...], "z": [...]}`` (optional
 ``"versions"``), GROUPS ``{"groups": [...]}``, ENTRIES ``{"keys": [...],
 "n": [...], "z": [...]}``. Both functions are also reachable as

@@ -20,8 +20,8 @@ and sent with the next push.
 How the servers merge the deltas of concurrent pushes is the merge rule of
 :mod:`ftrl_ps.ps.merge` (``WorkerConfig.merge_rule``, which the servers
 announce): under ``compose`` the worker pulls the keys' versions and sends
-them back with its deltas and the round's saturation ``rho``; under
-``threshold`` it scales dense keys' deltas itself.
+them back with its deltas, its rows per key and the round's saturation
+``rho``; under ``threshold`` it scales dense keys' deltas itself.
 
 The math lives in :mod:`ftrl_ps.core.ftrl`; the network in :mod:`ftrl_ps.ps.client`.
 """
@@ -258,7 +258,7 @@ class Worker:
         if cfg.merge_rule == "compose":
             rho = saturation(todo.rows, todo.keys, self.bias_key,
                              cfg.batch_size * cfg.push_step, cfg.dense_fraction)
-            merge = (todo.versions, rho.astype(dtype))
+            merge = (todo.versions, todo.rows, rho.astype(dtype))
         return dn.astype(dtype), dz.astype(dtype), merge
 
     def _send(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray, merge: Any,

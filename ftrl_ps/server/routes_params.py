@@ -89,12 +89,12 @@ def push(request: Request, state: StateDep, body: BodyDep) -> dict[str, object]:
 
     A push carrying ``(worker_id, seq)`` that this shard already applied is
     acknowledged with ``"applied": false`` and not applied again. A push with
-    merge sections (versions pulled, rho) is merged by the ``compose``
+    merge sections (versions pulled, rows, rho) is merged by the ``compose``
     rule (:mod:`ftrl_ps.ps.merge`), one without is added as it is.
     """
     msg = decode_body(request, body, wire.PUSH)
     state.touch(msg.worker_id)
-    merge = None if msg.merge is None else (msg.merge[0], msg.merge[1])
+    merge = None if msg.merge is None else (msg.merge[0], msg.merge[1], msg.merge[2])
     applied = state.dedup.apply(
         msg.worker_id, msg.seq,
         lambda: state.store.push(msg.keys, msg.delta_n, msg.delta_z, merge),
