@@ -166,3 +166,40 @@ def test_a_plan_reads_every_line_once_with_a_finer_tail(parts) -> None:  # noqa:
     assert min(sizes) < max(sizes) / 3  # the last quarter of a pass is cut finer
     rows = sum(b.rows for u in units for b in read_unit(u, 12))
     assert rows == 2 * len(lines)
+
+
+def test_a_dead_workers_unit_is_taken_over_after_its_applied_rows(parts) -> None:  # noqa: F811
+    """Worker 0 trains part of a unit, pushes, then dies: worker 1 trains the rest of
+    that unit (after the rows recorded as applied) and everything else; no row twice."""
+    import itertools
+    import time
+
+    from ftrl_ps.ps.handout import UnitStream
+
+    d, lines = parts
+    units, plan_id = plan(str(d), num_workers=2, epochs=1, unit_bytes=20_000)
+    cfg = WorkerConfig(batch_size=10, fetch_step=1, push_step=1, chunk_bytes=300)
+    with in_process_cluster(1, bits=12, group_size=64, worker_timeout=0.5,
+                            staleness=None) as shards:
+        own = [TestClient(shards[0].app, base_url="http://shard") for _ in range(2)]
+        with PSClient("http://s0", http_clients=own[:1]) as a, \
+                PSClient("http://s0", http_clients=own[1:]) as b:
+            a.register(0, 2)
+            b.register(1, 2)
+            b.start_heartbeat(0.1)  # worker 1 stays alive, worker 0 will not
+            wa, wc_a = Worker(a, 12, FTRLParams(), cfg), WorkClient(a)
+            wc_a.load(units, plan_id)
+            stream = UnitStream(wa, wc_a, 0)
+            batches = stream.batches()
+            wa.train_batches(itertools.islice(batches, 7))  # some rows of the first unit
+            wa.push()
+            next(batches)  # pulled (not trained): reports the progress
+            applied = wa.rows_applied
+            assert 0 < applied < 300 and stream.units == 0  # still inside the first unit
+            time.sleep(1.0)  # no heartbeat from worker 0: the clock declares it dead
+            wb, wc_b = Worker(b, 12, FTRLParams(), cfg), WorkClient(b)
+            wc_b.load(units, plan_id)
+            train_units(wb, wc_b, 1)
+            summary = own[1].get("/v1/work").json()
+    assert applied + wb.report.rows == len(lines)
+    assert summary["done"] == len(units)

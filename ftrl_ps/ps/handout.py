@@ -82,6 +82,10 @@ class WorkClient:
         answer = self._net.post_json(0, "/v1/work/plan", body, idempotent=True).json()
         return int(answer["units"])
 
+    def progress(self, worker_index: int, progress: list[tuple[int, int]]) -> None:
+        body = {"worker_index": worker_index, "progress": progress}
+        self._net.post_json(0, "/v1/work/progress", body, idempotent=True)
+
     def next(self, worker_index: int, done: list[tuple[int, int]], holding: list[int]
              ) -> tuple[Unit, int] | None:
         """The next unit and the rows of it already applied, or None when none is left."""
@@ -118,17 +122,35 @@ class UnitStream:
 
     def __init__(self, worker: Worker, work: WorkClient, worker_index: int) -> None:
         self.worker, self.work, self.index = worker, work, worker_index
-        self.held: list[tuple[Unit, int, int]] = []  # unit, its rows, rows yielded at its end
+        #: units read but not all applied yet: unit, its rows, rows yielded at its end,
+        #: rows yielded before it, rows of it skipped (resumed)
+        self.held: list[tuple[Unit, int, int, int, int]] = []
         self.yielded = 0
         self.units = 0
+        self._reported = 0  # rows_applied when progress was last reported
+        self._current: tuple[Unit, int, int] | None = None  # unit, rows skipped, yielded before
 
     def _confirmed(self) -> list[tuple[int, int]]:
-        done = [(u.id, rows) for u, rows, end in self.held if end <= self.worker.rows_applied]
+        done = [(h[0].id, h[1]) for h in self.held if h[2] <= self.worker.rows_applied]
         self.held = [h for h in self.held if h[2] > self.worker.rows_applied]
         return done
 
+    def _report_progress(self) -> None:
+        """After each acknowledged push: the rows applied of the unit being read."""
+        applied = self.worker.rows_applied
+        if applied <= self._reported:
+            return
+        self._reported = applied
+        spans = [(h[0], h[4], h[3], h[2]) for h in self.held]  # unit, skip, start, end
+        if self._current is not None:
+            spans.append((*self._current, self.yielded))
+        report = [(u.id, skip + min(applied, end) - start)
+                  for u, skip, start, end in spans if start < applied]
+        if report:
+            self.work.progress(self.index, report)
+
     def next_unit(self) -> tuple[Unit, int] | None:
-        return self.work.next(self.index, self._confirmed(), [u.id for u, _, _ in self.held])
+        return self.work.next(self.index, self._confirmed(), [h[0].id for h in self.held])
 
     def batches(self, first: tuple[Unit, int] | None = None) -> Iterator[Batch]:
         """Batches of ``first`` (if given) and of every unit asked for after it."""
@@ -138,10 +160,14 @@ class UnitStream:
             unit, skip = got
             reader = read_unit(unit, self.worker.bits, chunk_bytes=cfg.chunk_bytes,
                                skip_bad_lines=cfg.skip_bad_lines)
+            start = self.yielded
+            self._current = (unit, skip, start)
             for batch in skip_rows(prefetch(reader, depth=2), skip):
+                self._report_progress()
                 self.yielded += batch.rows
                 yield batch
-            self.held.append((unit, reader.stats.rows, self.yielded))
+            self._current = None
+            self.held.append((unit, reader.stats.rows, self.yielded, start, skip))
             self.worker.report.bad_lines += reader.stats.bad_lines
             self.worker.report.bad_examples.extend(reader.stats.bad_examples)
             self.units += 1

@@ -94,9 +94,7 @@ class WorkQueue:
                 raise ConfigError("no work plan loaded on shard 0; load one first")
             for unit, rows in done:
                 self._finish(worker_index, int(unit), int(rows))
-            for unit, rows in progress:
-                self._check_owner(worker_index, int(unit))
-                self._rows[int(unit)] = max(self._rows[int(unit)], int(rows))
+            self._progress(worker_index, progress)
             held = None if holding is None else {int(u) for u in holding}
             if held is not None:
                 for i, owner in enumerate(self._owner):
@@ -111,6 +109,12 @@ class WorkQueue:
                 if self._state[i] == ASSIGNED and owner in dead_set:
                     return self._assign(i, worker_index)
             return None
+
+    def progress(self, worker_index: int, progress: Iterable[tuple[int, int]]) -> None:
+        """Record the rows of held units whose pushes were applied (a unit taken
+        over or resumed later starts after them)."""
+        with self._lock:
+            self._progress(worker_index, progress)
 
     def summary(self) -> dict[str, Any]:
         """Counts for the status page."""
@@ -136,6 +140,11 @@ class WorkQueue:
         self._check_owner(worker_index, unit)
         self._state[unit] = DONE
         self._rows[unit] = max(self._rows[unit], rows)
+
+    def _progress(self, worker_index: int, progress: Iterable[tuple[int, int]]) -> None:
+        for unit, rows in progress:
+            self._check_owner(worker_index, int(unit))
+            self._rows[int(unit)] = max(self._rows[int(unit)], int(rows))
 
     def _check_owner(self, worker_index: int, unit: int) -> None:
         if not 0 <= unit < len(self._units):

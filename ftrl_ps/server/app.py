@@ -16,6 +16,7 @@ Routes (OpenAPI schema at ``/openapi.json``, docs at ``/docs``)::
     POST /v1/workers/{id}/finish       (shard 0)                                   [auth]
     POST /v1/work/plan                 load the plan of input units (shard 0)      [auth]
     POST /v1/work/next                 finished units in, next unit out (shard 0)  [auth]
+    POST /v1/work/progress             rows of held units applied (shard 0)        [auth]
     GET  /v1/work                      units pending, assigned, done (shard 0)
     GET  /v1/status                    JSON overview
     GET  /health                       liveness

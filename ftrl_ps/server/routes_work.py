@@ -75,6 +75,19 @@ def next_unit(req: NextRequest, state: StateDep) -> dict[str, Any]:
     return {"unit": unit}
 
 
+class ProgressRequest(_Strict):
+    worker_index: Count
+    progress: list[tuple[Count, Count]] = Field(
+        description="(unit, rows applied so far) of units the worker holds")
+
+
+@router.post("/progress", summary="rows of held units applied so far", dependencies=[AuthDep])
+def progress(req: ProgressRequest, state: StateDep) -> dict[str, Any]:
+    """A unit whose worker dies is handed on after these rows (no row trained twice)."""
+    _queue(state).progress(req.worker_index, req.progress)
+    return {"recorded": len(req.progress)}
+
+
 @router.get("", summary="units pending, assigned and done")
 def summary(state: StateDep) -> dict[str, Any]:
     return dict(_queue(state).summary())
