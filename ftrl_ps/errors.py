@@ -10,7 +10,7 @@ the client; the client also maps transport failures to :class:`TransportError`.
     FTRLPSError
     ├── ConfigError            bad hyper-parameters, arguments or layout   (400)
     │   └── LayoutMismatchError    worker and server disagree on the layout (409)
-    ├── DataError              malformed training/test input
+    ├── DataError              malformed training/test input or request rows (400)
     │   └── ParseError             one bad line: file, line number, token
     ├── ModelFormatError       corrupt, truncated or foreign model file
     ├── ProtocolError          a request body that fails validation        (400)
@@ -19,9 +19,12 @@ the client; the client also maps transport failures to :class:`TransportError`.
     ├── UnknownWorkerError     a worker id the server does not know        (404)
     ├── WorkerStateError       e.g. a push from a finished/dead worker     (409)
     ├── ClockTimeoutError      an SSP wait that did not clear in time      (408)
+    ├── UnavailableError       not ready: no model yet, learner behind     (503)
     ├── ServerError            the server failed while handling a request  (500)
     ├── TransportError         the client could not reach the server
-    └── ClusterError           a process of the local cluster failed
+    ├── ClusterError           a process of the local cluster failed
+    ├── StartupTimeoutError    servers or input files did not appear in time
+    └── IncompleteRunError     configured workers never finished their shares
 """
 
 from __future__ import annotations
@@ -92,6 +95,11 @@ class ClockTimeoutError(FTRLPSError, TimeoutError):
     """An SSP clock wait did not clear before its deadline."""
 
 
+class UnavailableError(FTRLPSError):
+    """The service cannot take the request now (no model loaded yet, or the
+    online learner's queue is full); the client may try again later."""
+
+
 class ServerError(FTRLPSError):
     """The server failed while handling a request."""
 
@@ -102,3 +110,13 @@ class TransportError(FTRLPSError, ConnectionError):
 
 class ClusterError(FTRLPSError):
     """A process of the local cluster failed."""
+
+
+class StartupTimeoutError(FTRLPSError, TimeoutError):
+    """What a process needs before it starts (servers answering, input files)
+    did not appear within its start-up timeout."""
+
+
+class IncompleteRunError(FTRLPSError):
+    """A cluster run ended without every configured worker finishing its share
+    (some never registered, or died and were not replaced)."""

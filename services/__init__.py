@@ -15,9 +15,14 @@ services.server    ``ftrl-ps server``   binds 0.0.0.0:7000 unless told
                                         otherwise; shard index from the
                                         StatefulSet ordinal in Kubernetes
 services.worker    ``ftrl-ps worker``   worker index from
-                                        ``JOB_COMPLETION_INDEX`` when unset
-services.export    ``ftrl-ps export``
-services.wait      (init container)     waits for /health and the files
+                                        ``JOB_COMPLETION_INDEX`` when unset;
+                                        waits for the servers and its input
+services.export    ``ftrl-ps export``   waits for the servers, its test file
+                                        and every configured worker
+services.serve     ``ftrl-ps serve``    binds 0.0.0.0:8000 unless told
+                                        otherwise; predictions and online
+                                        learning
+services.wait      (a separate step)    waits for /health and the files
 =================  ===================  =======================================
 
 The checks of the deployment files and the table of every variable live in
@@ -28,6 +33,6 @@ the top-level ``tools`` package (``python -m tools.deploycheck``,
 from __future__ import annotations
 
 #: service modules in the order a run uses them
-SERVICE_MODULES: tuple[str, ...] = ("gen", "server", "worker", "export")
+SERVICE_MODULES: tuple[str, ...] = ("gen", "server", "worker", "export", "serve")
 
 __all__ = ["SERVICE_MODULES"]

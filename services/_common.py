@@ -23,7 +23,11 @@ from ftrl_ps.cluster.settings import describe, load_options
 from ftrl_ps.errors import ConfigError, FTRLPSError
 from ftrl_ps.learn.logs import setup_logging
 
-__all__ = ["Service", "command_line_parser"]
+__all__ = ["START_TIMEOUT", "Service", "command_line_parser"]
+
+#: seconds ``services.worker`` and ``services.export`` wait at start for the servers and
+#: their files (``FTRL_PS_START_TIMEOUT``): containers start in any order
+START_TIMEOUT = 600.0
 
 
 class _Parser(argparse.ArgumentParser):

@@ -4,6 +4,10 @@ Typical use as the last step of a run::
 
     FTRL_PS_SERVER=http://server-0:7000,http://server-1:7000 FTRL_PS_WAIT=1 \\
     FTRL_PS_MODEL=/models/model.ftrl FTRL_PS_TEST=/data/test.svm python -m services.export
+
+It waits up to ``FTRL_PS_START_TIMEOUT`` (service default 600 s) for the
+servers and the test file, then (``FTRL_PS_WAIT``) for every configured
+worker to finish: an incomplete run fails unless ``FTRL_PS_ALLOW_INCOMPLETE``.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from ftrl_ps.ps.export import ExportOptions, run_export
-from services._common import Service
+from services._common import START_TIMEOUT, Service
 
 __all__ = ["SERVICE", "main"]
 
@@ -21,6 +25,7 @@ SERVICE = Service(
     command="export",
     options=ExportOptions,
     runner=run_export,
+    defaults={"start_timeout": START_TIMEOUT},
     notes={"token": "Keep it in a Secret; the service never prints it"},
 )
 

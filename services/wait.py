@@ -1,67 +1,44 @@
-"""``python -m services.wait SERVICE``: wait until a service can start (an init container).
+"""``python -m services.wait SERVICE``: wait until a service can start (e.g. an init container).
 
 Reads the same ``FTRL_PS_*`` environment as ``services.SERVICE`` (so the
 configuration is checked before anything runs), then waits until every
 server URL of its ``server`` option answers ``GET /health`` and its ``input``
-/ ``test`` files exist. Exit 0 when ready, 1 on timeout, 2 on a bad
-configuration.
+/ ``test`` files exist, with :func:`ftrl_ps.ps.waiting.wait_until_ready` (the
+wait ``services.worker`` and ``services.export`` do themselves before they
+start). Exit 0 when ready, 1 on timeout, 2 on a bad configuration.
 
-Kubernetes use (an init container of the worker Job, same env as the worker)::
+For example in a shell script, before something that needs the servers::
 
-    command: ["python", "-m", "services.wait", "worker", "--timeout", "600"]
+    python -m services.wait worker --timeout 600 && ...
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
-import time
-import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ftrl_ps.errors import ConfigError
+from ftrl_ps.errors import ConfigError, StartupTimeoutError
+from ftrl_ps.ps.waiting import wait_until_ready
 from services import SERVICE_MODULES
 from services._common import Service
 
-__all__ = ["main", "missing", "wait_for"]
+__all__ = ["main", "prerequisites"]
 
 
-def missing(options: Any, *, timeout: float = 2.0) -> list[str]:
-    """What a service with ``options`` still waits for: unreachable health URLs
-    and absent files (``server``, ``input``, ``test`` attributes, where present)."""
-    out = []
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # cluster-internal
+def prerequisites(options: Any) -> tuple[list[str], list[str]]:
+    """``(server URLs, files)`` a service with ``options`` needs (its ``server``,
+    ``input`` and ``test`` attributes, where present).
+
+    >>> from types import SimpleNamespace
+    >>> prerequisites(SimpleNamespace(server="http://a:1, http://b:2", input="x.svm"))
+    (['http://a:1', 'http://b:2'], ['x.svm'])
+    """
     urls = [u.strip() for u in (getattr(options, "server", None) or "").split(",") if u.strip()]
-    for url in urls:
-        health = url.rstrip("/") + "/health"
-        try:
-            with opener.open(health, timeout=timeout) as resp:
-                if resp.status != 200:
-                    out.append(f"{health} (HTTP {resp.status})")
-        except OSError as exc:
-            out.append(f"{health} ({getattr(exc, 'reason', exc)})")
-    for name in ("input", "test"):
-        path = getattr(options, name, None)
-        if path and path != "-" and not os.path.exists(path):
-            out.append(path)
-    return out
-
-
-def wait_for(options: Any, timeout: float, interval: float = 1.0) -> list[str]:
-    """Poll :func:`missing` until it is empty or ``timeout`` s pass; the last list."""
-    deadline = time.monotonic() + timeout
-    last = ""
-    while True:
-        todo = missing(options)
-        if not todo or time.monotonic() >= deadline:
-            return todo
-        if ", ".join(todo) != last:
-            last = ", ".join(todo)
-            print(f"services.wait: waiting for {last}", file=sys.stderr, flush=True)
-        time.sleep(interval)
+    files = [p for p in (getattr(options, n, None) for n in ("input", "test")) if p]
+    return urls, files
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
@@ -79,14 +56,14 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         print(f"services.wait: bad configuration for services.{args.service}: {exc}",
               file=sys.stderr)
         return 2
-    todo = wait_for(options, args.timeout)
-    if todo:
-        print(f"services.wait: still waiting after {args.timeout:g} s for {', '.join(todo)}",
-              file=sys.stderr)
+    urls, files = prerequisites(options)
+    try:
+        wait_until_ready(urls, files, timeout=args.timeout, who="services.wait")
+    except StartupTimeoutError as exc:
+        print(exc, file=sys.stderr)
         return 1
     print(f"services.wait: services.{args.service} can start", file=sys.stderr)
     return 0
-
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

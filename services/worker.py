@@ -1,9 +1,11 @@
 """``python -m services.worker``: one training worker, configured by env.
 
 The worker index must be given: ``FTRL_PS_WORKER_INDEX`` (a number, or
-``auto``: the servers assign the lowest free index, so ``docker compose up
---scale worker=N`` works), else ``JOB_COMPLETION_INDEX`` (the index
-Kubernetes gives each pod of an Indexed Job).
+``auto``: the servers assign the lowest free index, so the replicas of one
+compose service need no index each), else ``JOB_COMPLETION_INDEX`` (the index
+Kubernetes gives each pod of an Indexed Job). It waits up to
+``FTRL_PS_START_TIMEOUT`` (service default 600 s) for its servers and its
+input file, so it may start before them.
 
 >>> opts = SERVICE.load([], {"FTRL_PS_SERVER": "http://s0:7000",
 ...                          "FTRL_PS_INPUT": "/data/train.svm",
@@ -19,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ftrl_ps.ps.worker_main import WorkerOptions, run_worker
-from services._common import Service
+from services._common import START_TIMEOUT, Service
 
 __all__ = ["JOB_INDEX_ENV", "SERVICE", "main"]
 
@@ -36,11 +38,12 @@ SERVICE = Service(
     command="worker",
     options=WorkerOptions,
     runner=run_worker,
+    defaults={"start_timeout": START_TIMEOUT},
     required=frozenset({"worker_index"}),
     derive=_derive,
     notes={
         "worker_index": "When unset: $JOB_COMPLETION_INDEX (Kubernetes Indexed Job); "
-        "docker compose (--scale) sets 'auto'",
+        "the compose file sets 'auto' (its worker replicas)",
         "token": "Keep it in a Secret; the service never prints it",
     },
 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import fnmatch
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import yaml
 from tools.deploycheck.__main__ import main as deploycheck_main
 from tools.deploycheck.compose import check_compose
 from tools.deploycheck.docker import check_dockerfile, dockerfile_instructions
-from tools.deploycheck.k8s import check_k8s, pod_instances
+from tools.deploycheck.k8s import KUBERNETES_VERSION, check_k8s, pod_instances, schema_problems
 from tools.envtable import embedded_table, markdown_table
 
 REPO = Path(__file__).resolve().parents[1]
@@ -75,7 +76,22 @@ def test_dockerfile_is_consistent(dockerfile: str) -> None:
 def test_k8s_manifests_are_consistent(k8s: list[dict[str, Any]]) -> None:
     kinds = sorted(d["kind"] for d in k8s)
     assert kinds.count("Job") == 3 and "StatefulSet" in kinds and "Secret" in kinds, kinds
+    assert "Deployment" in kinds
     assert check_k8s(k8s) == []
+
+
+def test_k8s_schemas_are_checked_offline(k8s: list[dict[str, Any]],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """kubernetes-validate ships the schemas: no network is touched."""
+    def no_network(*args: Any) -> None:
+        raise AssertionError("kubernetes-validate tried to use the network")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    assert KUBERNETES_VERSION.startswith("1.")
+    assert schema_problems(k8s) == []
+    broken = _set(k8s[0], "spec/template/spec/containers/0/imagePulPolicy", "Always")
+    assert reported(schema_problems([broken]), f"not valid Kubernetes {KUBERNETES_VERSION[:4]} "
+                    "(strict)", "imagePulPolicy")
 
 
 def test_k8s_pods_are_simulated(k8s: list[dict[str, Any]]) -> None:
@@ -160,6 +176,21 @@ def test_compose_renamed_flag_is_reported(compose: dict[str, Any]) -> None:
         ("services/worker/deploy/replicas", 4, "4 replicas"),
         ("services/worker/environment/FTRL_PS_WORKER_INDEX", "0", "WORKER_INDEX=auto"),
         ("services/worker/restart", _DELETE, "on-failure"),
+        ("services/worker/deploy/mode", _DELETE, "deploy.mode: replicated"),
+        ("services/worker/environment/FTRL_PS_START_TIMEOUT", "0", "FTRL_PS_START_TIMEOUT is 0"),
+        ("services/export/environment/FTRL_PS_START_TIMEOUT", "0", "FTRL_PS_START_TIMEOUT is 0"),
+        ("services/export/environment/FTRL_PS_WAIT", "0", "should wait for the workers"),
+        ("services/export/environment/FTRL_PS_ALLOW_INCOMPLETE", "1", "incomplete run"),
+        ("services/serve/environment/FTRL_PS_SERVER", "http://server-0:7000",
+         "compose service serve: 1 server URL"),
+        ("services/serve/environment/FTRL_PS_TOKEN", "other", "serve: token differs"),
+        ("services/serve/environment/FTRL_PS_PUSH_INTERVAL", "0", "push_interval must be > 0"),
+        ("services/serve/environment/FTRL_PS_LERN", "1", "did you mean FTRL_PS_LEARN"),
+        ("services/serve/healthcheck", {"disable": True}, "serve: healthcheck must GET :8000"),
+        ("services/serve/ports/0", "127.0.0.1:8000:8001", "container port 8000"),
+        ("services/serve/depends_on/server-0/condition", "service_started",
+         "serve: must depend on server-0"),
+        ("services/serve", _DELETE, "no (valid) serve service"),
     ],
 )
 def test_compose_mutation_is_reported(compose: dict[str, Any], path: str, value: Any,
@@ -184,7 +215,7 @@ def test_compose_variable_without_default_is_reported(compose: dict[str, Any]) -
         ("NUMBA_CACHE_DIR=", "NUMBA_CACHE=", "NUMBA_CACHE_DIR"),
         ("HEALTHCHECK", "#HEALTHCHECK", "HEALTHCHECK missing"),
         ("/health'", "/status'", "GET /health"),
-        ('"services.server"]', '"services.serve"]', "services.serve"),
+        ('"services.server"]', '"services.sever"]', "services.sever"),
         ("--test-rows 500", "--test-rowz 500", "--test-rowz"),
         ("--workers 1 --servers 1", "--workers 1 --shards 1", "--shards"),
         ("FROM python:3.11-slim", "FROM python:3.12", "python:3.11-slim"),
@@ -231,6 +262,23 @@ def _env_index(container: dict[str, Any], name: str) -> int:
         ("Job", "ftrl-ps-worker", "spec/template/spec/volumes/0/persistentVolumeClaim/"
          "claimName", "nope", "missing PVC nope"),
         ("Secret", "ftrl-ps-token", "stringData", {"tokn": "x"}, "missing secret key"),
+        # the API schemas (strict): unknown fields, wrong types, unknown versions
+        ("Job", "ftrl-ps-worker", "spec/template/spec/containers/0/imagePulPolicy", "Always",
+         "'imagePulPolicy' was unexpected"),
+        ("StatefulSet", "ftrl-ps-server", "spec/template/spec/containers/0/ports/0/"
+         "containerPort", "7000", "ports.0.containerPort: '7000' is not of type 'integer'"),
+        ("Job", "ftrl-ps-export", "spec/backofLimit", 4, "'backofLimit' was unexpected"),
+        ("Job", "ftrl-ps-gen", "apiVersion", "batch/v2", "Couldn't find schema for kind Job"),
+        ("PersistentVolumeClaim", "ftrl-ps-data", "spec/accessModes", "ReadWriteMany",
+         "spec.accessModes: 'ReadWriteMany' is not of type 'array'"),
+        ("Deployment", "ftrl-ps-serve", "spec/template/spec/containers/0/readinessProbe/"
+         "httpGet/path", "/health", "readinessProbe must GET /ready"),
+        ("Deployment", "ftrl-ps-serve", "spec/template/spec/containers/0/livenessProbe",
+         _DELETE, "livenessProbe must GET /health"),
+        ("Deployment", "ftrl-ps-serve", "spec/template/metadata/labels/"
+         "app.kubernetes.io~1component", "x", "no Service selects its pods"),
+        ("Service", "ftrl-ps-serve", "spec/ports/0/targetPort", 9000, "no Service selects"),
+        ("Deployment", "ftrl-ps-serve", "kind", "DaemonSet", "should be a Deployment"),
     ],
 )
 def test_k8s_mutation_is_reported(k8s: list[dict[str, Any]], kind: str, name: str, path: str,
@@ -247,7 +295,9 @@ def test_k8s_mutation_is_reported(k8s: list[dict[str, Any]], kind: str, name: st
     ("job", "container", "var", "value", "needle"),
     [
         ("ftrl-ps-worker", "worker", "FTRL_PS_BATCH_SIZE", None, "FTRL_PS_BATCH_SIZ"),
-        ("ftrl-ps-worker", "wait", "FTRL_PS_INPUT", "/elsewhere/train.svm", "env differs"),
+        ("ftrl-ps-worker", "worker", "FTRL_PS_START_TIMEOUT", "0", "FTRL_PS_START_TIMEOUT is 0"),
+        ("ftrl-ps-export", "export", "FTRL_PS_START_TIMEOUT", "0", "FTRL_PS_START_TIMEOUT is 0"),
+        ("ftrl-ps-export", "export", "FTRL_PS_ALLOW_INCOMPLETE", "yes", "incomplete run"),
         ("ftrl-ps-worker", "worker", "FTRL_PS_SERVER",
          "http://ftrl-ps-server-1.ftrl-ps-server:7000,http://ftrl-ps-server-0.ftrl-ps-server:7000",
          "shard 0 URL ftrl-ps-server-1"),
@@ -257,6 +307,10 @@ def test_k8s_mutation_is_reported(k8s: list[dict[str, Any]], kind: str, name: st
         ("ftrl-ps-export", "export", "FTRL_PS_MODEL", "/data/model.ftrl", "read-only"),
         ("ftrl-ps-server", "server", "FTRL_PS_NUM_SHARDS", "3", "expected 0 of 2"),
         ("ftrl-ps-server", "server", "FTRL_PS_PORT", "7001", "no containerPort 7001"),
+        ("ftrl-ps-serve", "serve", "FTRL_PS_SERVER",
+         "http://ftrl-ps-server-0.ftrl-ps-server:7000", "1 server URL(s) for 2 shards"),
+        ("ftrl-ps-serve", "serve", "FTRL_PS_PORT", "8001", "no containerPort 8001"),
+        ("ftrl-ps-serve", "serve", "FTRL_PS_REFRESH", None, "FTRL_PS_REFRES"),
     ],
 )
 def test_k8s_env_mutation_is_reported(k8s: list[dict[str, Any]], job: str, container: str,
@@ -265,8 +319,9 @@ def test_k8s_env_mutation_is_reported(k8s: list[dict[str, Any]], job: str, conta
     docs = copy.deepcopy(k8s)
     doc = next(d for d in docs if d["metadata"]["name"] == job and d["kind"] != "Service")
     spec = doc["spec"]["template"]["spec"]
-    c = next(c for c in spec["containers"] + spec.get("initContainers", [])
-             if c["name"] == container)
+    c = next(c for c in spec["containers"] if c["name"] == container)
+    if all(e["name"] != var for e in c["env"]):
+        c["env"].append({"name": var, "value": ""})
     entry = c["env"][_env_index(c, var)]
     if value is None:
         entry["name"] = var[:-1]  # a typo
@@ -274,6 +329,23 @@ def test_k8s_env_mutation_is_reported(k8s: list[dict[str, Any]], job: str, conta
         entry["value"] = value
     problems = check_k8s(docs)
     assert reported(problems, needle), problems
+
+
+def test_k8s_init_container_may_do_the_waiting(k8s: list[dict[str, Any]]) -> None:
+    """An init container ``services.wait worker`` may wait instead of the worker; it
+    must have the worker's environment."""
+    docs = copy.deepcopy(k8s)
+    spec = docs[_k8s(docs, "Job", "ftrl-ps-worker")]["spec"]["template"]["spec"]
+    main = spec["containers"][0]
+    main["env"].append({"name": "FTRL_PS_START_TIMEOUT", "value": "0"})
+    assert reported(check_k8s(docs), "FTRL_PS_START_TIMEOUT is 0")
+    spec["initContainers"] = [{"name": "wait", "image": main["image"],
+                               "command": ["python", "-m", "services.wait", "worker"],
+                               "env": copy.deepcopy(main["env"]),
+                               "volumeMounts": main["volumeMounts"]}]
+    assert check_k8s(docs) == []
+    spec["initContainers"][0]["env"][_env_index(main, "FTRL_PS_INPUT")]["value"] = "/data/x"
+    assert reported(check_k8s(docs), "container wait", "env differs")
 
 
 def test_k8s_explicit_shard_index_is_reported(k8s: list[dict[str, Any]]) -> None:

@@ -302,12 +302,13 @@ def test_error_mapping_round_trip():
     from ftrl_ps import errors as E
 
     for cls in (E.ConfigError, E.LayoutMismatchError, E.ProtocolError, E.PayloadTooLargeError,
-                E.AuthError, E.UnknownWorkerError, E.WorkerStateError, E.ClockTimeoutError):
+                E.AuthError, E.UnknownWorkerError, E.WorkerStateError, E.ClockTimeoutError,
+                E.DataError, E.UnavailableError):
         exc = cls("boom")
         back = exception_from_response(status_for(exc), {"error": cls.__name__,
                                                          "detail": "boom"})
         assert type(back) is cls and str(back) == "boom"
-    assert status_for(RuntimeError()) == 500 and status_for(E.DataError()) == 500
+    assert status_for(RuntimeError()) == 500 and status_for(E.ModelFormatError()) == 500
     assert isinstance(exception_from_response(502, "bad gateway"), E.ServerError)
     assert isinstance(exception_from_response(404, {"error": "NotFound", "detail": "x"}),
                       E.ProtocolError)

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import queue
+import socket
 import subprocess
 import sys
 import threading
@@ -298,10 +299,76 @@ def test_services_train_end_to_end(tmp_path: Path, procs: list[Proc]) -> None:
     assert 0 < metrics["test_logloss"] < 0.69
 
 
-def test_wait_reports_what_is_missing(tmp_path: Path) -> None:
+def test_wait_reports_what_is_missing(tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
     ns = SimpleNamespace(server="http://127.0.0.1:9/", input=str(tmp_path / "nope"))
-    todo = wait.missing(ns, timeout=0.5)
-    assert len(todo) == 2 and todo[0].startswith("http://127.0.0.1:9/health")
-    assert len(wait.wait_for(ns, timeout=0.2, interval=0.1)) == 2
+    assert wait.prerequisites(ns) == (["http://127.0.0.1:9/"], [str(tmp_path / "nope")])
+    environ = {"FTRL_PS_SERVER": "http://127.0.0.1:9", "FTRL_PS_INPUT": str(tmp_path / "nope"),
+               "FTRL_PS_NUM_WORKERS": "1", "FTRL_PS_WORKER_INDEX": "0"}
+    assert wait.main(["worker", "--timeout", "0.3"], environ) == 1
+    err = capsys.readouterr().err
+    assert "still missing after 0.3 s: http://127.0.0.1:9/health (not reachable" in err
+    assert f"file {tmp_path / 'nope'}" in err
     assert wait.main(["worker", "--timeout", "1"], {"FTRL_PS_BOGUS": "1"}) == 2
     assert wait.main(["gen", "--timeout", "1"], {"FTRL_PS_OUTDIR": str(tmp_path)}) == 0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_services_tolerate_the_worst_start_order(tmp_path: Path) -> None:
+    """Export and workers first, then the server, the data last: the run completes,
+    with no start ordering from outside (as in Kubernetes or podman-compose)."""
+    data, port = tmp_path / "data", _free_port()
+    url = f"http://127.0.0.1:{port}"
+    common = {"FTRL_PS_TOKEN": "t0k", "FTRL_PS_SERVER": url, "FTRL_PS_START_TIMEOUT": "120"}
+    logs = {name: (tmp_path / f"{name}.log").open("w")
+            for name in ("export", "worker-a", "worker-b", "server")}
+
+    def start(module: str, log: str, **env: str) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, "-m", module], cwd=REPO, text=True,
+                                env=clean_env(**env), stdout=logs[log], stderr=logs[log])
+
+    started: list[subprocess.Popen[str]] = []
+    try:
+        started.append(start("services.export", "export", **common, FTRL_PS_WAIT="1",
+                             FTRL_PS_MODEL=str(tmp_path / "model.ftrl"), FTRL_PS_TIMEOUT="120",
+                             FTRL_PS_TEST=str(data / "test.svm"),
+                             FTRL_PS_METRICS_JSON=str(tmp_path / "m.json")))
+        workers = [start("services.worker", f"worker-{x}", **common,
+                         FTRL_PS_INPUT=str(data / "train.svm"), FTRL_PS_NUM_WORKERS="2",
+                         FTRL_PS_WORKER_INDEX="auto", FTRL_PS_BATCH_SIZE="200")
+                   for x in "ab"]
+        started += workers
+        time.sleep(2)
+        started.append(start("services.server", "server", FTRL_PS_TOKEN="t0k",
+                             FTRL_PS_HOST="127.0.0.1", FTRL_PS_PORT=str(port),
+                             FTRL_PS_BITS="12", FTRL_PS_NUM_WORKERS="2"))
+        time.sleep(2)
+        assert all(p.poll() is None for p in started), "a service gave up early"
+        done = subprocess.run([sys.executable, "-m", "services.gen"], cwd=REPO, timeout=120,
+                              env=clean_env(FTRL_PS_OUTDIR=str(data), FTRL_PS_ROWS="3000",
+                                            FTRL_PS_TEST_ROWS="1000", FTRL_PS_BITS="12",
+                                            FTRL_PS_QUIET="1"), capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        export_rc = started[0].wait(120)
+        worker_rcs = [w.wait(60) for w in workers]
+    finally:
+        for p in started:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        for f in logs.values():
+            f.close()
+    text = {name: (tmp_path / f"{name}.log").read_text() for name in logs}
+    assert export_rc == 0, text["export"]
+    assert worker_rcs == [0, 0], text
+    assert "worker: waiting (up to 120 s) for " in text["worker-a"]
+    assert f"file {data / 'train.svm'}" in text["worker-a"]
+    assert "export: waiting (up to 120 s) for " in text["export"]
+    metrics = json.loads((tmp_path / "m.json").read_text())
+    assert metrics["complete"] is True and metrics["workers_finished"] == [0, 1]
+    assert metrics["rows"] == 3000 and 0 < metrics["test_logloss"] < 0.69

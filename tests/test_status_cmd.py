@@ -30,6 +30,11 @@ def test_status_shows_every_shard_and_the_workers() -> None:
             assert "shard 0:" in res.stdout and "shard 1:" in res.stdout
             assert "worker 0 (id" in res.stdout and "live, clock 1" in res.stdout
             assert "progressive logloss 0.50000" in res.stdout
+            assert ("run not complete: 0 of 1 configured workers finished; running: worker 0"
+                    in res.stdout)
+            client.finish()
+            done = run_cli("status", "--server", ",".join(urls)).stdout
+            assert "run complete: 1 of 1 configured workers finished" in done
             raw = run_cli("status", "--server", ",".join(urls), "--json")
             answers = json.loads(raw.stdout)
             assert [a["shard"]["index"] for a in answers] == [0, 1]

@@ -229,9 +229,13 @@ for _c in b" \t\r\n#":
 
 @njit
 def parse_chunk(buf: np.ndarray, n: int, bits: int, skip_bad: bool,
-                max_examples: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                                            int, int, np.ndarray]:
+                max_examples: int, label_optional: bool = False
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int, np.ndarray]:
     """Parse the whole lines in ``buf[:n]``.
+
+    With ``label_optional`` (rows to score) a first token with ``:`` or that is
+    not a number starts the features, and a numeric first token is a label of
+    any value (ignored: labels come out 0).
 
     Returns ``(labels f32, indptr i64, indices i32, values f32, n_lines,
     n_bad, bad)`` where ``bad[k] = (line_index, token_start, token_end,
@@ -239,7 +243,8 @@ def parse_chunk(buf: np.ndarray, n: int, bits: int, skip_bad: bool,
     0-based within the chunk). Without ``skip_bad`` the parse stops at the
     first bad line (``n_bad == 1``) and the arrays are not meaningful.
     """
-    # pass 1: capacity. A feature token is preceded by a separator on its line.
+    # pass 1: capacity. A feature token follows a separator on its line (or, without
+    # labels, starts it).
     n_nl = 0
     n_sep = 0
     for i in range(n):
@@ -248,6 +253,8 @@ def parse_chunk(buf: np.ndarray, n: int, bits: int, skip_bad: bool,
         n_sep += (c == 32) | (c == 9) | (c == 13)
     labels = np.empty(n_nl + 1, dtype=np.float32)
     indptr = np.empty(n_nl + 2, dtype=np.int64)
+    if label_optional:  # a line's first token may be a feature, without a separator
+        n_sep += n_nl + 1
     idx = np.empty(n_sep + 1, dtype=np.int32)
     vals = np.empty(n_sep + 1, dtype=np.float32)
     bad = np.zeros((max(max_examples, 1), 4), dtype=np.int64)
@@ -329,13 +336,17 @@ def parse_chunk(buf: np.ndarray, n: int, bits: int, skip_bad: bool,
                 p += 1
             te = p
             if not have_label:
-                code, lv = parse_float(buf, ts, te)
-                if code != 0 or not (lv == 1.0 or lv == 0.0 or lv == -1.0):
+                code, lv = parse_float(buf, ts, te) if colon < 0 else (R_LABEL, 0.0)
+                have_label = True
+                if label_optional:
+                    if code == 0:
+                        continue  # a label: ignored
+                elif code != 0 or not (lv == 1.0 or lv == 0.0 or lv == -1.0):
                     err, err_s, err_e = R_LABEL, ts, te
                     break
-                label = np.float32(1.0) if lv == 1.0 else np.float32(0.0)
-                have_label = True
-                continue
+                else:
+                    label = np.float32(1.0) if lv == 1.0 else np.float32(0.0)
+                    continue
             if buf[ts] == 124:  # '|' namespace
                 continue
             if colon == ts + 3 and buf[ts] == 113 and buf[ts + 1] == 105 and buf[ts + 2] == 100:

@@ -37,6 +37,7 @@ COMMANDS: tuple[str, ...] = (
     "worker",
     "export",
     "status",
+    "serve",
 )
 
 

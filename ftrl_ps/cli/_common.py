@@ -23,6 +23,7 @@ __all__ = [
     "add_input_arguments",
     "add_model_arguments",
     "add_server_arguments",
+    "add_start_timeout_argument",
     "bits_arg",
     "check_input",
     "finite_float",
@@ -169,6 +170,19 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+
+def add_start_timeout_argument(parser: argparse.ArgumentParser, files: str) -> None:
+    """``--start-timeout``: how long a client of the servers waits for them (and
+    for its ``files``) at start-up."""
+    parser.add_argument(
+        "--start-timeout",
+        type=non_negative_float,
+        default=0.0,
+        metavar="SECONDS",
+        help=f"wait up to this long at start for every server to answer /health and for "
+        f"{files} to exist, saying what is missing (processes in containers start in any "
+        "order); 0 (default): fail at once",
+    )
 
 
 def check_input(path: str, what: str = "input") -> str:

@@ -12,9 +12,12 @@ NAME = "export"
 HELP = "save the model held by running parameter servers (optionally after the workers end)"
 DESCRIPTION = """\
 Read the FTRL state from every server shard and write it as a model file. With
---wait it first waits until every expected worker has finished or been marked
-dead (use it as the last step of a cluster run, e.g. in docker compose). With
---test it then prints test log loss and AUC.
+--wait it first waits until every configured worker (--num-workers of the
+servers) has finished its share: use it as the last step of a cluster run,
+e.g. in docker compose. If some never registered, or died and were not
+replaced, it says so on stderr and keeps waiting for them until --timeout,
+then fails without writing a model (--allow-incomplete: export what there is).
+With --test it then prints test log loss and AUC.
 
 The hyper-parameters (--alpha, --beta, --l1, --l2) are stored in the model
 file and must be the ones the workers trained with.
@@ -30,7 +33,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, metavar="OUT", help="model file to write")
     parser.add_argument("--test", metavar="TEST", help="evaluate the model on this libsvm file")
     parser.add_argument(
-        "--wait", action="store_true", help="first wait until no worker is live or missing"
+        "--wait", action="store_true",
+        help="first wait until every configured worker has finished its share",
+    )
+    parser.add_argument(
+        "--allow-incomplete", action="store_true",
+        help="with --wait: once no worker is running, export even if some configured "
+        "workers never registered or died without a replacement (a warning, and "
+        "'complete': false in the results); by default the export waits for them",
     )
     parser.add_argument(
         "--timeout",
@@ -39,6 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="give up waiting after this long (default one day)",
     )
+    c.add_start_timeout_argument(parser, "TEST")
     parser.add_argument("--metrics-json", metavar="FILE", help="write results as JSON")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress display")
     c.add_model_arguments(parser, resumable=False)

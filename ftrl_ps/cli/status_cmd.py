@@ -10,6 +10,7 @@ from typing import Any, TextIO
 
 from ftrl_ps.cli import _common as c
 from ftrl_ps.ps.auth import resolve_token
+from ftrl_ps.ps.completion import RunProgress
 
 __all__ = ["DESCRIPTION", "HELP", "NAME", "add_arguments", "cluster_line", "run", "summary",
            "watch"]
@@ -68,6 +69,9 @@ def summary(index: int, status: dict[str, Any]) -> list[str]:
             )
         if clock.get("missing_indices"):
             lines.append(f"  not registered yet: {clock['missing_indices']}")
+        progress = RunProgress.from_snapshot(clock)
+        lines.append(f"  run {'complete' if progress.complete else 'not complete'}: "
+                     f"{progress.describe()}")
     return lines
 
 

@@ -32,9 +32,18 @@ accumulated n/z deltas every --push-step steps, and then ticks its SSP clock
 The feature-space layout (bits, group size, shards) comes from the servers;
 --bits, if given, must match it.
 
+--input - reads an unbounded stream from stdin (e.g. 'tail -F events.svm |'
+or a message-queue consumer writing lines): lines are trained as they
+arrive and pushed every --push-step steps and at least every
+--push-interval seconds, so a slow stream still publishes. Give the cluster
+a staleness that lets a stream run: --staleness inf (with one worker any
+staleness works).
+
 example:
   ftrl-ps worker --server http://127.0.0.1:7000 --input train.svm \\
       --worker-index 0 --num-workers 2
+  tail -F events.svm | ftrl-ps worker --server http://127.0.0.1:7000 --input - \\
+      --worker-index 0 --num-workers 1
 """
 
 
@@ -133,7 +142,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     c.add_server_arguments(parser)
     parser.add_argument("--input", required=True, metavar="INPUT",
                         help="training data (libsvm): a file, a directory or glob of part "
-                        "files (plain or .gz), or an fsspec URL (s3://..., memory://...)")
+                        "files (plain or .gz), an fsspec URL (s3://..., memory://...), or "
+                        "'-' for an unbounded stream on stdin")
     parser.add_argument(
         "--worker-index",
         type=_worker_index,
@@ -145,11 +155,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--num-workers", type=c.positive_int, required=True, help="how many workers share INPUT"
     )
+    c.add_start_timeout_argument(parser, "INPUT")
     parser.add_argument("--epochs", type=c.positive_int, default=1, help="passes over the share")
     parser.add_argument(
         "--metrics-json", metavar="FILE", help="write this worker's report as JSON ('-' = stdout)"
     )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress display")
+    parser.add_argument(
+        "--push-interval",
+        type=c.positive_float,
+        default=0.5,
+        metavar="SECONDS",
+        help="--input - (a stream): also push at least this often while something learned "
+        "is unpushed (default 0.5)",
+    )
     add_cluster_arguments(parser)
     add_straggle_arguments(parser)
     c.add_model_arguments(parser, resumable=False)
@@ -159,6 +178,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ftrl_ps.ps.worker_main import WorkerOptions, run_worker
 
-    c.check_input(args.input)
     run_worker(c.options_from(WorkerOptions, args))
     return 0

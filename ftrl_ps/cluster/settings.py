@@ -81,7 +81,7 @@ T = TypeVar("T")
 
 PREFIX = "FTRL_PS_"
 #: fields whose value is never shown
-SECRET_FIELDS = frozenset({"token"})
+SECRET_FIELDS = frozenset({"token", "predict_token"})
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"0", "false", "no", "off"})
 INF_WORDS = frozenset({"inf", "infinity", "none", "async"})

@@ -58,7 +58,15 @@ from ftrl_ps.data.batch import Batch
 from ftrl_ps.data.sources import open_binary
 from ftrl_ps.errors import ConfigError, DataError, ParseError
 
-__all__ = ["Batch", "LibsvmReader", "ReaderStats", "read_all", "split_ranges"]
+__all__ = [
+    "Batch",
+    "LibsvmReader",
+    "ReaderStats",
+    "bad_line_reason",
+    "read_all",
+    "shorten_token",
+    "split_ranges",
+]
 
 #: how many bad lines :class:`ReaderStats` keeps for the report
 MAX_BAD_EXAMPLES = 10
@@ -99,7 +107,8 @@ class ReaderStats:
         return text
 
 
-def _shorten(raw: bytes, limit: int = 80) -> str:
+def shorten_token(raw: bytes, limit: int = 80) -> str:
+    """A bad token as text for an error message (at most ``limit`` characters)."""
     text = raw.decode("utf-8", errors="replace").strip()
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -346,19 +355,21 @@ class LibsvmReader:
         if n_bad:
             if not self.skip_bad_lines:
                 line_idx, s, e, code = (int(x) for x in bad[0])
+                raw = bytes(arr[s:e])
                 raise ParseError(self.name, self._line_number(line_base + line_idx),
-                                 _shorten(bytes(arr[s:e])), _reason(code, bytes(arr[s:e])))
+                                 shorten_token(raw), bad_line_reason(code, raw))
             st.bad_lines += int(n_bad)
             for line_idx, s, e, code in bad[: min(int(n_bad), MAX_BAD_EXAMPLES)].tolist():
                 if len(st.bad_examples) < MAX_BAD_EXAMPLES:
                     raw = bytes(arr[s:e])
                     st.bad_examples.append((self._line_number(line_base + line_idx),
-                                            _shorten(raw), _reason(code, raw)))
+                                            shorten_token(raw), bad_line_reason(code, raw)))
         st.rows += len(labels)
         return Batch(labels, indptr, indices, values), n_lines
 
 
-def _reason(code: int, raw: bytes) -> str:
+def bad_line_reason(code: int, raw: bytes) -> str:
+    """The text of a parser reason code for the bad token ``raw``."""
     if code == _k.R_BAD_VALUE:
         value = raw.rsplit(b":", 1)[-1].lstrip(b"+-").lower()
         if value in (b"nan", b"inf", b"infinity"):

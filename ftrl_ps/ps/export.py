@@ -3,6 +3,15 @@ shard's state, write a model file, optionally evaluate it.
 
 ``ftrl-ps export`` and ``python -m services.export`` build an
 :class:`ExportOptions` and call :func:`run_export`.
+
+With ``wait`` the export waits until every configured worker index has
+finished its share (:mod:`ftrl_ps.ps.completion`). A run in which some never
+registered, or died and were not replaced, is *incomplete*: the export says
+so on stderr and keeps waiting for them (a restarted worker takes over a
+dead one's index) until ``timeout``, then fails with
+:class:`~ftrl_ps.errors.IncompleteRunError`; ``allow_incomplete`` exports
+what there is instead, with a warning and ``"complete": false`` in the
+results and the model file.
 """
 
 from __future__ import annotations
@@ -15,11 +24,16 @@ from typing import Any
 import numpy as np
 
 from ftrl_ps.core.jsonfile import write_json
-from ftrl_ps.errors import ClockTimeoutError, ConfigError
+from ftrl_ps.errors import ClockTimeoutError, ConfigError, IncompleteRunError
 from ftrl_ps.ps.auth import resolve_token
+from ftrl_ps.ps.completion import RunProgress
+from ftrl_ps.ps.waiting import wait_until_ready
 from ftrl_ps.ps.worker_main import params_with_defaults, parse_urls
 
-__all__ = ["ExportOptions", "run_export", "workers_done"]
+__all__ = ["ExportOptions", "run_export"]
+
+#: seconds between two progress lines while waiting for the workers
+_REPORT_EVERY = 10.0
 
 
 @dataclass(frozen=True)
@@ -32,6 +46,8 @@ class ExportOptions:
     test: str | None = None
     wait: bool = False
     timeout: float = 86400.0
+    allow_incomplete: bool = False
+    start_timeout: float = 0.0
     metrics_json: str | None = None
     quiet: bool = False
     bits: int | None = None
@@ -44,19 +60,6 @@ class ExportOptions:
     chunk_mb: int = 4
 
 
-def workers_done(snapshot: dict[str, Any]) -> bool:
-    """True when shard 0's clock shows no live and no missing worker.
-
-    >>> workers_done({"workers": [{"state": "finished"}], "missing_indices": []})
-    True
-    >>> workers_done({"workers": [{"state": "live"}]}), workers_done({"workers": []})
-    (False, False)
-    """
-    workers = snapshot.get("workers", [])
-    live = [w for w in workers if w.get("state") == "live"]
-    return bool(workers) and not live and not snapshot.get("missing_indices")
-
-
 def run_export(options: ExportOptions) -> dict[str, Any]:
     """Save the servers' model (after the workers, with ``wait``); the results."""
     import os
@@ -65,15 +68,21 @@ def run_export(options: ExportOptions) -> dict[str, Any]:
     from ftrl_ps.learn.training import evaluate
     from ftrl_ps.ps.client import PSClient
 
+    if options.start_timeout < 0 or options.timeout < 0:
+        raise ConfigError("start_timeout and timeout must be >= 0")
+    urls = parse_urls(options.server)
+    if options.start_timeout > 0:
+        wait_until_ready(urls, [options.test] if options.test else [],
+                         timeout=options.start_timeout, who="export")
     if options.test and not os.path.exists(options.test):
         raise ConfigError(f"test file not found: {options.test}")
-    urls = parse_urls(options.server)
     with PSClient(urls, token=resolve_token(options.token)) as client:
         layout = client.layout
         if options.wait:
             _wait_for_workers(client, options)
         keys, n, z = client.dump_state()
         snap = client.status().get("clock") or {}
+    progress = RunProgress.from_snapshot(snap)
     dtype = options.dtype or "float32"
     saved = SavedModel(
         bits=layout.bits,
@@ -88,11 +97,19 @@ def run_export(options: ExportOptions) -> dict[str, Any]:
     workers = snap.get("workers", [])
     rows = int(sum(w.get("stats", {}).get("rows", 0) for w in workers))
     dead = [w["index"] for w in workers if w.get("state") == "dead"]
-    path = save_model(options.model, saved, rows=rows, servers=len(urls), dead_workers=dead)
+    path = save_model(options.model, saved, rows=rows, servers=len(urls), dead_workers=dead,
+                      complete=progress.complete, workers_finished=list(progress.finished))
     print(f"model saved to {path} ({saved.keys.size:,} keys with state, {rows:,} rows trained)")
     if dead:
         print(f"warning: worker(s) {dead} were marked dead during the run", file=sys.stderr)
-    results: dict[str, Any] = {"rows": rows, "dead_workers": dead, "keys": int(saved.keys.size)}
+    if not progress.complete:
+        print(f"warning: INCOMPLETE RUN: {progress.describe()}; the model has not seen "
+              "their shares of the data", file=sys.stderr)
+    results: dict[str, Any] = {
+        "rows": rows, "dead_workers": dead, "keys": int(saved.keys.size),
+        "complete": progress.complete, "workers_expected": progress.expected,
+        "workers_finished": list(progress.finished),
+    }
     if options.test:
         ev = evaluate(saved.to_ftrl(), options.test, chunk_bytes=options.chunk_mb << 20)
         print(
@@ -105,16 +122,33 @@ def run_export(options: ExportOptions) -> dict[str, Any]:
 
 
 def _wait_for_workers(client: Any, options: ExportOptions) -> None:
+    """Until every configured worker finished (or, with ``allow_incomplete``, none
+    is live any more); :class:`IncompleteRunError` / :class:`ClockTimeoutError`
+    after ``options.timeout`` seconds."""
     deadline = time.monotonic() + options.timeout
-    last = 0.0
+    said, said_at = "", 0.0
     while True:
-        snap = client.status().get("clock") or {}
-        if workers_done(snap):
+        progress = RunProgress.from_snapshot(client.status().get("clock") or {})
+        if progress.complete or (progress.stalled and options.allow_incomplete):
             return
-        if time.monotonic() > deadline:
-            raise ClockTimeoutError(f"workers still running after {options.timeout:g} s")
-        if not options.quiet and time.monotonic() - last > 10:
-            last = time.monotonic()
-            states = [f"{w['index']}:{w['state']}@{w['clock']}" for w in snap.get("workers", [])]
-            print(f"export: waiting for workers {' '.join(states)}", file=sys.stderr)
+        text = progress.describe()
+        now = time.monotonic()
+        if now > deadline:
+            if not progress.live:
+                raise IncompleteRunError(
+                    f"the run is incomplete after {options.timeout:g} s: {text}; no model "
+                    "written (start the missing workers, or export what there is with "
+                    "--allow-incomplete / FTRL_PS_ALLOW_INCOMPLETE=1)")
+            raise ClockTimeoutError(f"workers still running after {options.timeout:g} s: {text}")
+        if progress.stalled:
+            # loud, and again every minute: this run does not finish by itself
+            if text != said or now - said_at >= 60:
+                print(f"export: WARNING: the run is incomplete: {text}. Waiting for them "
+                      f"(up to {options.timeout:g} s); is every worker started, with the "
+                      "same FTRL_PS_NUM_WORKERS as the servers? --allow-incomplete "
+                      "exports what there is", file=sys.stderr, flush=True)
+                said, said_at = text, now
+        elif not options.quiet and (text != said or now - said_at >= _REPORT_EVERY):
+            print(f"export: waiting for the workers: {text}", file=sys.stderr, flush=True)
+            said, said_at = text, now
         time.sleep(0.5)

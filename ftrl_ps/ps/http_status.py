@@ -13,6 +13,8 @@ AuthError                  401
 UnknownWorkerError         404
 WorkerStateError           409
 ClockTimeoutError          408
+DataError                  400
+UnavailableError           503
 anything else              500
 =========================  ======
 
@@ -40,6 +42,8 @@ STATUS_CODES: tuple[tuple[type[E.FTRLPSError], int], ...] = (
     (E.UnknownWorkerError, 404),
     (E.WorkerStateError, 409),
     (E.ClockTimeoutError, 408),
+    (E.DataError, 400),
+    (E.UnavailableError, 503),
 )
 
 #: class name in an answer -> class raised by the client
@@ -48,9 +52,11 @@ _BY_NAME: dict[str, type[E.FTRLPSError]] = {
     for cls in (
         E.ConfigError, E.LayoutMismatchError, E.DataError, E.ModelFormatError, E.ProtocolError,
         E.PayloadTooLargeError, E.AuthError, E.UnknownWorkerError, E.WorkerStateError,
-        E.ClockTimeoutError, E.ServerError,
+        E.ClockTimeoutError, E.ServerError, E.UnavailableError,
     )
 }
+#: a bad request line comes back as a DataError (ParseError needs file, line and token)
+_BY_NAME["ParseError"] = E.DataError
 
 #: status code -> class used when an answer does not name a known class (e.g. a
 #: proxy's answer, or 404 for a route this server does not have); other 4xx
@@ -59,6 +65,7 @@ _BY_STATUS: dict[int, type[E.FTRLPSError]] = {
     401: E.AuthError,
     408: E.ClockTimeoutError,
     413: E.PayloadTooLargeError,
+    503: E.UnavailableError,
 }
 
 

@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from ftrl_ps.errors import ConfigError, ProtocolError
+from ftrl_ps.ps.changes import ChangeLog
 from ftrl_ps.ps.layout import Layout
 from ftrl_ps.ps.merge import ComposeState
 from ftrl_ps.ps.validate import check_keys, check_merge, check_values
@@ -95,6 +96,8 @@ class ParameterStore:
         self._merge = ComposeState(size, self.dtype)
         self._locks = [threading.Lock() for _ in range(self.group_end - self.group_begin)]
         self._counter_lock = threading.Lock()
+        #: which groups each push/load wrote (read by :meth:`changed_since`)
+        self.changes = ChangeLog(self.group_end - self.group_begin, self.group_begin)
         self._counters = {
             "pushes": 0,
             "pulls": 0,
@@ -181,6 +184,7 @@ class ParameterStore:
             add = self._merge.apply(seg, delta, pulled[lo:hi], rows[lo:hi], rho[lo:hi])
             self._n[seg] = np.maximum(self._n[seg] + add[:, 0], 0.0)
             self._z[seg] += add[:, 1]
+        self.changes.record(np.unique(arr // self.layout.group_size))
         self._count(pushes=1, keys_pushed=arr.size)
 
     def load(self, keys: Any, n: Any, z: Any) -> None:
@@ -193,6 +197,7 @@ class ParameterStore:
         for lo, hi in self._locked_runs(arr):
             self._n[local[lo:hi]] = nv[lo:hi]
             self._z[local[lo:hi]] = zv[lo:hi]
+        self.changes.record(np.unique(arr // self.layout.group_size))
         self._count(loads=1)
 
     def dump(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -213,6 +218,17 @@ class ParameterStore:
         touched = np.flatnonzero((snap_n != 0) | (snap_z != 0))
         keys = (touched + self.begin).astype(np.uint32)
         return keys, snap_n[touched], snap_z[touched]
+
+    def changed_since(self, version: int) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+        """``(version, keys, n, z)``: the touched keys of the groups written after
+        ``version`` (see :mod:`ftrl_ps.ps.changes`); ask from ``version`` next time."""
+        current, groups = self.changes.since(version)
+        if not groups:
+            empty = np.zeros(0, dtype=self.dtype)
+            return current, np.zeros(0, np.uint32), empty, empty.copy()
+        keys, n, z = self.pull_groups(np.asarray(groups, dtype=np.int64))
+        touched = (n != 0) | (z != 0)
+        return current, keys[touched], n[touched], z[touched]
 
     def keys_with_state(self, max_age: float = 2.0) -> int:
         """Number of keys whose ``n`` or ``z`` is non-zero (what :meth:`dump` returns).

@@ -302,14 +302,25 @@ class Worker:
 
         The last push may still be in flight on return; :meth:`push` waits for it.
         """
-        cfg = self.config
-        for parts in self._rounds(minibatches(batches, cfg.batch_size)):
-            rnd = self._open(parts)
-            for _ in parts:
-                self._step(rnd)
-                if self._since_push >= cfg.push_step:
-                    self._push_async()
-            self._close()
+        for parts in self._rounds(minibatches(batches, self.config.batch_size)):
+            self.train_round(parts)
+
+    def train_round(self, parts: list[Batch]) -> None:
+        """Train one round: pull the keys of the mini-batches ``parts``, train them
+        in order, push every ``push_step`` steps (in the background)."""
+        rnd = self._open(parts)
+        for _ in parts:
+            self._step(rnd)
+            if self._since_push >= self.config.push_step:
+                self._push_async()
+        self._close()
+
+    def push_async(self) -> bool:
+        """Start pushing what was trained since the last push (and the clock tick)
+        in the background; False if there was nothing to push."""
+        before = self.report.pushes
+        self._push_async()
+        return self.report.pushes > before
 
     def run(
         self,

@@ -2,7 +2,8 @@
 
 ``ftrl-ps worker``, ``python -m services.worker`` and the local cluster all
 build a :class:`WorkerOptions` and call :func:`run_worker`. The training loop
-itself is :class:`ftrl_ps.ps.worker.Worker`.
+itself is :class:`ftrl_ps.ps.worker.Worker`. With ``start_timeout`` the worker
+first waits for its servers and its input file (:mod:`ftrl_ps.ps.waiting`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ftrl_ps.core.jsonfile import write_json
@@ -19,8 +20,9 @@ from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.progress import report_bad_lines
 from ftrl_ps.ps.auth import resolve_token
 from ftrl_ps.ps.straggle import StraggleConfig, Straggler
+from ftrl_ps.ps.waiting import wait_until_ready
 
-__all__ = ["WorkerOptions", "parse_urls", "params_with_defaults", "run_worker"]
+__all__ = ["WorkerOptions", "params_with_defaults", "parse_urls", "run_worker", "worker_config"]
 
 log = logging.getLogger("ftrl_ps.worker")
 
@@ -49,12 +51,14 @@ class WorkerOptions:
 
     ``worker_index`` None means ``auto`` (the servers assign the lowest free
     index); ``batch_size`` None means 500; ``bits`` None means the servers'.
+    ``start_timeout`` > 0: wait that long for the servers and the input file.
     """
 
     server: str
     input: str
     num_workers: int
     worker_index: int | None = None
+    start_timeout: float = 0.0
     token: str | None = field(default=None, repr=False)
     epochs: int = 1
     metrics_json: str | None = None
@@ -71,6 +75,8 @@ class WorkerOptions:
     dtype: str | None = None
     skip_bad_lines: bool = False
     chunk_mb: int = 4
+    #: ``--input -`` (a stream): push at least this often (seconds)
+    push_interval: float = 0.5
     #: fault injection for experiments (ftrl_ps.ps.straggle): sleep before a tick
     straggle_prob: float = 0.0
     straggle_delay: float = 0.0
@@ -94,19 +100,41 @@ class WorkerOptions:
         if self.unit_mb is not None and not self.unit_mb > 0:
             raise ConfigError(f"unit_mb must be > 0, got {self.unit_mb}")
         if self.input == "-":
-            raise ConfigError("a worker needs a file it can split into byte ranges, not stdin")
-        if self.split == "units":
+            if self.epochs != 1:
+                raise ConfigError("--input - (a stream) is read once: --epochs must be 1")
+            if not self.push_interval > 0:
+                raise ConfigError(f"--push-interval must be > 0, got {self.push_interval}")
+        elif self.start_timeout == 0 and self.split == "units":
             from ftrl_ps.data.sources import expand
 
             expand(self.input)  # a file, directory, glob or fsspec URL with files
-        elif not os.path.exists(self.input):
+        elif self.start_timeout == 0 and not os.path.exists(self.input):
             raise ConfigError(f"input file not found: {self.input}")
+        if self.start_timeout < 0:
+            raise ConfigError(f"start_timeout must be >= 0, got {self.start_timeout}")
         if self.num_workers < 1:
             raise ConfigError(f"num_workers must be >= 1, got {self.num_workers}")
         if self.worker_index is not None and not 0 <= self.worker_index < self.num_workers:
             raise ConfigError(
                 f"--worker-index {self.worker_index} must be in [0, {self.num_workers})"
             )
+
+
+def worker_config(options: WorkerOptions) -> Any:
+    """The :class:`~ftrl_ps.ps.worker.WorkerConfig` of the options."""
+    from ftrl_ps.ps.worker import WorkerConfig
+
+    return WorkerConfig(
+        batch_size=options.batch_size if options.batch_size is not None
+        else WorkerConfig.batch_size,
+        fetch_step=options.fetch_step,
+        push_step=options.push_step,
+        epochs=options.epochs,
+        chunk_bytes=options.chunk_mb << 20,
+        skip_bad_lines=options.skip_bad_lines,
+        num_workers=options.num_workers,
+        dense_fraction=options.dense_fraction,
+    )
 
 
 def _train_units(worker: Any, client: Any, index: int, options: WorkerOptions) -> None:
@@ -122,28 +150,37 @@ def _train_units(worker: Any, client: Any, index: int, options: WorkerOptions) -
     worker.report.seconds = time.perf_counter() - started
 
 
+def _waitable(spec: str) -> list[str]:
+    """The input path ``wait_until_ready`` can wait for (not a glob or a URL)."""
+    from ftrl_ps.data.sources import is_url
+
+    return [] if spec == "-" or is_url(spec) or set("*?[") & set(spec) else [spec]
+
+
 def run_worker(options: WorkerOptions) -> dict[str, Any]:
-    """Train this worker's share against the servers; its report (also written to
+    """Train this worker's share against the servers (or, with ``input == "-"``, the
+    stream on stdin: :mod:`ftrl_ps.ps.stream_worker`); its report (also written to
     ``metrics_json``)."""
     from ftrl_ps.ps.client import PSClient
     from ftrl_ps.ps.kernels import load_kernels
     from ftrl_ps.ps.layout import Layout
-    from ftrl_ps.ps.worker import Worker, WorkerConfig, read_share, share_of
+    from ftrl_ps.ps.worker import Worker, read_share, share_of
 
     options.check()
     load_kernels()  # a fresh machine compiles here, once, and says so
+    if options.start_timeout > 0:
+        who = "worker" if options.worker_index is None else f"worker {options.worker_index}"
+        wait_until_ready(parse_urls(options.server), _waitable(options.input),
+                         timeout=options.start_timeout, who=who)
+    if options.input == "-":
+        from ftrl_ps.ps.stream_worker import run_stream_worker
+
+        streamed = run_stream_worker(options)
+        report_bad_lines(streamed["bad_lines"], streamed.pop("bad_examples"))
+        write_json(options.metrics_json, streamed)
+        return streamed
     urls = parse_urls(options.server)
-    cfg = WorkerConfig(
-        batch_size=options.batch_size if options.batch_size is not None
-        else WorkerConfig.batch_size,
-        fetch_step=options.fetch_step,
-        push_step=options.push_step,
-        epochs=options.epochs,
-        chunk_bytes=options.chunk_mb << 20,
-        skip_bad_lines=options.skip_bad_lines,
-        num_workers=options.num_workers,
-        dense_fraction=options.dense_fraction,
-    )
+    cfg = worker_config(options)
     params = params_with_defaults(
         alpha=options.alpha, beta=options.beta, l1=options.l1, l2=options.l2
     )
@@ -161,8 +198,6 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
             num_shards=len(urls),
         )
         # the servers decide how pushes are merged (servers without the setting sum)
-        from dataclasses import replace
-
         cfg = replace(cfg, merge_rule=str(client.server_settings.get("merge_rule", "sum")))
         client.register(index_wanted, options.num_workers, layout)
         index = client.worker_index if client.worker_index is not None else index_wanted

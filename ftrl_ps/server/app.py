@@ -9,6 +9,7 @@ Routes (OpenAPI schema at ``/openapi.json``, docs at ``/docs``)::
     POST /v1/pull-groups               group ids -> keys, n, z
     POST /v1/push                      keys, delta_n, delta_z (+ worker id, seq)   [auth]
     GET  /v1/state                     every touched key with n, z (binary dump)
+    GET  /v1/changes?since=V           touched keys of groups written since V      [auth]
     POST /v1/workers                   register (shard 0)                          [auth]
     POST /v1/workers/{id}/clock        tick + SSP wait (shard 0)                   [auth]
     POST /v1/workers/{id}/wait         SSP wait (shard 0)                          [auth]
@@ -44,7 +45,13 @@ from fastapi import FastAPI
 from ftrl_ps import __version__
 from ftrl_ps.ps.shard_settings import ServerSettings
 from ftrl_ps.ps.state import ServerState
-from ftrl_ps.server import routes_params, routes_status, routes_work, routes_workers
+from ftrl_ps.server import (
+    routes_changes,
+    routes_params,
+    routes_status,
+    routes_work,
+    routes_workers,
+)
 from ftrl_ps.server.errors import install_error_handlers
 from ftrl_ps.server.limits import BodyLimitMiddleware
 from ftrl_ps.server.observability import observe
@@ -85,5 +92,6 @@ def create_app(
     app.include_router(routes_workers.router)
     app.include_router(routes_status.router)
     app.include_router(routes_work.router)
+    app.include_router(routes_changes.router)
     observer = observe(app, state, peers)  # /metrics, /dashboard and their data
     return app

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ftrl_ps.cluster.settings import env_name
-from tools.deploycheck.launch import Launch, launch, server_urls
+from tools.deploycheck.launch import Launch, launch, server_urls, start_order_problems
 
 __all__ = ["check_compose", "interpolate"]
 
@@ -99,7 +99,9 @@ def check_compose(doc: Mapping[str, Any], variables: Mapping[str, str] | None = 
     workers = {n: la for n, la in launches.items() if la.module == "worker"}
     exports = {n: la for n, la in launches.items() if la.module == "export"}
     gens = {n: la for n, la in launches.items() if la.module == "gen"}
-    for role, group in (("server", servers), ("worker", workers), ("export", exports)):
+    serves = {n: la for n, la in launches.items() if la.module == "serve"}
+    for role, group in (("server", servers), ("worker", workers), ("export", exports),
+                        ("serve", serves)):
         if not group:
             problems.append(f"compose: no (valid) {role} service among {sorted(services)}")
     if not servers:
@@ -125,7 +127,10 @@ def check_compose(doc: Mapping[str, Any], variables: Mapping[str, str] | None = 
         if health.get("disable") or f":{la.options.port}/health" not in test:
             problems.append(f"compose service {name}: healthcheck must GET "
                             f":{la.options.port}/health")
-    for name, la in {**workers, **exports}.items():
+    problems += _check_serve(services, serves)
+    for name, la in {**workers, **exports, **serves}.items():
+        if la.module == "serve" and not la.options.server:
+            continue  # serves a model file
         urls = server_urls(la.options)
         if len(urls) != len(servers):
             problems.append(f"compose service {name}: {len(urls)} server URL(s) for "
@@ -138,13 +143,14 @@ def check_compose(doc: Mapping[str, Any], variables: Mapping[str, str] | None = 
                                 f"is not {want}")
         if la.options.token not in tokens or la.options.token is None:
             problems.append(f"compose service {name}: token differs from the servers'")
+        problems += start_order_problems(la)
         deps = services[name].get("depends_on") or {}
         for server in servers:
             cond = (deps.get(server) or {}).get("condition") if isinstance(deps, dict) else None
             if cond != "service_healthy":
                 problems.append(f"compose service {name}: must depend on {server} "
                                 "with condition service_healthy")
-        for gen in gens:
+        for gen in gens if la.module != "serve" else ():
             cond = (deps.get(gen) or {}).get("condition") if isinstance(deps, dict) else None
             if cond != "service_completed_successfully":
                 problems.append(f"compose service {name}: must depend on {gen} "
@@ -162,9 +168,32 @@ def check_compose(doc: Mapping[str, Any], variables: Mapping[str, str] | None = 
                             f"{sorted(counts, key=str)}")
         if replicas > 1 and env.get("FTRL_PS_WORKER_INDEX") != "auto":
             problems.append(f"compose service {name}: replicas need FTRL_PS_WORKER_INDEX=auto")
+        if "replicas" in (svc.get("deploy") or {}) and svc["deploy"].get("mode") != "replicated":
+            problems.append(f"compose service {name}: deploy.replicas needs deploy.mode: "
+                            "replicated (podman-compose starts one container otherwise)")
         if svc.get("restart") != "on-failure":
             problems.append(f"compose service {name}: restart should be on-failure")
     problems += _check_compose_data(services, gens, workers, exports)
+    return problems
+
+
+def _check_serve(services: Mapping[str, Any], serves: Mapping[str, Launch]) -> list[str]:
+    """A prediction service: reachable, probed on /ready, learning only from the shards."""
+    problems = []
+    for name, la in serves.items():
+        opts = la.options
+        if opts.host in ("127.0.0.1", "localhost", "::1"):
+            problems.append(f"compose service {name}: binds {opts.host}, unreachable")
+        health = services[name].get("healthcheck") or {}
+        test = " ".join(str(t) for t in health.get("test") or [])
+        if health.get("disable") or f":{opts.port}/ready" not in test:
+            problems.append(f"compose service {name}: healthcheck must GET :{opts.port}/ready")
+        published = [str(p) for p in services[name].get("ports") or []]
+        if published and not all(p.rsplit(":", 1)[-1] == str(opts.port) for p in published):
+            problems.append(f"compose service {name}: ports {published} do not map to "
+                            f"container port {opts.port}")
+        if opts.learn and opts.token is None:
+            problems.append(f"compose service {name}: learns without FTRL_PS_TOKEN")
     return problems
 
 

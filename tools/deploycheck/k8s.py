@@ -1,6 +1,10 @@
-"""Check Kubernetes manifests (deploy/k8s/*.yaml) against the services and each other.
+"""Check Kubernetes manifests (deploy/k8s/*.yaml) against the API schemas, the
+services and each other.
 
-Each pod a workload creates is simulated: a StatefulSet pod gets its hostname
+Every document is first validated against the Kubernetes API's JSON schemas
+for :data:`KUBERNETES_VERSION` in strict mode (no unknown field anywhere) with
+the ``kubernetes-validate`` package, which ships the schemas (no cluster and
+no network needed). Each pod a workload creates is simulated: a StatefulSet pod gets its hostname
 ``<name>-<ordinal>``, a pod of an Indexed Job its ``JOB_COMPLETION_INDEX``,
 every pod ``KUBERNETES_SERVICE_HOST``; secrets referenced by ``secretKeyRef``
 are looked up in the Secret manifests. The service then loads its options
@@ -15,9 +19,12 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tools.deploycheck.launch import Launch, launch, server_urls
+from tools.deploycheck.launch import Launch, launch, server_urls, start_order_problems
 
-__all__ = ["check_k8s", "pod_instances"]
+__all__ = ["KUBERNETES_VERSION", "check_k8s", "pod_instances", "schema_problems"]
+
+#: the Kubernetes API version the manifests are validated against (strict)
+KUBERNETES_VERSION = "1.32.0"
 
 WORKLOADS = ("StatefulSet", "Job", "Deployment", "DaemonSet", "Pod")
 
@@ -125,13 +132,43 @@ def _check_paths(where: str, la: Launch, container: Mapping[str, Any], pod: Mapp
     return claim
 
 
+def schema_problems(docs: Sequence[Mapping[str, Any]],
+                    version: str = KUBERNETES_VERSION) -> list[str]:
+    """Where the documents break the Kubernetes API schemas of ``version`` (strict:
+    unknown fields are errors; a kind or apiVersion without a schema too)."""
+    import kubernetes_validate
+
+    problems = []
+    for doc in docs:
+        where = f"k8s {doc.get('kind', '?')} {_name(doc)}"
+        if not isinstance(doc.get("apiVersion"), str) or not isinstance(doc.get("kind"), str):
+            problems.append(f"{where}: no apiVersion/kind")
+            continue
+        try:
+            kubernetes_validate.validate(dict(doc), version, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            path = ".".join(str(p) for p in exc.path) or "(top level)"
+            problems.append(f"{where}: not valid Kubernetes {exc.version} (strict): "
+                            f"{path}: {exc.message}")
+        except kubernetes_validate.SchemaNotFoundError as exc:
+            problems.append(f"{where}: {exc.message}")
+    return problems
+
+
+def _init_waits(pod: Mapping[str, Any]) -> set[str]:
+    """Services an init container of the pod waits for (``services.wait X``)."""
+    out = set()
+    for c in pod.get("initContainers") or []:
+        cmd = [str(x) for x in c.get("command") or []]
+        if cmd[1:3] == ["-m", "services.wait"] and len(cmd) > 3:
+            out.add(cmd[3])
+    return out
+
+
 def check_k8s(docs: Sequence[Mapping[str, Any]]) -> list[str]:
     """Problems of a set of parsed manifests (all documents of deploy/k8s)."""
-    problems: list[str] = []
     docs = [d for d in docs if d]
-    for d in docs:
-        if not (d.get("apiVersion") and d.get("kind") and _name(d) != "?"):
-            problems.append(f"k8s: a document lacks apiVersion/kind/metadata.name: {d}")
+    problems = schema_problems(docs)
     secrets = _secrets(docs)
     claims = {_name(d) for d in docs if d.get("kind") == "PersistentVolumeClaim"}
     found: list[tuple[Mapping[str, Any], str, dict[str, str], Launch]] = []
@@ -153,6 +190,7 @@ def check_k8s(docs: Sequence[Mapping[str, Any]]) -> list[str]:
                 found.append((doc, label, env, la))
                 if la.waits_for and not any(m.get("env") == c.get("env") for m in mains.values()):
                     problems.append(f"{where}: its env differs from the main container's")
+                problems += start_order_problems(la, init_wait=la.module in _init_waits(pod))
                 if not la.waits_for:
                     claim = _check_paths(where, la, c, pod, problems)
                     if la.module in data_claims:
@@ -193,8 +231,10 @@ def _check_topology(docs: Sequence[Mapping[str, Any]],
     expected_workers = {la.options.num_workers for _d, la in servers}
     if None in tokens or len(tokens) != 1:
         problems.append("k8s: every server needs the same token")
+    problems += _check_serve(docs, found)
     for doc, label, _env, la in found:
-        if la.module not in ("worker", "export"):
+        if la.module not in ("worker", "export", "serve") or (
+                la.module == "serve" and not la.options.server):
             continue
         urls = server_urls(la.options)
         if len(urls) != replicas:
@@ -206,8 +246,6 @@ def _check_topology(docs: Sequence[Mapping[str, Any]],
                                 f"{sts_name}-{i}.{svc_name}:{port}")
         if la.options.token not in tokens:
             problems.append(f"{la.where}: token differs from the servers'")
-        if la.module == "export" and not la.options.wait:
-            problems.append(f"{la.where}: export should wait for the workers (FTRL_PS_WAIT=1)")
         if la.module == "worker":
             spec = doc.get("spec") or {}
             completions = int(spec.get("completions", 1))
@@ -222,6 +260,44 @@ def _check_topology(docs: Sequence[Mapping[str, Any]],
             if label.startswith("index ") and str(la.options.worker_index) != label[6:]:
                 problems.append(f"{la.where}: worker index {la.options.worker_index} is not the "
                                 f"completion index {label[6:]}")
+    return problems
+
+
+def _check_serve(docs: Sequence[Mapping[str, Any]],
+                 found: Sequence[tuple[Mapping[str, Any], str, dict[str, str], Launch]]
+                 ) -> list[str]:
+    """The prediction service: a Deployment, probed on /ready and /health, behind a Service."""
+    problems: list[str] = []
+    serves = {_name(d): (d, la) for d, _l, _e, la in found
+              if la.module == "serve" and not la.waits_for}
+    if not serves:
+        return ["k8s: no prediction service (python -m services.serve)"]
+    for name, (doc, la) in serves.items():
+        where = f"k8s {doc.get('kind')} {name}"
+        if doc.get("kind") != "Deployment":
+            problems.append(f"{where}: the prediction service should be a Deployment")
+        port = la.options.port
+        if la.options.host in ("127.0.0.1", "localhost", "::1"):
+            problems.append(f"{where}: binds {la.options.host}; other pods cannot reach it")
+        if la.options.learn and la.options.token is None:
+            problems.append(f"{where}: learns without FTRL_PS_TOKEN")
+        container = next(c for c in _pod(doc).get("containers") or []
+                         if "services.serve" in (c.get("command") or []))
+        named = {p.get("name"): p.get("containerPort") for p in container.get("ports") or []}
+        if port not in named.values():
+            problems.append(f"{where}: no containerPort {port}")
+        for probe_name, path in (("readinessProbe", "/ready"), ("livenessProbe", "/health")):
+            probe = (container.get(probe_name) or {}).get("httpGet") or {}
+            if probe.get("path") != path or named.get(probe.get("port"),
+                                                      probe.get("port")) != port:
+                problems.append(f"{where}: {probe_name} must GET {path} on port {port}")
+        labels = ((doc["spec"].get("template") or {}).get("metadata") or {}).get("labels") or {}
+        fronts = [d for d in docs if d.get("kind") == "Service" and (sel := (
+            d.get("spec") or {}).get("selector") or {}) and all(
+            labels.get(k) == v for k, v in sel.items())]
+        if not any(named.get(p.get("targetPort"), p.get("targetPort")) == port
+                   for d in fronts for p in (d.get("spec") or {}).get("ports") or []):
+            problems.append(f"{where}: no Service selects its pods with a port to {port}")
     return problems
 
 

@@ -21,7 +21,7 @@ from ftrl_ps.errors import ConfigError
 from services import SERVICE_MODULES
 from services._common import Service
 
-__all__ = ["ROOT", "Launch", "launch", "parse_cli", "server_urls"]
+__all__ = ["ROOT", "Launch", "launch", "parse_cli", "server_urls", "start_order_problems"]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -99,3 +99,27 @@ def server_urls(options: Any) -> list[tuple[str, int | None]]:
         parts = urlsplit(url.strip())
         out.append((parts.hostname or "", parts.port))
     return out
+
+
+def start_order_problems(la: Launch, *, init_wait: bool = False) -> list[str]:
+    """Why the container ``la`` would fail or lie when started before what it needs.
+
+    Containers start in any order (Kubernetes has no ordering; podman-compose
+    does not enforce ``depends_on`` conditions): a worker or an export must
+    wait for the servers and its files itself (``FTRL_PS_START_TIMEOUT`` > 0)
+    unless an init container (``init_wait``) does; an export must wait for
+    the workers and not accept an incomplete run.
+    """
+    if la.module not in ("worker", "export") or la.waits_for:
+        return []
+    problems = []
+    if not init_wait and not la.options.start_timeout > 0:
+        problems.append(f"{la.where}: FTRL_PS_START_TIMEOUT is 0 and nothing else waits: it "
+                        "fails when it starts before the servers or the data")
+    if la.module == "export":
+        if not la.options.wait:
+            problems.append(f"{la.where}: export should wait for the workers (FTRL_PS_WAIT=1)")
+        if la.options.allow_incomplete:
+            problems.append(f"{la.where}: FTRL_PS_ALLOW_INCOMPLETE would save a model of an "
+                            "incomplete run as if it were finished")
+    return problems

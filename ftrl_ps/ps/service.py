@@ -1,0 +1,191 @@
+"""The parts of a prediction service put together, without the web framework.
+
+:class:`PredictionService` owns the :class:`~ftrl_ps.learn.serving.ServingModel`,
+its source (a model file, :class:`~ftrl_ps.learn.reload.ModelFileSource`, or
+the live cluster, :class:`~ftrl_ps.ps.puller.ClusterModelSource`) and, for
+online learning, a registered :class:`~ftrl_ps.ps.client.PSClient` with a
+:class:`~ftrl_ps.ps.stream.StreamLearner`. It turns request bodies into rows
+(:func:`PredictionService.rows`), scores them, queues labelled rows for the
+learner, and starts and stops everything in order. The FastAPI routes of
+``ftrl-ps serve`` (:mod:`ftrl_ps.server.serve_routes`) only translate HTTP
+to these calls.
+
+The learner does not register as an SSP worker: it pushes asynchronously
+(anonymous pushes, which the client retries only when the connection could
+not be made, so none is applied twice) and never ticks or waits on the SSP
+clock. It therefore runs against a cluster of any staleness, next to batch
+workers, as several replicas, and restarts at once.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ftrl_ps.core.params import FTRLParams
+from ftrl_ps.data.batch import Batch
+from ftrl_ps.data.bodies import parse_json_rows, parse_text
+from ftrl_ps.errors import ConfigError, PayloadTooLargeError, ProtocolError
+from ftrl_ps.learn.reload import ModelFileSource
+from ftrl_ps.learn.serving import ServingModel
+from ftrl_ps.ps import rowwire, wire
+from ftrl_ps.ps.puller import ClusterModelSource
+from ftrl_ps.ps.stream import StreamLearner
+from ftrl_ps.ps.worker import WorkerConfig
+
+__all__ = ["TEXT_TYPES", "PredictionService", "ServiceConfig"]
+
+#: media types read as libsvm text
+TEXT_TYPES = ("text/plain", "text/x-libsvm", "application/x-libsvm")
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """What a :class:`PredictionService` is built from (see ``ftrl-ps serve --help``)."""
+
+    model: str | None = None
+    reload_interval: float = 1.0
+    server: list[str] | None = None
+    refresh: float = 0.5
+    token: str | None = None
+    params: FTRLParams = FTRLParams()
+    learn: bool = False
+    push_interval: float = 0.5
+    worker: WorkerConfig = WorkerConfig()
+    max_queue_rows: int = 1_000_000
+    max_rows: int = 100_000
+
+    def check(self) -> None:
+        """ConfigError for a combination that cannot work."""
+        if (self.model is None) == (self.server is None):
+            raise ConfigError("give exactly one model source: --model FILE or --server URL")
+        if self.learn and self.server is None:
+            raise ConfigError("--learn needs --server (the cluster it learns into)")
+        for name in ("reload_interval", "refresh", "push_interval"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.max_rows < 1 or self.max_queue_rows < 1:
+            raise ConfigError("max_rows and max_queue_rows must be >= 1")
+
+
+class PredictionService:
+    """Model source, served model and optional learner of one ``ftrl-ps serve`` process."""
+
+    def __init__(self, config: ServiceConfig) -> None:
+        config.check()
+        self.config = config
+        self.served = ServingModel()
+        self.learner: StreamLearner | None = None
+        self._client: Any = None
+        self.file_source: ModelFileSource | None = None
+        self.cluster_source: ClusterModelSource | None = None
+        self.started_at = time.time()
+        if config.model is not None:
+            self.file_source = ModelFileSource(self.served, config.model, config.reload_interval)
+        else:
+            assert config.server is not None
+            self.cluster_source = ClusterModelSource(
+                self.served, config.server, params=config.params, token=config.token,
+                interval=config.refresh)
+            if config.learn:
+                self._start_learner()
+        self._warm_up()
+
+    # --- set-up and shutdown ------------------------------------------------------------
+    def _start_learner(self) -> None:
+        from ftrl_ps.ps.client import PSClient
+
+        cfg, source = self.config, self.cluster_source
+        assert cfg.server is not None and source is not None
+        # not registered: the learner pushes asynchronously, outside the SSP clock
+        self._client = PSClient(cfg.server, token=cfg.token)
+        self.learner = StreamLearner(
+            self._client, source.layout.bits, cfg.params, cfg.worker,
+            push_interval=cfg.push_interval, max_queue_rows=cfg.max_queue_rows, clocked=False)
+        source.on_refreshed = self.learner.refreshed
+        self.learner.on_pushed = source.refresh_soon
+        self.learner.start()
+
+    def _warm_up(self) -> None:
+        """Load the kernels of a request now, not at the first request."""
+        model = self.served.current()
+        self.served.predict(model, parse_text(b"1 1:1\n", model.bits, labels=False))
+        parse_json_rows(b'{"rows": [{"features": {"a": 1}, "label": 1}]}', model.bits,
+                        labels=True)
+        if self.learner is not None:
+            from ftrl_ps.ps.worker import warm_up
+
+            warm_up()
+
+    def start(self) -> None:
+        """Start watching the file or refreshing from the cluster."""
+        if self.file_source is not None:
+            self.file_source.start()
+        if self.cluster_source is not None:
+            self.cluster_source.start()
+
+    def close(self) -> None:
+        """Graceful shutdown: train and push what was learned, stop every thread."""
+        if self.learner is not None:
+            self.learner.stop()
+        if self._client is not None:
+            self._client.close()
+        if self.file_source is not None:
+            self.file_source.stop()
+        if self.cluster_source is not None:
+            self.cluster_source.stop()
+
+    # --- requests -----------------------------------------------------------------------
+    def rows(self, body: bytes, media_type: str, bits: int, *, labels: bool) -> Batch:
+        """The rows of a request body (by its media type); limits checked."""
+        if media_type in TEXT_TYPES:
+            batch = parse_text(body, bits, labels=labels)
+        elif media_type == wire.JSON_MEDIA_TYPE:
+            batch = parse_json_rows(body, bits, labels=labels)
+        elif media_type == wire.BINARY_MEDIA_TYPE:
+            batch = rowwire.decode_rows(body, bits, labels=labels)
+        else:
+            raise ProtocolError(
+                f"unsupported Content-Type {media_type or '(none)'!r}; send text/plain "
+                f"(libsvm lines), {wire.JSON_MEDIA_TYPE} or {wire.BINARY_MEDIA_TYPE}")
+        if batch.rows > self.config.max_rows:
+            raise PayloadTooLargeError(f"{batch.rows} rows exceed the limit of "
+                                       f"{self.config.max_rows} rows per request")
+        return batch
+
+    def predict(self, body: bytes, media_type: str) -> tuple[np.ndarray, int]:
+        """Probabilities of the rows of ``body`` and the model version that scored them."""
+        model = self.served.current()
+        version = self.served.version
+        rows = self.rows(body, media_type, model.bits, labels=False)
+        return self.served.predict(model, rows), version
+
+    def learn(self, body: bytes, media_type: str) -> dict[str, Any]:
+        """Queue the labelled rows of ``body`` for the learner."""
+        assert self.learner is not None and self.cluster_source is not None
+        rows = self.rows(body, media_type, self.cluster_source.layout.bits, labels=True)
+        ticket = self.learner.submit(rows)
+        return {"accepted": rows.rows, "ticket": ticket, "model_version": self.served.version}
+
+    def ready(self) -> bool:
+        """Readiness: a model is served (and the learner, if any, runs)."""
+        if not self.served.ready:
+            return False
+        return self.learner is None or self.learner.error is None
+
+    def status(self) -> dict[str, Any]:
+        """The JSON of ``/v1/status``."""
+        source = self.file_source or self.cluster_source
+        assert source is not None
+        return {
+            "ready": self.ready(),
+            "model": self.served.status(),
+            "source": source.status(),
+            "learner": self.learner.status() if self.learner is not None else None,
+            "limits": {"max_rows": self.config.max_rows,
+                       "max_queue_rows": self.config.max_queue_rows},
+            "uptime_s": round(time.time() - self.started_at, 3),
+        }

@@ -1,0 +1,89 @@
+"""``ftrl-ps worker --input -``: a worker that learns from an unbounded stream on stdin.
+
+``tail -F events.svm | ftrl-ps worker --input - ...`` (or any message-queue
+consumer that writes libsvm lines to a pipe) trains on the lines as they
+arrive (:func:`~ftrl_ps.data.linestream.stream_batches`) with a
+:class:`~ftrl_ps.ps.stream.StreamLearner`, which pushes every ``push_step``
+mini-batches and at least every ``push_interval`` seconds, the same time rule
+as ``ftrl-ps serve --learn``. When the stream ends it pushes the rest and
+finishes like any worker. Reading waits while the learner is behind
+(back-pressure on the pipe), so memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+from ftrl_ps.data.libsvm import ReaderStats
+from ftrl_ps.data.linestream import stream_batches
+from ftrl_ps.errors import UnavailableError
+from ftrl_ps.ps.auth import resolve_token
+
+__all__ = ["run_stream_worker"]
+
+#: how long reading waits for room in the learner's queue before giving up
+SUBMIT_TIMEOUT = 3600.0
+
+
+def run_stream_worker(options: Any, source: Any = None) -> dict[str, Any]:
+    """Train from ``source`` (default: standard input) until it ends; the report.
+
+    ``options`` is a :class:`~ftrl_ps.ps.worker_main.WorkerOptions` with
+    ``input == "-"``.
+    """
+    from ftrl_ps.ps.client import PSClient
+    from ftrl_ps.ps.layout import Layout
+    from ftrl_ps.ps.stream import StreamLearner
+    from ftrl_ps.ps.worker_main import params_with_defaults, parse_urls, worker_config
+
+    stream = source if source is not None else sys.stdin.buffer
+    cfg = worker_config(options)
+    params = params_with_defaults(alpha=options.alpha, beta=options.beta, l1=options.l1,
+                                  l2=options.l2)
+    stats = ReaderStats()
+    with PSClient(parse_urls(options.server), token=resolve_token(options.token)) as client:
+        lay = client.layout
+        layout = Layout(options.bits if options.bits is not None else lay.bits,
+                        lay.group_size, lay.num_shards)
+        client.register(options.worker_index, options.num_workers, layout)
+        client.start_heartbeat()
+        learner = StreamLearner(client, layout.bits, params, cfg,
+                                push_interval=options.push_interval,
+                                max_queue_rows=max(cfg.batch_size * cfg.fetch_step * 8, 1),
+                                submit_timeout=SUBMIT_TIMEOUT)
+        learner.start()
+        try:
+            for batch in stream_batches(stream, layout.bits, max_bytes=options.chunk_mb << 20,
+                                        skip_bad_lines=options.skip_bad_lines, stats=stats):
+                try:
+                    learner.submit(batch)
+                except UnavailableError:
+                    if learner.error is not None:
+                        raise learner.error from None
+                    raise
+        finally:
+            learner.stop(timeout=None)
+        if learner.error is not None:
+            raise learner.error
+        client.finish()
+    report = learner.worker.report
+    status = learner.status()
+    if not options.quiet:
+        logging.getLogger("ftrl_ps.worker").info(
+            "worker %s/%d (stdin): %s rows, progressive logloss %.5f, %d pushes",
+            client.worker_index, options.num_workers, f"{report.rows:,}",
+            report.progressive_logloss, report.pushes)
+    return {
+        "worker_index": client.worker_index,
+        "rows": report.rows,
+        "loss_sum": report.loss_sum,
+        "pushes": report.pushes,
+        "pulls": report.pulls,
+        "keys_pushed": report.keys_pushed,
+        "keys_pulled": report.keys_pulled,
+        "bad_lines": stats.bad_lines,
+        "bad_examples": stats.bad_examples,
+        "requests": status["requests"],
+    }

@@ -1,0 +1,115 @@
+"""Bounded waits at start-up: until every server answers and every input file exists.
+
+Containers start in any order: Kubernetes has no start ordering at all, and
+podman-compose does not enforce compose's ``depends_on`` conditions. So a
+worker or an export that starts before the servers or before the data waits
+for them here, before it creates its :class:`~ftrl_ps.ps.client.PSClient`
+(whose own retries only bridge short hiccups), for at most ``timeout``
+seconds, saying on stderr what it is waiting for. Nothing here retries a
+request that reached a server: these are health probes and file checks.
+
+>>> unmet([], [__file__])
+[]
+>>> unmet([], ["/no/such/file.svm"])
+['file /no/such/file.svm']
+>>> wait_until_ready([], ["/no/such/file.svm"], timeout=0, who="worker", out=None)
+Traceback (most recent call last):
+...
+ftrl_ps.errors.StartupTimeoutError: worker: still missing after 0 s: file /no/such/file.svm
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import TextIO
+
+import httpx
+
+from ftrl_ps.errors import StartupTimeoutError
+
+__all__ = ["REMIND_EVERY", "health_url", "unmet", "wait_until_ready"]
+
+#: seconds between two reminders while nothing changes
+REMIND_EVERY = 30.0
+
+
+def health_url(url: str) -> str:
+    """The health probe of a server base URL.
+
+    >>> health_url("http://server-0:7000/")
+    'http://server-0:7000/health'
+    """
+    return url.rstrip("/") + "/health"
+
+
+def _probe(url: str, timeout: float) -> str | None:
+    """None if ``GET url`` answers 200, else why not (one short phrase)."""
+    try:
+        # trust_env=False: cluster traffic never goes through an HTTP(S)_PROXY
+        resp = httpx.get(url, timeout=timeout, trust_env=False)
+    except httpx.ConnectError as exc:
+        return f"not reachable: {exc}" if str(exc) else "not reachable"
+    except httpx.TimeoutException:
+        return f"no answer within {timeout:g} s"
+    except httpx.HTTPError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None if resp.status_code == 200 else f"HTTP {resp.status_code}"
+
+
+def unmet(urls: Sequence[str], paths: Sequence[str], *, probe_timeout: float = 2.0) -> list[str]:
+    """What is not there yet: ``URL/health (why)`` for every server that does not
+    answer 200, ``file PATH`` for every path that does not exist (``-`` = stdin
+    counts as present)."""
+    out = []
+    for url in urls:
+        why = _probe(health_url(url), probe_timeout)
+        if why is not None:
+            out.append(f"{health_url(url)} ({why})")
+    out += [f"file {p}" for p in paths if p and p != "-" and not os.path.exists(p)]
+    return out
+
+
+def wait_until_ready(
+    urls: Sequence[str],
+    paths: Sequence[str],
+    *,
+    timeout: float,
+    who: str,
+    interval: float = 1.0,
+    out: TextIO | None = sys.stderr,
+) -> float:
+    """Wait until every server in ``urls`` answers ``GET /health`` and every file in
+    ``paths`` exists; the seconds waited.
+
+    ``who`` names the waiting process in the messages written to ``out`` (None:
+    silent): one line whenever the list of what is missing changes, and a
+    reminder every :data:`REMIND_EVERY` seconds. ``timeout`` 0 checks once.
+
+    Raises
+    ------
+    StartupTimeoutError
+        ``timeout`` seconds passed and something is still missing (all of it
+        is named).
+    """
+    start = time.monotonic()
+    deadline = start + max(0.0, timeout)
+    last, said_at = "", start
+    while True:
+        todo = unmet(urls, paths, probe_timeout=min(2.0, max(0.2, interval * 2)))
+        now = time.monotonic()
+        if not todo:
+            if last and out is not None:
+                print(f"{who}: ready after {now - start:.1f} s", file=out, flush=True)
+            return now - start
+        if now >= deadline:
+            raise StartupTimeoutError(
+                f"{who}: still missing after {timeout:g} s: {'; '.join(todo)}"
+            )
+        text = "; ".join(todo)
+        if out is not None and (text != last or now - said_at >= REMIND_EVERY):
+            print(f"{who}: waiting (up to {timeout:g} s) for {text}", file=out, flush=True)
+            last, said_at = text, now
+        time.sleep(min(interval, max(0.0, deadline - now)))

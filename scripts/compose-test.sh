@@ -1,0 +1,269 @@
+#!/usr/bin/env bash
+# End-to-end test of the container deployment: build the Dockerfile and run
+# docker-compose.yml (both unchanged) with podman + podman-compose, then check the run.
+#
+#   bash scripts/compose-test.sh                  # prepare, run, check, clean up (exit 0 = passed)
+#   bash scripts/compose-test.sh --prepare-only   # install podman, base image, build the image
+#
+# What it does (docs/deployment.md, "Running it for real: scripts/compose-test.sh"):
+#  1. installs podman, runc, debootstrap (apt-get; needs root) when missing, and
+#     podman-compose (pinned in requirements/dev-lock.txt) with scripts/setup.sh;
+#  2. gives podman a configuration this kind of machine accepts, in its own file
+#     (CONTAINERS_CONF; nothing under /etc is changed): runc (crun refuses a hybrid
+#     cgroup v1/v2 layout), cgroupfs, file events, and ulimits no higher than the hard
+#     limits of this shell (podman's defaults, 1048576 open files, fail without
+#     CAP_SYS_RESOURCE);
+#  3. makes python:3.11-slim when it is not in podman's image store: with
+#     COMPOSE_TEST_PULL=1 by pulling it, otherwise (the default: no image registry needed)
+#     as a stand-in made with debootstrap from the Debian mirror of /etc/apt (Debian
+#     bookworm + its python3.11). Once made it stays in the store: later runs reuse it;
+#  4. builds the image (--format docker keeps the HEALTHCHECK; the host's CA bundle is
+#     lent to the RUN steps as a read-only mount for pip, not stored in the image);
+#  5. `podman-compose up -d` under its own project name with small data (no --scale:
+#     the worker replicas come from deploy.replicas), waits for the export container,
+#     reads its metrics, the worker registry of server-0 and every worker replica's
+#     exit code, trains the same data in one process (same image, `ftrl-ps train`),
+#     then `podman-compose down -v --remove-orphans` (the documented way to stop) and
+#     checks that nothing of the project is left;
+#  6. writes a JSON report (COMPOSE_TEST_REPORT) and exits 1 if a check failed.
+#
+# Settings (environment): COMPOSE_TEST_WORKERS (3), GEN_ROWS (20000), GEN_TEST_ROWS (5000),
+# COMPOSE_TEST_TOLERANCE (0.005: largest |export - one process| test logloss),
+# COMPOSE_TEST_TIMEOUT (900 s for the export), COMPOSE_TEST_PROJECT (ftrl-ps-test-PID),
+# COMPOSE_TEST_IMAGE (ftrl-ps:compose-test), COMPOSE_TEST_REPORT (a JSON file, default none),
+# COMPOSE_TEST_KEEP=1 (leave the project running; you clean up).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$(pwd)
+PREPARE_ONLY=
+for arg in "$@"; do
+  case $arg in
+    --prepare-only) PREPARE_ONLY=1 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "compose-test: unknown argument $arg (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+WORKERS=${COMPOSE_TEST_WORKERS:-3}
+TOLERANCE=${COMPOSE_TEST_TOLERANCE:-0.005}
+TIMEOUT=${COMPOSE_TEST_TIMEOUT:-900}
+PROJECT=${COMPOSE_TEST_PROJECT:-ftrl-ps-test-$$}
+IMAGE=${COMPOSE_TEST_IMAGE:-ftrl-ps:compose-test}
+BASE=docker.io/library/python:3.11-slim
+STATE=${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/ftrl-ps-compose-test
+CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
+export GEN_ROWS=${GEN_ROWS:-20000} GEN_TEST_ROWS=${GEN_TEST_ROWS:-5000}
+WORK=$STATE/last-run     # logs of the last run stay here (docs/deployment.md)
+rm -rf "$WORK"
+mkdir -p "$WORK"
+T0=$(date +%s)
+log() { echo "compose-test: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# --- 1. tools --------------------------------------------------------------------------
+apt_install() {
+  [ "$(id -u)" = 0 ] || die "$1 is not installed and installing it needs root (apt-get)"
+  command -v apt-get >/dev/null || die "$1 is not installed and there is no apt-get here"
+  log "installing ${*:2} (apt-get)"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 \
+    "${@:2}" >/dev/null
+}
+command -v podman >/dev/null || apt_install podman podman runc debootstrap
+bash scripts/setup.sh dev >/dev/null          # .venv with podman-compose (dev lock)
+PODMAN_COMPOSE=$REPO/.venv/bin/podman-compose
+[ -x "$PODMAN_COMPOSE" ] || die "podman-compose missing from .venv (scripts/setup.sh dev)"
+
+# --- 2. podman's configuration for this run ---------------------------------------------
+NOFILE=$(ulimit -Hn); NPROC=$(ulimit -Hu); PIDMAX=$(cat /proc/sys/kernel/pid_max)
+[ "$NOFILE" = unlimited ] && NOFILE=1048576
+if [ "$NPROC" = unlimited ] || [ "$NPROC" -gt "$PIDMAX" ]; then NPROC=$PIDMAX; fi
+RUNTIME=; command -v runc >/dev/null && RUNTIME='runtime = "runc"'
+cat > "$STATE/containers.conf" <<EOF
+# written by scripts/compose-test.sh
+[containers]
+default_ulimits = ["nofile=$NOFILE:$NOFILE", "nproc=$NPROC:$NPROC"]
+[engine]
+$RUNTIME
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+EOF
+export CONTAINERS_CONF=$STATE/containers.conf
+
+# --- 3. the base image -----------------------------------------------------------------
+if ! podman image exists "$BASE" && [ -n "${COMPOSE_TEST_PULL:-}" ]; then
+  podman pull "$BASE" || log "could not pull $BASE; making a stand-in"
+fi
+if ! podman image exists "$BASE"; then
+  command -v debootstrap >/dev/null || apt_install debootstrap debootstrap
+  MIRROR=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
+  [ -n "$MIRROR" ] || MIRROR=$(awk '/^deb /{print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
+  MIRROR=${MIRROR:-http://deb.debian.org/debian}
+  log "making a stand-in for $BASE: debootstrap bookworm from $MIRROR (once; about 2 minutes)"
+  ROOTFS=$WORK/rootfs
+  debootstrap --variant=minbase bookworm "$ROOTFS" "$MIRROR" >"$WORK/debootstrap.log" 2>&1 \
+    || { tail -20 "$WORK/debootstrap.log" >&2; die "debootstrap failed"; }
+  cp /etc/resolv.conf "$ROOTFS/etc/resolv.conf"
+  chroot "$ROOTFS" sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install \
+      -y -qq --no-install-recommends python3 python3-pip python3-venv python-is-python3 \
+      ca-certificates >/dev/null && apt-get clean && rm -rf /var/lib/apt/lists/*'
+  rm -f "$ROOTFS"/usr/lib/python3.*/EXTERNALLY-MANAGED   # pip installs system-wide, as in python:*
+  : > "$ROOTFS/etc/resolv.conf"
+  tar -C "$ROOTFS" -c . | podman import \
+      --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+      --change 'ENV LANG=C.UTF-8' --change 'CMD ["python3"]' - "$BASE" >/dev/null
+  rm -rf "$ROOTFS"
+fi
+T_BASE=$(date +%s)
+
+# --- 4. the image ----------------------------------------------------------------------
+CA_MOUNT=()
+[ -f "$CA_BUNDLE" ] && CA_MOUNT=(-v "$CA_BUNDLE:$CA_BUNDLE:ro")
+log "building $IMAGE from $REPO/Dockerfile"
+OLD_ID=$(podman image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null || true)
+podman build --pull=never --format docker --network host "${CA_MOUNT[@]}" -t "$IMAGE" . \
+  >"$WORK/build.log" 2>&1 || { tail -30 "$WORK/build.log" >&2; die "podman build failed"; }
+NEW_ID=$(podman image inspect -f '{{.Id}}' "$IMAGE")
+if [ -n "$OLD_ID" ] && [ "$OLD_ID" != "$NEW_ID" ] &&
+   [ -z "$(podman image inspect -f '{{join .RepoTags ""}}' "$OLD_ID" 2>/dev/null)" ]; then
+  podman rmi "$OLD_ID" >/dev/null 2>&1 || true   # our previous build, now untagged
+fi
+T_BUILD=$(date +%s)
+log "prepared in $((T_BUILD - T0)) s (base image $((T_BASE - T0)) s, build $((T_BUILD - T_BASE)) s)"
+[ -n "$PREPARE_ONLY" ] && exit 0
+
+# --- 5. the compose run ------------------------------------------------------------------
+pc() { "$PODMAN_COMPOSE" -p "$PROJECT" -f "$REPO/docker-compose.yml" "$@"; }
+project_resources() {   # every container, pod, volume and network of the project, one a line
+  local label=io.podman.compose.project=$PROJECT
+  podman ps -a --filter "label=$label" --format 'container {{.Names}}'
+  podman pod ps --filter "name=^pod_$PROJECT\$" --format 'pod {{.Name}}'
+  podman volume ls --filter "label=$label" --format 'volume {{.Name}}'
+  podman network ls --format 'network {{.Name}}' | grep -F " ${PROJECT}_" || true
+}
+cleanup() {
+  [ -n "${COMPOSE_TEST_KEEP:-}" ] && { log "COMPOSE_TEST_KEEP: project $PROJECT left running"; return; }
+  local kind name
+  while read -r kind name; do
+    case $kind in
+      container) podman rm -f "$name" ;;
+      pod) podman pod rm -f "$name" ;;
+      volume) podman volume rm -f "$name" ;;
+      network) podman network rm -f "$name" ;;
+    esac >/dev/null 2>&1 || true
+  done < <(project_resources 2>/dev/null)
+}
+trap cleanup EXIT
+export FTRL_PS_NUM_WORKERS=$WORKERS IMAGE=$IMAGE
+# `serve` publishes a loopback port: a free one, so that nothing else on this host collides
+SERVE_PORT=${SERVE_PORT:-$(python3 -c 'import socket; s = socket.socket()
+s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
+export SERVE_PORT
+export FTRL_PS_TOKEN=${FTRL_PS_TOKEN:-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')}
+log "podman-compose -p $PROJECT up -d  (GEN_ROWS=$GEN_ROWS GEN_TEST_ROWS=$GEN_TEST_ROWS" \
+    "FTRL_PS_NUM_WORKERS=$WORKERS SERVE_PORT=$SERVE_PORT)"
+T_UP=$(date +%s)
+pc up -d >"$WORK/up.log" 2>&1 || { cat "$WORK/up.log" >&2; die "podman-compose up failed"; }
+names() {  # container names of one service of the project
+  podman ps -a --filter "label=io.podman.compose.project=$PROJECT" \
+    --filter "label=io.podman.compose.service=$1" --format '{{.Names}}' | sort
+}
+EXPORT=$(names export)
+[ -n "$EXPORT" ] || die "no export container"
+EXPORT_RC=$(timeout "$TIMEOUT" podman wait "$EXPORT" || echo timeout)
+T_DONE=$(date +%s)
+log "export exited ($EXPORT_RC) $((T_DONE - T_UP)) s after up"
+podman logs "$EXPORT" >"$WORK/export.log" 2>&1 || true
+podman cp "$EXPORT:/models/metrics.json" "$WORK/metrics.json" 2>/dev/null || echo '{}' > "$WORK/metrics.json"
+SERVER0=$(names server-0)
+podman exec "$SERVER0" python -c "import urllib.request; print(urllib.request.urlopen(
+    'http://127.0.0.1:7000/v1/status', timeout=10).read().decode())" >"$WORK/status.json" \
+  2>/dev/null || echo '{}' > "$WORK/status.json"
+: > "$WORK/workers.txt"
+for w in $(names worker); do
+  podman inspect -f '{{.Name}} {{.State.Status}} {{.State.ExitCode}} {{.RestartCount}}' "$w" \
+    >>"$WORK/workers.txt"
+  podman logs "$w" >"$WORK/worker-$w.log" 2>&1 || true
+done
+for svc in gen server-0 server-1 serve; do
+  podman logs "$(names "$svc")" >"$WORK/$svc.log" 2>&1 || true
+done
+# one process on the same data, in the same image, with the servers' feature space
+BITS=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["layout"]["bits"])' \
+       "$WORK/status.json" 2>/dev/null || echo 20)
+DATA_VOLUME=$(podman volume ls --filter "label=io.podman.compose.project=$PROJECT" \
+                --format '{{.Name}}' | grep -E '_data$' | head -1 || true)
+log "one-process baseline on the same data (volume $DATA_VOLUME)"
+podman run --rm --network none --no-healthcheck -v "$DATA_VOLUME:/data:ro" "$IMAGE" sh -c \
+  "python -m ftrl_ps train /data/train.svm --test /data/test.svm --bits $BITS --quiet \
+     --metrics-json /tmp/single.json >&2 && cat /tmp/single.json" \
+  >"$WORK/single.json" 2>"$WORK/single.log" || echo '{}' > "$WORK/single.json"
+log "podman-compose down -v --remove-orphans"
+pc down -v --remove-orphans >"$WORK/down.log" 2>&1 || log "podman-compose down failed"
+project_resources >"$WORK/left.txt" 2>/dev/null || true
+T_END=$(date +%s)
+
+# --- 6. the report and the checks ---------------------------------------------------------
+REPORT=${COMPOSE_TEST_REPORT:-$WORK/report.json}
+log "report: $REPORT, logs: $WORK"
+python3 - "$WORK" "$REPORT" <<EOF
+import json, pathlib, sys
+work, out = pathlib.Path(sys.argv[1]), sys.argv[2]
+def load(name):
+    try:
+        return json.loads((work / name).read_text() or "{}")
+    except ValueError:
+        return {}
+single = load("single.json")
+workers = []
+for line in (work / "workers.txt").read_text().splitlines():
+    name, status, code, restarts = line.split()
+    workers.append({"name": name, "status": status, "exit_code": int(code),
+                    "restarts": int(restarts)})
+clock = (load("status.json").get("clock") or {})
+report = {
+    "project": "$PROJECT", "image": "$IMAGE", "workers_configured": $WORKERS,
+    "gen_rows": $GEN_ROWS, "gen_test_rows": $GEN_TEST_ROWS, "tolerance": $TOLERANCE,
+    "export_exit_code": None if "$EXPORT_RC" == "timeout" else int("$EXPORT_RC"),
+    "export_metrics": load("metrics.json"),
+    "single_process": {k: single.get(k) for k in ("test_logloss", "test_auc", "rows")},
+    "registered_workers": [{k: w.get(k) for k in ("index", "state", "worker_id")}
+                           for w in clock.get("workers", [])],
+    "server_num_workers": clock.get("num_workers"),
+    "worker_containers": workers,
+    "left_after_down": (work / "left.txt").read_text().split("\n")[:-1],
+    "seconds": {"prepare": $T_BUILD - $T0, "base_image": $T_BASE - $T0,
+                "build": $T_BUILD - $T_BASE, "up_to_export_done": $T_DONE - $T_UP,
+                "total": $T_END - $T0},
+    "logs": {p.name: p.read_text()[-3000:] for p in sorted(work.glob("*.log"))},
+}
+pathlib.Path(out).write_text(json.dumps(report, indent=1) + "\n")
+EOF
+python3 - "$REPORT" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+problems = []
+n = r["workers_configured"]
+if r["export_exit_code"] != 0:
+    problems.append(f"export exit code {r['export_exit_code']}")
+got, ref = r["export_metrics"].get("test_logloss"), r["single_process"].get("test_logloss")
+if got is None or ref is None or abs(got - ref) > r["tolerance"]:
+    problems.append(f"test logloss: compose {got}, one process {ref} (tolerance {r['tolerance']})")
+indices = sorted(w["index"] for w in r["registered_workers"] if w["state"] == "finished")
+if indices != list(range(n)):
+    problems.append(f"finished worker indices {indices}, expected 0..{n - 1}")
+codes = [w["exit_code"] for w in r["worker_containers"]]
+if len(codes) != n or any(codes):
+    problems.append(f"worker containers' exit codes {codes}, expected {n} zeros")
+if r["left_after_down"]:
+    problems.append(f"left after podman-compose down: {r['left_after_down']}")
+print(f"compose-test: export test logloss {got} vs one process {ref}; workers finished "
+      f"{indices}; worker exit codes {codes}; {r['seconds']['total']} s in all "
+      f"(prepare {r['seconds']['prepare']} s, run {r['seconds']['up_to_export_done']} s)",
+      file=sys.stderr)
+for p in problems:
+    print(f"compose-test: FAILED: {p}", file=sys.stderr)
+if problems:
+    print(r["logs"].get("export.log", ""), file=sys.stderr)
+sys.exit(1 if problems else 0)
+EOF

@@ -1,0 +1,126 @@
+"""Start order: bounded waits for servers and files (ps/waiting.py), and an export that
+will not pass an incomplete run for a finished one (ps/completion.py, ps/export.py)."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ftrl_ps.errors import ConfigError, IncompleteRunError, StartupTimeoutError
+from ftrl_ps.ps.client import PSClient
+from ftrl_ps.ps.completion import RunProgress
+from ftrl_ps.ps.export import ExportOptions, run_export
+from ftrl_ps.ps.waiting import unmet, wait_until_ready
+from ftrl_ps.ps.worker_main import WorkerOptions, run_worker
+from tests._servers import real_server
+
+# --- waiting for servers and files -----------------------------------------------------
+
+
+def test_unmet_names_servers_and_files(tmp_path: Path) -> None:
+    with real_server(["--bits", "10"]) as srv:
+        todo = unmet([srv.url, "http://127.0.0.1:9"], [str(tmp_path / "a.svm"), "-"],
+                     probe_timeout=0.5)
+    assert len(todo) == 2
+    assert todo[0].startswith("http://127.0.0.1:9/health (not reachable")
+    assert todo[1] == f"file {tmp_path / 'a.svm'}"
+
+
+def test_wait_returns_when_the_file_appears(tmp_path: Path) -> None:
+    path = tmp_path / "train.svm"
+    threading.Timer(0.6, path.write_text, args=("1 1:1\n",)).start()
+    out = io.StringIO()
+    waited = wait_until_ready([], [str(path)], timeout=20, who="worker 0", interval=0.1, out=out)
+    assert 0.4 < waited < 10
+    lines = out.getvalue().splitlines()
+    assert lines[0] == f"worker 0: waiting (up to 20 s) for file {path}"
+    assert lines[-1].startswith("worker 0: ready after ")
+
+
+def test_wait_gives_up_naming_everything_missing(tmp_path: Path) -> None:
+    start = time.monotonic()
+    with pytest.raises(StartupTimeoutError) as info:
+        wait_until_ready(["http://127.0.0.1:9"], [str(tmp_path / "x")], timeout=0.5,
+                         who="export", interval=0.1, out=None)
+    assert time.monotonic() - start < 5
+    message = str(info.value)
+    assert message.startswith("export: still missing after 0.5 s: http://127.0.0.1:9/health")
+    assert f"file {tmp_path / 'x'}" in message
+
+
+def test_worker_without_start_timeout_fails_at_once(tmp_path: Path) -> None:
+    options = WorkerOptions(server="http://127.0.0.1:9", input=str(tmp_path / "x.svm"),
+                            num_workers=1, worker_index=0)
+    with pytest.raises(ConfigError, match="input file not found"):
+        run_worker(options)
+    with pytest.raises(ConfigError, match="start_timeout must be >= 0"):
+        run_worker(WorkerOptions(server="http://s", input="x", num_workers=1, start_timeout=-1))
+
+
+def test_worker_waits_for_its_input_and_names_it(tmp_path: Path) -> None:
+    options = WorkerOptions(server="http://127.0.0.1:9", input=str(tmp_path / "x.svm"),
+                            num_workers=1, worker_index=0, start_timeout=0.3)
+    with pytest.raises(StartupTimeoutError, match=r"worker 0: still missing after 0.3 s: .*"
+                       r"127.0.0.1:9/health .*file .*x\.svm"):
+        run_worker(options)
+
+
+# --- a run's completeness ----------------------------------------------------------------
+
+
+def test_progress_of_a_run() -> None:
+    done = RunProgress.from_snapshot({"num_workers": 2, "workers": [
+        {"index": 0, "state": "finished"}, {"index": 1, "state": "dead"},
+        {"index": 1, "state": "finished"}]})
+    assert done.complete and not done.stalled and done.dead == ()
+    running = RunProgress.from_snapshot({"num_workers": 2, "workers": [
+        {"index": 0, "state": "dead"}, {"index": 0, "state": "live"}]})
+    assert (running.live, running.dead, running.missing) == ((0,), (), (1,))
+    assert not running.stalled
+    assert running.describe() == ("0 of 2 configured workers finished; running: worker 0; "
+                                  "never registered: worker 1")
+    empty = RunProgress.from_snapshot({"num_workers": None, "workers": []})
+    assert not empty.complete and not empty.stalled
+    assert empty.describe() == "no worker has registered yet"
+    # worker 1 never registered: stalled only once the clock stops expecting it
+    early = {"num_workers": 2, "workers": [{"index": 0, "state": "finished"}]}
+    assert not RunProgress.from_snapshot({**early, "missing_indices": [1]}).stalled
+    assert RunProgress.from_snapshot({**early, "missing_indices": []}).stalled
+
+
+def _one_of_two_workers_finishes(url: str) -> None:
+    """Worker 0 of 2 registers and finishes; worker 1 never shows up."""
+    with PSClient(url) as client:
+        client.register(0, 2)
+        client.finish()
+
+
+def test_export_refuses_an_incomplete_run(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """The registration timeout has passed (the clock no longer lists worker 1 as
+    missing), yet the export does not take the run for finished."""
+    with real_server(["--bits", "10", "--num-workers", "2",
+                      "--registration-timeout", "0.2"]) as srv:
+        _one_of_two_workers_finishes(srv.url)
+        time.sleep(0.5)
+        with PSClient(srv.url) as client:
+            assert client.status()["clock"]["missing_indices"] == []
+        model = tmp_path / "m.ftrl"
+        options = ExportOptions(server=srv.url, model=str(model), wait=True, timeout=1.5)
+        with pytest.raises(IncompleteRunError, match=r"incomplete after 1.5 s: 1 of 2 "
+                           r"configured workers finished; never registered: worker 1"):
+            run_export(options)
+        assert not model.exists()
+        assert "WARNING: the run is incomplete" in capsys.readouterr().err
+        metrics = tmp_path / "m.json"
+        results = run_export(ExportOptions(server=srv.url, model=str(model), wait=True,
+                                           timeout=5, allow_incomplete=True,
+                                           metrics_json=str(metrics)))
+    assert model.exists() and results["complete"] is False
+    assert json.loads(metrics.read_text())["workers_finished"] == [0]
+    assert "INCOMPLETE RUN: 1 of 2 configured workers finished" in capsys.readouterr().err
