@@ -90,10 +90,11 @@ def _children_of(pid: int) -> list[psutil.Process]:
 def test_failing_worker_stops_the_cluster(tmp_path: Path) -> None:
     bad = tmp_path / "bad.svm"
     lines = [f"{i % 2} {i % 50}:1 {50 + i % 7}:1" for i in range(4000)]
-    lines[3500] = "1 7:oops"  # in the last worker's share
+    lines[3500] = "1 7:oops"  # in the last worker's share (fixed shares)
     bad.write_text("\n".join(lines) + "\n")
     res = run_cli(
-        "train", str(bad), "--workers", "2", *COMMON, timeout=120, env=_logs_in(tmp_path)
+        "train", str(bad), "--workers", "2", "--split", "shares", *COMMON, timeout=120,
+        env=_logs_in(tmp_path)
     )
     assert res.returncode == 1
     assert "worker 1 exited with code 1" in res.stderr

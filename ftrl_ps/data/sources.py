@@ -106,7 +106,7 @@ def _local_files(spec: str) -> list[str]:
     elif os.path.isfile(spec):
         return [spec]
     else:
-        raise ConfigError(f"input not found: {spec}")
+        raise ConfigError(f"input file not found: {spec}")
     return sorted(found)
 
 
@@ -125,7 +125,7 @@ def _url_files(spec: str) -> tuple[Any, list[str]]:
     elif fs.exists(path):
         found = [path]
     else:
-        raise ConfigError(f"input not found: {spec}")
+        raise ConfigError(f"input file not found: {spec}")
     return fs, sorted(found)
 
 
