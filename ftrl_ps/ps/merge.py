@@ -32,6 +32,8 @@ the configured number of workers).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 __all__ = [
@@ -40,6 +42,7 @@ __all__ = [
     "ComposeState",
     "composed",
     "delta_scale",
+    "push_payload",
     "saturation",
 ]
 
@@ -186,3 +189,28 @@ def delta_scale(
     dense = rows_per_key >= max(1.0, dense_fraction * rows_in_push)
     dense |= keys == bias_key  # every worker moves the bias alike
     return np.where(dense, 1.0 / num_workers, 1.0)
+
+
+def push_payload(
+    rule: str,
+    todo: Any,
+    bias_key: int,
+    rows_in_push: int,
+    push_rows: int,
+    num_workers: int,
+    dense_fraction: float,
+    dtype: np.dtype,
+) -> tuple[np.ndarray, np.ndarray, Any]:
+    """What a worker sends for its pending deltas ``todo`` (keys, ``(k, 2)`` delta,
+    rows, versions) under ``rule``: ``delta_n``, ``delta_z`` in the servers' float
+    type, and the merge sections (``compose``: versions, rows, rho; else None)."""
+    dn, dz = todo.delta[:, 0], todo.delta[:, 1]
+    if rule == "threshold":
+        scale = delta_scale(todo.rows, todo.keys, bias_key, rows_in_push, num_workers,
+                            dense_fraction)
+        dn, dz = dn * scale, dz * scale
+    merge = None
+    if rule == "compose":
+        rho = saturation(todo.rows, todo.keys, bias_key, push_rows, dense_fraction)
+        merge = (todo.versions, todo.rows, rho.astype(dtype))
+    return dn.astype(dtype), dz.astype(dtype), merge

@@ -44,7 +44,7 @@ from ftrl_ps.data.minibatch import minibatches
 from ftrl_ps.data.prefetch import prefetch
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.training import TrainReport
-from ftrl_ps.ps.merge import RULES, delta_scale, saturation
+from ftrl_ps.ps.merge import RULES, push_payload
 from ftrl_ps.ps.straggle import Straggler
 from ftrl_ps.ps.workingset import KeyNumbering, PendingDeltas, WorkingSet
 
@@ -233,7 +233,11 @@ class Worker:
             todo = todo.merge(part)
         if not todo.keys.size:
             return
-        delta_n, delta_z, merge = self._merged(todo)
+        cfg = self.config  # the deltas as the merge rule wants them (ftrl_ps.ps.merge)
+        delta_n, delta_z, merge = push_payload(
+            cfg.merge_rule, todo, self.bias_key, self._rows_since_push, cfg.batch_size *
+            cfg.push_step, cfg.num_workers, cfg.dense_fraction,
+            np.dtype(getattr(self.client, "dtype", np.float64)))
         self._sync()
         self._sending = _InFlight(self._send, todo.keys, delta_n, delta_z, merge, self.stats())
         self._sending.rows = self.report.rows
@@ -244,22 +248,6 @@ class Worker:
         self.report.keys_pushed += int(todo.keys.size)
         self._rows_since_push = 0
         self._since_push = 0
-
-    def _merged(self, todo: PendingDeltas) -> tuple[np.ndarray, np.ndarray, Any]:
-        """A push's deltas (in the servers' float type) and merge information."""
-        cfg = self.config
-        dtype = np.dtype(getattr(self.client, "dtype", np.float64))
-        dn, dz = todo.delta[:, 0], todo.delta[:, 1]
-        if cfg.merge_rule == "threshold":
-            scale = delta_scale(todo.rows, todo.keys, self.bias_key, self._rows_since_push,
-                                cfg.num_workers, cfg.dense_fraction)
-            dn, dz = dn * scale, dz * scale
-        merge = None
-        if cfg.merge_rule == "compose":
-            rho = saturation(todo.rows, todo.keys, self.bias_key,
-                             cfg.batch_size * cfg.push_step, cfg.dense_fraction)
-            merge = (todo.versions, todo.rows, rho.astype(dtype))
-        return dn.astype(dtype), dz.astype(dtype), merge
 
     def _send(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray, merge: Any,
               stats: dict[str, Any]) -> None:
