@@ -18,10 +18,13 @@ the client; the client also maps transport failures to :class:`TransportError`.
     ├── AuthError              missing or wrong token                      (401)
     ├── UnknownWorkerError     a worker id the server does not know        (404)
     ├── WorkerStateError       e.g. a push from a finished/dead worker     (409)
+    │   └── PushGapError           a shard lacks earlier pushes: replay     (409)
     ├── ClockTimeoutError      an SSP wait that did not clear in time      (408)
-    ├── UnavailableError       not ready: no model yet, learner behind     (503)
+    ├── UnavailableError       not ready / busy: retry later              (503)
     ├── ServerError            the server failed while handling a request  (500)
+    ├── RequestTimeoutError    the request body did not arrive in time     (408)
     ├── TransportError         the client could not reach the server
+    ├── UpdatesLostError       a shard lost pushes no journal holds any more
     ├── ClusterError           a process of the local cluster failed
     ├── StartupTimeoutError    servers or input files did not appear in time
     └── IncompleteRunError     configured workers never finished their shares
@@ -91,21 +94,35 @@ class WorkerStateError(FTRLPSError):
     """The request is not allowed in the worker's current state."""
 
 
+class PushGapError(WorkerStateError):
+    """A shard has not applied pushes that this push follows (it restarted
+    from an older checkpoint): the worker must replay them first."""
+
+
 class ClockTimeoutError(FTRLPSError, TimeoutError):
     """An SSP clock wait did not clear before its deadline."""
 
 
 class UnavailableError(FTRLPSError):
-    """The service cannot take the request now (no model loaded yet, or the
-    online learner's queue is full); the client may try again later."""
+    """The service cannot take the request now (no model loaded yet, the online
+    learner's queue is full, or too many state exports run); retry later."""
 
 
 class ServerError(FTRLPSError):
     """The server failed while handling a request."""
 
 
+class RequestTimeoutError(FTRLPSError, TimeoutError):
+    """A request body did not arrive within the server's body timeout."""
+
+
 class TransportError(FTRLPSError, ConnectionError):
     """The client could not reach the server or the connection broke."""
+
+
+class UpdatesLostError(FTRLPSError):
+    """A shard lacks pushes that the worker's journal no longer holds (e.g. it
+    restarted without a checkpoint): the model would silently miss updates."""
 
 
 class ClusterError(FTRLPSError):

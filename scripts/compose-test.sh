@@ -176,8 +176,10 @@ log "export exited ($EXPORT_RC) $((T_DONE - T_UP)) s after up"
 podman logs "$EXPORT" >"$WORK/export.log" 2>&1 || true
 podman cp "$EXPORT:/models/metrics.json" "$WORK/metrics.json" 2>/dev/null || echo '{}' > "$WORK/metrics.json"
 SERVER0=$(names server-0)
-podman exec "$SERVER0" python -c "import urllib.request; print(urllib.request.urlopen(
-    'http://127.0.0.1:7000/v1/status', timeout=10).read().decode())" >"$WORK/status.json" \
+# reads need the token too (the container has it as FTRL_PS_TOKEN)
+podman exec "$SERVER0" python -c "import os, urllib.request as u; print(u.urlopen(u.Request(
+    'http://127.0.0.1:7000/v1/status', headers={'Authorization': 'Bearer '
+    + os.environ['FTRL_PS_TOKEN']}), timeout=10).read().decode())" >"$WORK/status.json" \
   2>/dev/null || echo '{}' > "$WORK/status.json"
 : > "$WORK/workers.txt"
 for w in $(names worker); do

@@ -49,6 +49,7 @@ def mocked(handlers: list[Handler], **kw) -> PSClient:
     clients = [httpx.Client(transport=httpx.MockTransport(h), base_url=u)
                for h, u in zip(handlers, urls, strict=True)]
     kw.setdefault("retries", 2)
+    kw.setdefault("retry_seconds", 0)
     return PSClient(urls, http_clients=clients, **kw)
 
 
@@ -116,7 +117,7 @@ def test_transport_errors_are_retried_then_raised():
 
 def test_unreachable_server_is_a_transport_error():
     with pytest.raises(TransportError, match="ConnectError"):
-        PSClient("http://127.0.0.1:1", retries=1, timeout=2)
+        PSClient("http://127.0.0.1:1", retries=1, retry_seconds=0, timeout=2)
 
 
 def _push_recorder(fail_first: type[Exception] | None):
@@ -125,12 +126,19 @@ def _push_recorder(fail_first: type[Exception] | None):
     def route(request: httpx.Request) -> httpx.Response:
         if request.url.path == "/v1/workers":
             return httpx.Response(200, json={"worker_id": 4, "clock": 0})
+        if request.url.path.startswith("/v1/streams/"):
+            return httpx.Response(200, json=STREAM)
         bodies.append(request.content)
         if fail_first is not None and len(bodies) == 1:
             raise fail_first("lost", request=request)
-        return httpx.Response(200, json={"applied": True})
+        return httpx.Response(200, json={"applied": True, "durable_seq": 0})
 
     return bodies, route
+
+
+#: a stream record with nothing applied
+STREAM = {"worker": 0, "epoch": 4, "last_seq": 0, "position": 0, "pushes": 0,
+          "digest": "0" * 16, "durable_seq": 0}
 
 
 def test_push_retry_keeps_the_sequence_number():
@@ -141,7 +149,8 @@ def test_push_retry_keeps_the_sequence_number():
         assert ps.push([1], [1.0], [0.5]) == 2
     first, retry, second = (wire.decode(b, wire.PUSH) for b in bodies)
     assert bodies[0] == bodies[1]
-    assert (first.worker_id, first.seq, retry.seq, second.seq) == (4, 1, 1, 2)
+    assert (first.origin.epoch, first.origin.seq, retry.origin.seq) == (4, 1, 1)
+    assert (second.origin.seq, second.origin.prev_seq) == (2, 1)
 
 
 def test_anonymous_push_is_not_retried_after_it_may_have_arrived():
@@ -181,6 +190,8 @@ def test_clock_retries_until_ready_and_times_out():
     def route(request: httpx.Request) -> httpx.Response:
         if request.url.path == "/v1/workers":
             return httpx.Response(200, json={"worker_id": 0, "clock": 0})
+        if request.url.path.startswith("/v1/streams/"):
+            return httpx.Response(200, json=STREAM)
         seen.append((request.url.path, json.loads(request.content or b"{}")))
         return httpx.Response(200, json={"ready": next(answers, False), "min_clock": 0,
                                          "staleness": 0})
@@ -204,6 +215,8 @@ def test_heartbeat_thread_stops_when_the_worker_is_dead():
     def route(request: httpx.Request) -> httpx.Response:
         if request.url.path == "/v1/workers":
             return httpx.Response(200, json={"worker_id": 0, "clock": 0})
+        if request.url.path.startswith("/v1/streams/"):
+            return httpx.Response(200, json=STREAM)
         beats.append(time.monotonic())
         if len(beats) < 3:
             return httpx.Response(200, json={"state": "live"})
@@ -252,11 +265,6 @@ def test_two_in_process_shards_match_one(wire_format):
 
 def test_client_token_and_worker_errors_in_process():
     with in_process(bits=8, group_size=16, token=TOKEN) as c:
-        c.headers.pop("Authorization", None)
-        ps = PSClient("http://x", http_clients=[c])
-        ps.pull([1])  # reads are open
-        with pytest.raises(AuthError):
-            ps.push([1], [1.0], [1.0])
         ps = PSClient("http://x", http_clients=[c], token=TOKEN)
         with pytest.raises(LayoutMismatchError, match="bits"):
             ps.register(0, 1, Layout(9, 16, 1))
@@ -264,6 +272,9 @@ def test_client_token_and_worker_errors_in_process():
         ps.worker_id = 77
         with pytest.raises(UnknownWorkerError):
             ps.heartbeat()
+        c.headers.pop("Authorization", None)
+        with pytest.raises(AuthError):  # reads need the token too
+            PSClient("http://x", http_clients=[c])
 
 
 # --- real server processes ----------------------------------------------------------------

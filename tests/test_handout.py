@@ -203,3 +203,16 @@ def test_a_dead_workers_unit_is_taken_over_after_its_applied_rows(parts) -> None
             summary = own[1].get("/v1/work").json()
     assert applied + wb.report.rows == len(lines)
     assert summary["done"] == len(units)
+
+
+def test_the_queue_survives_a_checkpoint() -> None:
+    q = WorkQueue()
+    q.load(_plan(3), "x")
+    q.next(0, holding=[], progress=[])
+    q.next(1, holding=[])
+    q.next(0, done=[(0, 10)], holding=[], progress=[])
+    again = WorkQueue()
+    again.restore(q.state())
+    assert again.summary() == q.summary()
+    assert again.next(1, holding=[], progress=[(1, 4)])["id"] == 1  # its unit, resumed
+    assert WorkQueue().state() is None

@@ -100,7 +100,6 @@ def test_a_bad_merge_section_changes_nothing() -> None:
     store.push(keys, [1.0, 1.0], [1.0, 1.0])
     before = store.pull_versioned(np.arange(65))
     bad = [
-        (np.array([0, 5]), np.array([1, 1]), np.array([0.0, 0.0])),  # version not reached
         (np.array([0, 0]), np.array([1, 1]), np.array([0.0, 2.0])),  # rho > 1
         (np.array([0, 0]), np.array([1, -1]), np.array([0.0, 0.0])),  # negative rows
         (np.array([0]), np.array([1, 1]), np.array([0.0, 0.0])),  # wrong length
@@ -111,6 +110,17 @@ def test_a_bad_merge_section_changes_nothing() -> None:
     after = store.pull_versioned(np.arange(65))
     for a, b in zip(before, after, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_version_the_shard_has_not_reached_starts_a_new_group() -> None:
+    """After a restart from a checkpoint (which keeps no versions) a push names a
+    version above the shard's: it is added as it is, as the first of a group."""
+    store = ParameterStore(Layout(6, group_size=8), dtype="float64")
+    keys = np.array([1, 2])
+    store.push(keys, [1.0, 1.0], [1.0, -1.0], (np.array([7, 9]), np.array([3, 3]),
+                                                 np.array([0.0, 1.0])))
+    n, z, v = store.pull_versioned(keys)
+    assert n.tolist() == [1.0, 1.0] and z.tolist() == [1.0, -1.0] and v.tolist() == [1, 1]
 
 
 # --- the tested properties, with real Worker objects ------------------------------------------

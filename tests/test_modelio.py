@@ -68,3 +68,27 @@ def test_failed_write_keeps_old_file(tmp_path: Path, trained: FTRL, monkeypatch)
         save_model(path, FTRL(4))
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]
+
+
+def test_a_valid_checksum_over_a_wrong_header_is_a_format_error(tmp_path: Path,
+                                                                trained: FTRL) -> None:
+    """A header that is JSON with a good CRC but a wrong field type: one clear error."""
+    import json
+    import zlib
+
+    from ftrl_ps.core import modelio
+
+    path = save_model(tmp_path / "m.ftrl", trained)
+    blob = path.read_bytes()
+    prefix = modelio._PREFIX
+    head_len = prefix.unpack_from(blob, 0)[-1]
+    header = json.loads(blob[prefix.size:prefix.size + head_len])
+    header["training"] = 5
+    head = json.dumps(header).encode()
+    body = blob[prefix.size + head_len:-modelio._CRC.size]
+    fields = list(prefix.unpack_from(blob, 0))
+    fields[-1] = len(head)
+    new = prefix.pack(*fields) + head + body
+    path.write_bytes(new + modelio._CRC.pack(zlib.crc32(new)))
+    with pytest.raises(ModelFormatError, match="'training' must be an object"):
+        load_model(path)

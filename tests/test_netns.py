@@ -29,7 +29,8 @@ SERVER_OCTETS = (10, 11)
 WORKER_OCTETS = (20, 21, 22)
 EXPORT_OCTET = 30
 STATUS = ("import sys, urllib.request as u; o = u.build_opener(u.ProxyHandler({})); "
-          "print(o.open(sys.argv[1] + '/v1/status', timeout=5).read().decode())")
+          "r = u.Request(sys.argv[1] + '/v1/status', headers={'Authorization': 'Bearer ' + "
+          "sys.argv[2]}); print(o.open(r, timeout=5).read().decode())")
 
 
 @pytest.fixture
@@ -68,8 +69,9 @@ def wait_line(path: Path, prefix: str, proc: subprocess.Popen[str], timeout: flo
     raise AssertionError(f"no {prefix!r} in {path} (exit {proc.poll()})")
 
 
-def status(lan: Lan, host: Host, url: str) -> dict[str, Any]:
-    done = lan.run(host, [sys.executable, "-c", STATUS, url], timeout=20, env=child_env())
+def status(lan: Lan, host: Host, url: str, token: str) -> dict[str, Any]:
+    done = lan.run(host, [sys.executable, "-c", STATUS, url, token], timeout=20,
+                   env=child_env())
     assert done.returncode == 0, done.stderr
     return dict(json.loads(done.stdout))
 
@@ -132,7 +134,7 @@ def test_cluster_over_a_virtual_lan(lan: Lan, a9a: tuple[Path, Path], tmp_path: 
     assert metrics["rows"] == 32561 and metrics["dead_workers"] == []
     assert metrics["test_logloss"] <= 0.3285, metrics  # single process: 0.3243
     assert (tmp_path / "m.ftrl").exists()
-    clock = status(lan, ex, urls.split(",")[0])["clock"]
+    clock = status(lan, ex, urls.split(",")[0], token)["clock"]
     assert sorted(w["state"] for w in clock["workers"]) == ["finished"] * 3
 
 
@@ -148,7 +150,7 @@ def test_cut_worker_is_declared_dead(lan: Lan, a9a: tuple[Path, Path], tmp_path:
     shard0 = urls.split(",")[0]
     deadline = time.monotonic() + 90
     while True:  # cut worker 2 once it has made progress
-        clocks = {w["index"]: w for w in status(lan, ex, shard0)["clock"]["workers"]}
+        clocks = {w["index"]: w for w in status(lan, ex, shard0, token)["clock"]["workers"]}
         if clocks.get(2, {}).get("clock", 0) >= 5:
             break
         assert time.monotonic() < deadline, f"no progress: {clocks}"
@@ -164,8 +166,96 @@ def test_cut_worker_is_declared_dead(lan: Lan, a9a: tuple[Path, Path], tmp_path:
     for i in (0, 1):
         assert workers[i].wait(30) == 0, tail(tmp_path / f"w{i}.err")
     assert workers[2].poll() is None or workers[2].returncode != 0  # never finished
-    states = {w["index"]: w["state"] for w in status(lan, ex, shard0)["clock"]["workers"]}
+    states = {w["index"]: w["state"] for w in status(lan, ex, shard0, token)["clock"]["workers"]}
     assert states == {0: "finished", 1: "finished", 2: "dead"}, states
     assert metrics["dead_workers"] == [2] and (tmp_path / "m.ftrl").exists()
     assert 0 < metrics["rows"] < 32561
     assert metrics["test_logloss"] < 0.4
+
+
+# --- kill -9 over the LAN: a shard, a worker -------------------------------------------------
+def lan_run(lan: Lan, tmp: Path, a9a: tuple[Path, Path], kill: str | None) -> dict[str, Any]:
+    """A 2-shard, 3-worker run with checkpoints and journals; with ``kill`` ("shard1" or
+    "worker1") that process is killed with SIGKILL half way and started again on its
+    host (same flags, same directories). Returns the export's metrics plus the
+    exactly-once comparison."""
+    train, test = a9a
+    token = secrets.token_hex(8)
+    hosts, ex, urls = start_cluster(lan, tmp, token, "--checkpoint-interval", 0.5,
+                                    "--checkpoint-dir", tmp / "ckpt")
+    shard_urls = urls.split(",")
+    extra = ("--batch-size", 100, "--fetch-step", 2, "--push-step", 2,
+             "--state-dir", tmp / "state", "--retry-seconds", 120)
+    workers = [
+        lan.spawn(host, ftrl("worker", "--server", urls, "--input", train, "--worker-index", i,
+                             "--num-workers", 3, "--token", token, "--quiet",
+                             "--metrics-json", tmp / f"w{i}.json", *extra),
+                  tmp / f"w{i}.err", env=child_env())
+        for i, host in enumerate(hosts)
+    ]
+    if kill is not None:
+        deadline = time.monotonic() + 120
+        while True:
+            st = status(lan, ex, shard_urls[0], token)
+            rows = sum(w["stats"].get("rows", 0) for w in st["clock"]["workers"]
+                       if w["state"] == "live")
+            if rows >= 32561 / 2:
+                break
+            assert time.monotonic() < deadline, st["clock"]
+            time.sleep(0.1)
+        if kill == "shard1":
+            pid = status(lan, ex, shard_urls[1], token)["shard"]["pid"]
+            os.kill(pid, 9)
+            server = lan.spawn(lan.hosts["s1"], ftrl(
+                "server", "--host", lan.hosts["s1"].addr, "--port", PORT, "--token", token,
+                "--shard-index", 1, "--num-shards", 2, "--bits", 18, "--num-workers", 3,
+                "--checkpoint-interval", 0.5, "--checkpoint-dir", tmp / "ckpt"),
+                tmp / "s1-again.err", stdout_log=tmp / "s1-again.out", env=child_env())
+            wait_line(tmp / "s1-again.out", "listening on ", server, 90)
+        else:
+            pid = next(w["pid"] for w in st["clock"]["workers"] if w["index"] == 1)
+            os.kill(pid, 9)
+            workers[1].wait(10)
+            workers[1] = lan.spawn(hosts[1], ftrl(
+                "worker", "--server", urls, "--input", train, "--worker-index", 1,
+                "--num-workers", 3, "--token", token, "--quiet", "--supersede",
+                "--metrics-json", tmp / "w1.json", *extra), tmp / "w1-again.err",
+                env=child_env())
+    done, metrics = export(lan, ex, tmp, token, urls, test, timeout=180)
+    assert done.returncode == 0, done.stderr
+    for i, w in enumerate(workers):
+        assert w.wait(60) == 0, tail(tmp / f"w{i}.err") + tail(tmp / "w1-again.err")
+    assert (tmp / "m.ftrl").exists()
+    reports = [json.loads((tmp / f"w{i}.json").read_text()) for i in range(3)]
+    for s, url in enumerate(shard_urls):
+        records = json.loads(lan.run(ex, [sys.executable, "-c", STREAMS, url, token],
+                                     env=child_env(), timeout=20).stdout)
+        for rec in records:
+            pushes, digest = reports[rec["worker"]]["stream_totals"][s]
+            assert (rec["pushes"], rec["digest"]) == (pushes, digest), (s, rec)
+    metrics["worker_rows"] = sum(r["rows"] for r in reports)
+    return metrics
+
+
+STREAMS = ("import sys, urllib.request as u; o = u.build_opener(u.ProxyHandler({})); "
+           "r = u.Request(sys.argv[1] + '/v1/streams', headers={'Authorization': 'Bearer ' + "
+           "sys.argv[2]}); print(o.open(r, timeout=5).read().decode())")
+
+
+@pytest.mark.timeout(900)
+def test_kill_9_of_a_shard_and_of_a_worker_over_the_lan(a9a: tuple[Path, Path],
+                                                         tmp_path: Path) -> None:
+    reason = unavailable()
+    if reason:
+        pytest.skip(f"multi-host test needs network namespaces: {reason}")
+    results = {}
+    for kill in (None, "shard1", "worker1"):
+        with Lan() as lan:
+            out = tmp_path / (kill or "clean")
+            out.mkdir()
+            results[kill] = lan_run(lan, out, a9a, kill)
+        assert lan.leftovers() == []
+    for kill in ("shard1", "worker1"):
+        m = results[kill]
+        assert m["rows"] == 32561 and m["worker_rows"] == 32561, (kill, m)
+        assert abs(m["test_logloss"] - results[None]["test_logloss"]) <= 0.002, (kill, results)

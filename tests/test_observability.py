@@ -68,8 +68,9 @@ def test_instrument_counts_requests_by_route_template_and_status() -> None:
 def test_shard_metrics_follow_pushes_pulls_duplicates_and_clock() -> None:
     with in_process(bits=12, group_size=64, num_workers=1, staleness=1) as c:
         wid = c.post("/v1/workers", json={"num_workers": 1, "layout": LAYOUT}).json()["worker_id"]
+        c.post("/v1/streams/0", json={"epoch": wid})  # claim the epoch (docs/durability.md)
         body = {"keys": [3, 70], "delta_n": [1.0, 1.0], "delta_z": [0.5, -1.0],
-                "worker_id": wid, "seq": 1}
+                "worker": 0, "epoch": wid, "seq": 1, "prev_seq": 0, "position": 500}
         assert c.post("/v1/push", json=body).json()["applied"] is True
         assert c.post("/v1/push", json=body).json()["applied"] is False  # a retry
         c.post("/v1/pull", json={"keys": [3, 4, 5]})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -90,35 +91,88 @@ def test_pull_groups_and_state_dump(shard: Shard):
     assert msg.keys.tolist() == list(range(64, 128)) + [4096]
     js = c.post("/v1/pull-groups", json={"groups": [1, 64]}).json()
     assert js["keys"] == msg.keys.tolist() and js["n"] == msg.values[0].tolist()
-    dump = wire.decode(c.get("/v1/state").content, wire.ENTRIES)
-    assert {64, 4096} <= set(dump.keys.tolist())
-    as_json = c.get("/v1/state", headers={"Accept": "application/json"}).json()
-    assert as_json["keys"] == dump.keys.tolist()
+    messages = list(wire.iter_messages([c.get("/v1/state").content], wire.ENTRIES))
+    assert messages[-1].keys.size == 0  # the end marker
+    keys = np.concatenate([m.keys for m in messages])
+    assert {64, 4096} <= set(keys.tolist())
+    lines = c.get("/v1/state", headers={"Accept": "application/json"}).text.splitlines()
+    as_json = [json.loads(line) for line in lines]
+    assert sum((o["keys"] for o in as_json), []) == keys.tolist() and as_json[-1]["keys"] == []
+
+
+def _origin(epoch: int, seq: int, prev: int | None = None, worker: int = 0,
+            position: int = 0) -> wire.PushOrigin:
+    return wire.PushOrigin(worker, epoch, seq, seq - 1 if prev is None else prev, position)
 
 
 def test_retried_push_is_applied_once(shard: Shard):
     c = shard.client
     before = pull_json(c, [7])[0][0]
-    wid = 2**31 + 5  # unknown to the clock: the in-process app and real server have no workers
-    # pushes that name a worker need a registered one on shard 0 ...
-    assert push_binary(c, [7], [1.0], [1.0], worker_id=wid, seq=1).status_code == 404
-    # ... so register one (layout must match) and push twice with the same seq
+    # pushes that name a worker need an epoch registered on shard 0 ...
+    assert push_binary(c, [7], [1.0], [1.0], origin=_origin(2**31 + 5, 1)).status_code == 404
+    # ... so register one (layout must match), claim it, and push twice with the same seq
     layout = {"bits": 12, "group_size": 64, "num_shards": 1}
     resp = c.post("/v1/workers", json={"worker_index": 0, "num_workers": 1, "layout": layout,
-                                       "instance": f"dedup-{time.time()}"})
+                                       "instance": f"dedup-{time.time()}", "supersede": True})
     assert resp.status_code == 200, resp.text
-    wid = resp.json()["worker_id"]
-    first = push_binary(c, [7], [1.0], [1.0], worker_id=wid, seq=1).json()
-    again = push_binary(c, [7], [1.0], [1.0], worker_id=wid, seq=1).json()
+    epoch = resp.json()["epoch"]
+    assert resp.json()["worker_id"] == epoch
+    record = c.post("/v1/streams/0", json={"epoch": epoch}).json()
+    seq = record["last_seq"] + 1  # the http fixture's server may know index 0 already
+    first = push_binary(c, [7], [1.0], [1.0], origin=_origin(epoch, seq, record["last_seq"]))
+    again = push_binary(c, [7], [1.0], [1.0], origin=_origin(epoch, seq, record["last_seq"]))
     older = c.post("/v1/push", json={"keys": [7], "delta_n": [1.0], "delta_z": [1.0],
-                                     "worker_id": wid, "seq": 1}).json()
-    assert (first["applied"], again["applied"], older["applied"]) == (True, False, False)
+                                     "worker": 0, "epoch": epoch, "seq": seq,
+                                     "prev_seq": record["last_seq"], "position": 0}).json()
+    assert (first.json()["applied"], again.json()["applied"], older["applied"]) == (
+        True, False, False)
+    assert first.json()["last_seq"] == seq
     assert pull_json(c, [7])[0][0] == before + 1.0
-    push_binary(c, [7], [1.0], [1.0], worker_id=wid, seq=2)
+    # the same seq with other content is no duplicate: refused, not dropped
+    assert_error(push_binary(c, [7], [2.0], [1.0], origin=_origin(epoch, seq)), 409,
+                 "WorkerStateError", "other content")
+    # a push that follows a seq the shard never applied: a gap, to be replayed
+    assert_error(push_binary(c, [7], [1.0], [1.0], origin=_origin(epoch, seq + 5, seq + 3)),
+                 409, "PushGapError", f"applied up to seq {seq}")
+    push_binary(c, [7], [1.0], [1.0], origin=_origin(epoch, seq + 1))
     assert pull_json(c, [7])[0][0] == before + 2.0
     counters = c.get("/v1/status").json()["counters"]
     assert counters["duplicate_pushes"] >= 2
-    c.post(f"/v1/workers/{wid}/finish")
+    streams = c.get("/v1/streams").json()
+    assert streams[0]["pushes"] >= 2 and streams[0]["last_seq"] == seq + 1
+    c.post(f"/v1/workers/{epoch}/finish")
+
+
+def test_superseded_and_unknown_epochs_are_refused():
+    with in_process_cluster(2, bits=12, group_size=64) as (s0, s1):
+        lay = {**LAYOUT, "num_shards": 2}
+        old = s0.post("/v1/workers", json={"worker_index": 0, "num_workers": 1,
+                                           "layout": lay}).json()["epoch"]
+        for s in (s0, s1):
+            s.post("/v1/streams/0", json={"epoch": old})
+        assert push_binary(s1, [3000], [1], [1], origin=_origin(old, 1)).json()["applied"]
+        assert_error(s0.post("/v1/workers", json={"worker_index": 0, "num_workers": 1,
+                                                  "layout": lay}), 409, "WorkerStateError",
+                     "alive")
+        new = s0.post("/v1/workers", json={"worker_index": 0, "num_workers": 1, "layout": lay,
+                                           "supersede": True}).json()["epoch"]
+        assert new > old
+        # shard 1 has not heard of the new epoch: the new process must claim it first
+        assert_error(push_binary(s1, [3000], [1], [1], origin=_origin(new, 2)), 409,
+                     "PushGapError", "unknown epoch")
+        assert s1.post("/v1/streams/0", json={"epoch": new}).json()["last_seq"] == 1
+        assert push_binary(s1, [3000], [1], [1], origin=_origin(new, 2)).json()["applied"]
+        # the old process is fenced off everywhere
+        assert_error(push_binary(s1, [3000], [1], [1], origin=_origin(old, 3)), 409,
+                     "WorkerStateError", "superseded")
+        assert_error(s0.post(f"/v1/workers/{old}/heartbeat"), 409, "WorkerStateError",
+                     "superseded")
+        assert_error(s1.post("/v1/streams/0", json={"epoch": old}), 409, "WorkerStateError",
+                     "superseded")
+        # shard 0 only lets the live registration claim
+        assert_error(s0.post("/v1/streams/0", json={"epoch": old}), 409, "WorkerStateError",
+                     "not the live registration")
+        assert pull_json(s1, [3000])[0] == [2.0]
 
 
 def test_health_status_and_openapi(shard: Shard):
@@ -126,13 +180,18 @@ def test_health_status_and_openapi(shard: Shard):
     assert c.get("/health").json() == {"status": "ok", "shard": 0}
     st = c.get("/v1/status").json()
     assert st["layout"] == {"bits": 12, "group_size": 64, "num_shards": 1}
+    pid = st["shard"].pop("pid")
+    assert isinstance(pid, int) and pid > 0
     assert st["shard"] == {"index": 0, "num_shards": 1, "begin": 0, "end": 4097,
                            "groups": [0, 65]}
+    assert st["model"] == {"bits": 12, "dtype": "float32",
+                           "params": {"alpha": 0.1, "beta": 1.0, "l1": 1.0, "l2": 1.0}}
     assert st["clock_authority"] and st["settings"]["auth"] is True
     assert TOKEN not in str(st)
     paths = c.get("/openapi.json").json()["paths"]
     for path in ("/v1/pull", "/v1/pull-groups", "/v1/push", "/v1/workers",
-                 "/v1/workers/{worker_id}/clock", "/v1/status", "/v1/state", "/health"):
+                 "/v1/workers/{worker_id}/clock", "/v1/status", "/v1/state", "/health",
+                 "/v1/streams", "/v1/streams/{worker}"):
         assert path in paths
 
 
@@ -169,7 +228,7 @@ CASES: list[Case] = [
     ("truncated", lambda s: s.client.post(
         "/v1/push", content=wire.encode_push([1, 2], [1, 1], [1, 1])[:-3], headers=BINARY),
      400, "ProtocolError", "truncated"),
-    ("bad magic", lambda s: s.client.post("/v1/push", content=b"x" * 40, headers=BINARY),
+    ("bad magic", lambda s: s.client.post("/v1/push", content=b"x" * 60, headers=BINARY),
      400, "ProtocolError", "magic"),
     ("wrong kind", lambda s: s.client.post(
         "/v1/push", content=wire.encode_keys([1]), headers=BINARY),
@@ -186,7 +245,8 @@ CASES: list[Case] = [
     ("huge register", lambda s: s.client.post(
         "/v1/workers", content=b" " * 600_000, headers=JSON),
      413, "PayloadTooLargeError", "limit"),
-    ("unknown worker push", lambda s: push_binary(s.client, [1], [1], [1], worker_id=999, seq=1),
+    ("unknown worker push", lambda s: push_binary(s.client, [1], [1], [1],
+                                                  origin=_origin(999, 1)),
      404, "UnknownWorkerError", "999"),
     ("unknown worker route", lambda s: s.client.post("/v1/workers/999/heartbeat"),
      404, "UnknownWorkerError", "999"),
@@ -206,8 +266,10 @@ CASES: list[Case] = [
      400, "ProtocolError", "num_workers"),
     ("bad worker id", lambda s: s.client.post("/v1/workers/abc/heartbeat"),
      400, "ProtocolError", "worker_id"),
-    ("pull unsorted", lambda s: s.client.post("/v1/pull", json={"keys": [5, 4]}),
-     400, "ProtocolError", "sorted"),
+    ("pull repeated", lambda s: s.client.post("/v1/pull", json={"keys": [5, 4, 5]}),
+     400, "ProtocolError", "unique"),
+    ("pull unsorted binary", lambda s: s.client.post("/v1/pull", content=wire.encode_keys(
+        [5, 4]), headers=BINARY), 400, "ProtocolError", "sorted"),
     ("pull groups out of range", lambda s: s.client.post("/v1/pull-groups",
                                                          json={"groups": [65]}),
      400, "ProtocolError", "outside"),
@@ -226,9 +288,19 @@ def test_bad_requests(shard: Shard, case, send, status, error, match):
         assert resp.headers.get("www-authenticate") == "Bearer"
 
 
-def test_reads_need_no_token(shard: Shard):
-    assert shard.anon.post("/v1/pull", json={"keys": [1]}).status_code == 200
-    assert shard.anon.get("/v1/status").status_code == 200
+def test_every_route_but_the_probes_needs_the_token(shard: Shard):
+    for method, path in (("POST", "/v1/pull"), ("POST", "/v1/pull-groups"),
+                         ("GET", "/v1/state"), ("GET", "/v1/status"), ("GET", "/v1/streams"),
+                         ("GET", "/openapi.json"), ("GET", "/docs"), ("GET", "/nowhere")):
+        resp = shard.anon.request(method, path, json={"keys": [1]})
+        assert_error(resp, 401, "AuthError", "Bearer")
+    # a deep body is refused before anything parses it, with or without a token
+    deep = b"[" * 5000 + b"]" * 5000
+    assert shard.anon.post("/v1/pull", content=deep, headers=JSON).status_code == 401
+    assert_error(shard.client.post("/v1/pull", content=deep, headers=JSON), 400,
+                 "ProtocolError", "nested 5000 levels")
+    assert shard.anon.get("/health").status_code == 200
+    assert shard.anon.get("/ready").json()["status"] == "ready"
 
 
 # --- workers and the clock (in-process, fresh app per test) --------------------------------
@@ -270,7 +342,7 @@ def test_dead_worker_is_refused_and_can_register_again():
             assert time.monotonic() < deadline
             time.sleep(0.05)
         assert_error(c.post(f"/v1/workers/{b}/heartbeat"), 409, "WorkerStateError", "dead")
-        assert_error(push_binary(c, [1], [1], [1], worker_id=b, seq=1), 409,
+        assert_error(push_binary(c, [1], [1], [1], origin=_origin(b, 1, worker=1)), 409,
                      "WorkerStateError", "dead")
         assert register(c, 1, 2) != b
 
@@ -281,8 +353,9 @@ def test_other_shards_refuse_clock_routes_but_dedup_pushes():
                                             "layout": {**LAYOUT, "num_shards": 2}})
         assert_error(resp, 400, "ConfigError", "shard 0")
         assert_error(s1.post("/v1/workers/0/clock"), 400, "ConfigError", "clock authority")
-        for _ in range(2):  # shard 1 does not know worker 5, but still deduplicates
-            push_binary(s1, [3000], [1], [1], worker_id=5, seq=1)
+        s1.post("/v1/streams/5", json={"epoch": 9})  # shard 1 trusts a claimed epoch
+        for _ in range(2):  # and deduplicates
+            push_binary(s1, [3000], [1], [1], origin=_origin(9, 1, worker=5))
         assert pull_json(s1, [3000])[0] == [1.0]
         assert_error(s1.post("/v1/pull", json={"keys": [5]}), 400, "ProtocolError", "outside")
         assert s0.get("/v1/status").json()["shard"]["end"] == 2048
@@ -333,7 +406,7 @@ PUSHER = textwrap.dedent("""
 @pytest.mark.timeout(120)
 def test_concurrent_pushes_from_processes_give_exact_sums(real: str):
     probe = list(range(2000, 4000))
-    with httpx.Client(base_url=real) as c:
+    with httpx.Client(base_url=real, headers={"Authorization": f"Bearer {TOKEN}"}) as c:
         n0, z0 = (np.array(a) for a in pull_json(c, probe))
         procs = [subprocess.Popen([sys.executable, "-c", PUSHER, real, TOKEN, str(p)])
                  for p in range(3)]

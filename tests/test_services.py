@@ -235,7 +235,9 @@ def test_server_service_from_env_only(procs: list[Proc]) -> None:
     url = srv.wait_line("listening on ")
     assert url.startswith("http://127.0.0.1:")
     assert httpx.get(f"{url}/health", timeout=5).json()["status"] == "ok"
-    status = httpx.get(f"{url}/v1/status", timeout=5).json()
+    assert httpx.get(f"{url}/v1/status", timeout=5).status_code == 401  # reads need it too
+    status = httpx.get(f"{url}/v1/status", timeout=5,
+                       headers={"Authorization": "Bearer tok-123"}).json()
     assert status["layout"]["bits"] == 12 and status["settings"]["auth"] is True
     assert status["settings"]["num_workers"] == 2
     assert srv.stop() in (0, -15)

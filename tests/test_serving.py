@@ -165,7 +165,8 @@ def test_learn_from_cluster_reflects_in_predictions_and_shutdown_pushes() -> Non
 def _pulled_n(url: str, key: int) -> float:
     import httpx
 
-    answer = httpx.post(f"{url}/v1/pull", json={"keys": [key]}, trust_env=False)
+    answer = httpx.post(f"{url}/v1/pull", json={"keys": [key]}, trust_env=False,
+                        headers={"Authorization": "Bearer tok"})  # reads need the token
     return float(answer.json()["n"][0])
 
 
@@ -183,7 +184,7 @@ def test_learner_survives_an_unreachable_cluster() -> None:
                 raise TransportError("connection refused")
             return np.zeros(keys.size, np.float32), np.zeros(keys.size, np.float32)
 
-        def push(self, keys: np.ndarray, dn: np.ndarray, dz: np.ndarray) -> None:
+        def push(self, keys: np.ndarray, dn: np.ndarray, dz: np.ndarray, **progress) -> None:
             self.pushed += 1
 
         def clock(self, stats: object = None) -> None:

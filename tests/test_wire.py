@@ -18,13 +18,14 @@ def test_push_round_trip(dtype, count):
     rng = np.random.default_rng(count)
     keys = np.sort(rng.choice(2**20, count, replace=False)).astype(np.uint32)
     dn, dz = rng.random(count).astype(dtype), rng.normal(size=count).astype(dtype)
-    body = wire.encode_push(keys, dn, dz, worker_id=7, seq=2**40 + 3, dtype=dtype)
+    origin = wire.PushOrigin(worker=7, epoch=2**45, seq=2**40 + 3, prev_seq=2**40, position=99)
+    body = wire.encode_push(keys, dn, dz, origin=origin, dtype=dtype)
     msg = wire.decode(body, wire.PUSH)
     np.testing.assert_array_equal(msg.keys, keys)
     np.testing.assert_array_equal(msg.delta_n, dn)
     np.testing.assert_array_equal(msg.delta_z, dz)
     assert msg.delta_n.dtype == np.dtype(dtype)
-    assert (msg.worker_id, msg.seq) == (7, 2**40 + 3)
+    assert msg.origin == origin
     # values start at a multiple of their item size
     itemsize = np.dtype(dtype).itemsize
     keys_end = wire.HEADER_SIZE + 4 * count
@@ -40,13 +41,15 @@ def test_decoding_is_zero_copy():
 
 
 def test_documented_header_layout():
-    body = wire.encode_keys(np.array([5, 9], dtype=np.uint32), worker_id=3)
-    magic, version, kind, flags, count, worker, seq = struct.unpack_from("<4sBBHIIQ", body)
-    assert (magic, version, kind, count, worker, seq) == (b"FTPS", 1, wire.KEYS, 2, 3, 0)
-    assert flags == wire.FLAG_WORKER
-    assert body[24:] == struct.pack("<2I", 5, 9)
+    origin = wire.PushOrigin(worker=3, epoch=11, seq=8, prev_seq=5, position=1000)
+    body = wire.encode_push(np.array([5, 9], dtype=np.uint32), [1.0, 2.0], [3.0, 4.0],
+                            origin=origin)
+    fields = struct.unpack_from("<4sBBHIIQQQQ", body)
+    assert fields == (b"FTPS", 2, wire.PUSH, wire.FLAG_WORKER, 2, 3, 11, 8, 5, 1000)
+    assert wire.HEADER_SIZE == 48
+    assert body[48:56] == struct.pack("<2I", 5, 9)
     plain = wire.decode(wire.encode_keys([1]), wire.KEYS)
-    assert plain.worker_id is None and plain.seq == 0
+    assert plain.origin is None
 
 
 @pytest.mark.parametrize("kind", [wire.KEYS, wire.GROUPS, wire.VALUES, wire.ENTRIES])
@@ -81,10 +84,10 @@ def _patch(body: bytes, offset: int, fmt: str, value: int) -> bytes:
 
 
 MALFORMED = [
-    ("empty", b"", "shorter than the 24-byte header"),
+    ("empty", b"", "shorter than the 48-byte header"),
     ("short header", _good()[:10], "shorter than"),
     ("truncated body", _good()[:-1], "truncated"),
-    ("truncated keys", _good()[:30], "truncated"),
+    ("truncated keys", _good()[:54], "truncated"),
     ("trailing bytes", _good() + b"\0", "too long"),
     ("count too big", _patch(_good(), 8, "<I", 4), "truncated"),
     ("count too small", _patch(_good(), 8, "<I", 2), "too long"),
@@ -95,6 +98,11 @@ MALFORMED = [
     ("wrong kind", wire.encode_keys([1, 2]), "expected a PUSH body, got KEYS"),
     ("unknown flag", _patch(_good(), 6, "<H", 0x80), "unknown flags"),
     ("float64 flag on float32 body", _patch(_good(), 6, "<H", 1), "too long|truncated"),
+    ("worker fields without the flag", _patch(_good(), 24, "<Q", 5), "worker flag is not"),
+    ("worker flag, seq 0", _patch(_good(), 6, "<H", wire.FLAG_WORKER), "seq >= 1"),
+    ("deep JSON is no recursion error", b"[" * 100_000, "magic|shorter"),
+    ("worker flag on KEYS", _patch(wire.encode_keys([1]), 6, "<H", wire.FLAG_WORKER),
+     "expected a PUSH|only a PUSH"),
 ]
 
 
@@ -120,8 +128,18 @@ BAD_JSON = [
     (b'{"keys": 1, "delta_n": [1], "delta_z": [1]}', "list of integers"),
     (b'{"keys": [1], "delta_n": ["a"], "delta_z": [1]}', "numbers"),
     (b'{"keys": [1], "delta_n": [true], "delta_z": [1]}', "numbers"),
-    (b'{"keys": [1], "delta_n": [1], "delta_z": [1], "seq": 3}', "needs a 'worker_id'"),
-    (b'{"keys": [1], "delta_n": [1], "delta_z": [1], "worker_id": -2}', "worker_id"),
+    (b'{"keys": [1], "delta_n": [1], "delta_z": [1], "seq": 3}', "needs all of"),
+    (b'{"keys": [1], "delta_n": [1], "delta_z": [1], "worker": -2, "epoch": 1, "seq": 1, '
+     b'"prev_seq": 0, "position": 0}', "uint32"),
+    (b'{"keys": [1], "delta_n": [1], "delta_z": [1], "worker": 0, "epoch": 1, "seq": 0, '
+     b'"prev_seq": 0, "position": 0}', "seq >= 1"),
+    (b'{"entries": [[1, 2]]}', "triples"),
+    (b'{"entries": [[1, 2, 3]], "x": 1}', "unknown fields"),
+    (b'{"entries": [[1, 1e31, 3]]}', "within"),
+    (b'{"entries": [[1, 1, 3]], "origin": {"worker": 0}}', "needs all of"),
+    (b'{"entries": [[1, 1, 3]], "origin": 5}', "must be an object"),
+    (b'{"keys": [1], "delta_n": [1], "delta_z": [1], "worker": 0, "epoch": true, "seq": 1, '
+     b'"prev_seq": 0, "position": 0}', "integers"),
 ]
 
 
@@ -139,11 +157,12 @@ def test_json_nan_parses_but_stays_nan():
 
 def test_json_push_with_worker_fields():
     msg = wire.decode_json(
-        b'{"keys": [1, 2], "delta_n": [1, 2], "delta_z": [0.5, 0], "worker_id": 4, "seq": 9}',
+        b'{"keys": [1, 2], "delta_n": [1, 2], "delta_z": [0.5, 0], "worker": 4, "epoch": 2, '
+        b'"seq": 9, "prev_seq": 7, "position": 10}',
         wire.PUSH,
     )
     assert msg.keys.tolist() == [1, 2] and msg.delta_z.tolist() == [0.5, 0.0]
-    assert (msg.worker_id, msg.seq) == (4, 9)
+    assert msg.origin == wire.PushOrigin(4, 2, 9, 7, 10)
 
 
 @pytest.mark.parametrize(
@@ -165,7 +184,7 @@ def test_encode_rejects_bad_input(args, message):
 
 def test_encode_rejects_bad_worker_fields_and_dtype():
     with pytest.raises(ProtocolError):
-        wire.encode_push([1], [1.0], [1.0], worker_id=2**32)
+        wire.encode_push([1], [1.0], [1.0], origin=wire.PushOrigin(2**32, 1, 1, 0, 0))
     with pytest.raises(ProtocolError):
         wire.encode_push([1], [1.0], [1.0], dtype=np.int32)
 
@@ -207,3 +226,21 @@ def test_bad_merge_sections_are_refused() -> None:
                          wire.PUSH)
     with pytest.raises(ProtocolError, match="3 merge sections"):
         wire.encode_push([1], [1.0], [1.0], merge=([0],))
+
+
+def test_worker_flag_on_a_keys_body_is_refused():
+    body = bytearray(wire.encode_keys([1]))
+    body[6] = wire.FLAG_WORKER
+    with pytest.raises(ProtocolError, match="only a PUSH"):
+        wire.decode(bytes(body), wire.KEYS)
+
+
+def test_json_push_entries_form_sorts_and_sums_repeated_keys():
+    msg = wire.decode_json(b'{"entries": [[5, 1, 2], [1, 0.5, 0], [5, 1, -1]], '
+                           b'"origin": {"worker": 1, "epoch": 2, "seq": 3, "prev_seq": 1, '
+                           b'"position": 7}}', wire.PUSH)
+    assert msg.keys.tolist() == [1, 5]
+    assert msg.delta_n.tolist() == [0.5, 2.0] and msg.delta_z.tolist() == [0.0, 1.0]
+    assert msg.origin == wire.PushOrigin(1, 2, 3, 1, 7)
+    with pytest.raises(ProtocolError, match="invalid JSON"):
+        wire.decode_json(b"[" * 100_000, wire.PUSH)

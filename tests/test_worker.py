@@ -40,7 +40,8 @@ class MemoryServer:
     def pull_versioned(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return self.store.pull_versioned(keys)
 
-    def push(self, keys: np.ndarray, dn: np.ndarray, dz: np.ndarray, merge: Any = None) -> None:
+    def push(self, keys: np.ndarray, dn: np.ndarray, dz: np.ndarray, merge: Any = None,
+             **progress: Any) -> None:
         self.store.push(keys, dn, dz, merge)
         self.pushed_keys.append(keys)
 

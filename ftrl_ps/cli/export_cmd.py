@@ -19,8 +19,9 @@ replaced, it says so on stderr and keeps waiting for them until --timeout,
 then fails without writing a model (--allow-incomplete: export what there is).
 With --test it then prints test log loss and AUC.
 
-The hyper-parameters (--alpha, --beta, --l1, --l2) are stored in the model
-file and must be the ones the workers trained with.
+The model file gets exactly what the servers hold: their bits, dtype (float64
+stays float64) and hyper-parameters. --bits/--dtype/--alpha/--beta/--l1/--l2,
+if given, must match them.
 
 example:
   ftrl-ps export --server http://127.0.0.1:7000,http://127.0.0.1:7001 \\

@@ -23,8 +23,19 @@ Once serving, the command prints exactly one line on stdout:
     listening on http://127.0.0.1:PORT
 (with --port 0 the OS picks a free port; a launcher reads this line).
 
+The servers own the model: its hyper-parameters (--alpha --beta --l1 --l2),
+--bits and --dtype are set here, reported by /v1/status and adopted by the
+workers; 'ftrl-ps export' saves exactly them.
+
+Durability: with --checkpoint-dir the shard writes an atomic, checksummed
+snapshot every --checkpoint-interval seconds (and at shutdown), and a shard
+started on the same directory restores the newest valid one (a corrupt one is
+reported and skipped). Workers replay what a restored shard lacks
+(docs/durability.md).
+
 Security: binds 127.0.0.1 by default. With --token (or $FTRL_PS_TOKEN) every
-state-changing request must send 'Authorization: Bearer TOKEN'.
+request but GET /health and GET /ready must send 'Authorization: Bearer TOKEN'
+(reads, /docs and /openapi.json included).
 """
 
 
@@ -38,10 +49,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="serve on this already-listening socket inherited from a launcher "
                           "(then --host and --port are not used)")
     net.add_argument("--token", default=None,
-                     help="bearer token required on state-changing requests "
+                     help="bearer token required on every request but /health and /ready "
                           f"(default: ${TOKEN_ENV}, else no authentication)")
     net.add_argument("--max-body-mb", type=c.positive_float, default=64.0, metavar="MB",
                      help="largest accepted request body in MiB; larger -> 413 (default 64)")
+    net.add_argument("--body-timeout", type=c.positive_float, default=30.0, metavar="SECONDS",
+                     help="a request body that stalls this long is answered 408 and its "
+                          "connection closed (default 30)")
+    net.add_argument("--max-exports", type=c.positive_int, default=2, metavar="N",
+                     help="state exports (GET /v1/state) served at once, each streamed in "
+                          "bounded memory; more get 503 and clients retry (default 2)")
     net.add_argument("--log-level", default="warning",
                      choices=("critical", "error", "warning", "info", "debug"),
                      help="uvicorn log level, logs go to stderr (default warning)")
@@ -70,6 +87,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="how the workers' deltas are merged: 'compose' (default; "
                           "docs/algorithm.md), or for experiments 'sum' and 'threshold' "
                           "(the rule before issue 12); the workers follow the servers")
+
+    mod = parser.add_argument_group("model (owned by the servers, adopted by the workers)")
+    d = c.PARAM_DEFAULTS
+    mod.add_argument("--alpha", type=c.finite_float, default=d.alpha,
+                     help=f"FTRL learning rate alpha (default {d.alpha})")
+    mod.add_argument("--beta", type=c.finite_float, default=d.beta,
+                     help=f"FTRL beta (default {d.beta})")
+    mod.add_argument("--l1", type=c.finite_float, default=d.l1,
+                     help=f"L1 regularisation (default {d.l1})")
+    mod.add_argument("--l2", type=c.finite_float, default=d.l2,
+                     help=f"L2 regularisation (default {d.l2})")
+
+    dur = parser.add_argument_group("durability")
+    dur.add_argument("--checkpoint-dir", default=None, metavar="DIR",
+                     help="write checkpoints of this shard here and restore the newest valid "
+                          "one at start (default: none, the state lives in memory only)")
+    dur.add_argument("--checkpoint-interval", type=c.positive_float, default=30.0,
+                     metavar="SECONDS", help="seconds between checkpoints (default 30)")
 
     ssp = parser.add_argument_group("SSP clock (used by shard 0)")
     ssp.add_argument("--staleness", type=c.staleness_arg, default=None, metavar="S",

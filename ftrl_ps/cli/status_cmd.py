@@ -63,7 +63,8 @@ def summary(index: int, status: dict[str, Any]) -> list[str]:
             rows = stats.get("rows", 0)
             loss = stats.get("loss_sum", 0.0) / rows if rows else float("nan")
             lines.append(
-                f"  worker {w['index']} (id {w['worker_id']}): {w['state']}, clock {w['clock']}, "
+                f"  worker {w['index']} (id {w['worker_id']}, pid {w.get('pid')}): {w['state']}, "
+                f"clock {w['clock']}, "
                 f"{int(rows):,} rows, progressive logloss {loss:.5f}, "
                 f"seen {w['seconds_since_seen']} s ago"
             )
@@ -112,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     from ftrl_ps.ps.worker_main import parse_urls
 
     urls = parse_urls(args.server)
-    with PSClient(urls, token=resolve_token(args.token)) as client:
+    with PSClient(urls, token=resolve_token(args.token), retry_seconds=2.0) as client:
         if args.watch is not None:
             try:
                 watch(client, len(urls), args.watch, sys.stdout)

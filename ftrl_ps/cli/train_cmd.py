@@ -11,6 +11,7 @@ from ftrl_ps.cli import _common as c
 from ftrl_ps.core.jsonfile import write_json
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.progress import Progress, report_bad_lines
+from ftrl_ps.ps.auth import TOKEN_ENV
 
 __all__ = [
     "DESCRIPTION",
@@ -112,6 +113,34 @@ def add_local_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         default=30.0,
         metavar="SECONDS",
         help="a worker silent this long is marked dead (default 30)",
+    )
+    g.add_argument(
+        "--max-restarts",
+        type=c.non_negative_int,
+        default=3,
+        metavar="N",
+        help="restart a shard that dies (from its checkpoint) or a worker that fails (from "
+        "its last pushed row) at most N times in all, then fail (default 3)",
+    )
+    g.add_argument(
+        "--checkpoint-interval",
+        type=c.positive_float,
+        default=10.0,
+        metavar="SECONDS",
+        help="seconds between the shards' checkpoints (default 10)",
+    )
+    g.add_argument(
+        "--retry-seconds",
+        type=c.positive_float,
+        default=120.0,
+        metavar="SECONDS",
+        help="how long workers wait for a restarting shard (default 120)",
+    )
+    g.add_argument(
+        "--token",
+        default=None,
+        help=f"bearer token of the servers, so that you can query them during the run "
+        f"(default: ${TOKEN_ENV}, else a random one)",
     )
     from ftrl_ps.cli.worker_cmd import add_cluster_arguments, add_straggle_arguments
 

@@ -29,8 +29,13 @@ state of the keys it is about to use every --fetch-step steps, pushes its
 accumulated n/z deltas every --push-step steps, and then ticks its SSP clock
 (which may wait for slower workers).
 
-The feature-space layout (bits, group size, shards) comes from the servers;
---bits, if given, must match it.
+The servers own the model: the layout (bits, group size, shards), --dtype and
+the hyper-parameters come from them; a flag given here must match them.
+
+With --state-dir the worker journals its pushes there: a worker restarted with
+the same index and directory replays what the shards lack and resumes after
+the rows it already pushed (add --supersede when its predecessor may still be
+registered as live). Shard restarts are ridden out for --retry-seconds.
 
 --input - reads an unbounded stream from stdin (e.g. 'tail -F events.svm |'
 or a message-queue consumer writing lines): lines are trained as they
@@ -169,6 +174,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="--input - (a stream): also push at least this often while something learned "
         "is unpushed (default 0.5)",
     )
+    g = parser.add_argument_group("durability")
+    g.add_argument("--state-dir", metavar="DIR", default=None,
+                   help="keep the push journal here (worker-INDEX.journal) so that a restarted "
+                        "worker replays and resumes (default: in memory only)")
+    g.add_argument("--retry-seconds", type=c.finite_float, default=120.0, metavar="SECONDS",
+                   help="keep retrying an unreachable shard this long, e.g. while it "
+                        "restarts (default 120)")
+    g.add_argument("--supersede", action="store_true",
+                   help="take over this index from a registered worker known to be gone")
     add_cluster_arguments(parser)
     add_straggle_arguments(parser)
     c.add_model_arguments(parser, resumable=False)

@@ -29,25 +29,22 @@ from typing import Any
 
 import numpy as np
 
-from ftrl_ps.cluster.launch import ChildHandle, Launcher, preload, stop_all
-from ftrl_ps.cluster.spawn import log_tail, wait_ready
+from ftrl_ps.cluster.launch import Launcher, preload
+from ftrl_ps.cluster.supervise import Cluster
 from ftrl_ps.core.jsonfile import write_json
 from ftrl_ps.core.modelio import SavedModel, load_model, save_model
 from ftrl_ps.data.sources import estimate_rows, expand
-from ftrl_ps.errors import ClusterError, ConfigError, FTRLPSError, ServerError
+from ftrl_ps.errors import ConfigError, FTRLPSError, ServerError
 from ftrl_ps.learn.progress import Progress
-from ftrl_ps.ps.auth import TOKEN_ENV
+from ftrl_ps.ps.auth import TOKEN_ENV, resolve_token
+from ftrl_ps.ps.export import rows_applied
 from ftrl_ps.ps.kernels import load_kernels
 from ftrl_ps.ps.merge import DEFAULT_RULE
 from ftrl_ps.ps.overview import History, Overview
 from ftrl_ps.ps.worker_main import WorkerOptions, params_with_defaults
 from ftrl_ps.server.options import DEFAULT_BITS, ShardOptions
-from ftrl_ps.server.sockets import bind_socket, socket_url
 
 __all__ = ["LocalClusterOptions", "estimate_rows", "local_batch_size", "run_cluster"]
-
-START_TIMEOUT = 60.0
-STOP_GRACE = 5.0
 
 
 @dataclass(frozen=True)
@@ -84,6 +81,10 @@ class LocalClusterOptions:
     batch_size: int | None = None
     fetch_step: int = 4
     push_step: int = 4
+    max_restarts: int = 3
+    token: str | None = field(default=None, repr=False)
+    checkpoint_interval: float = 10.0
+    retry_seconds: float = 120.0
     straggle_prob: float = 0.0
     straggle_delay: float = 0.0
     straggle_workers: str | None = None
@@ -92,73 +93,27 @@ class LocalClusterOptions:
     unit_mb: float | None = None
 
 
-@dataclass
-class Proc:
-    name: str
-    popen: ChildHandle  # a subprocess.Popen or a launch.ForkedChild
-    log: Path
-    url: str | None = None
-
-    def tail(self, lines: int = 15) -> str:
-        return log_tail(self.log, lines)
-
-
-@dataclass
-class Cluster:
-    """Processes of one local run (servers first, then workers)."""
-
-    logdir: Path
-    launcher: Launcher
-    servers: list[Proc] = field(default_factory=list)
-    workers: list[Proc] = field(default_factory=list)
-
-    def spawn(self, name: str, options: Any, **how: Any) -> Proc:
-        """Start a child for ``options`` logging to ``LOGDIR/NAME.log`` (see Launcher.spawn)."""
-        log = self.logdir / f"{name.replace(' ', '-')}.log"
-        return Proc(name, self.launcher.spawn(options, log, name=f"ftrl-{log.stem}", **how), log)
-
-    def start_server(self, index: int, options: ShardOptions) -> Proc:
-        """Start a shard on a socket bound here, so its URL is known at once.
-
-        Connections made before the server is up wait in the socket's backlog,
-        so workers can start at the same time as the servers.
-        """
-        sock = bind_socket("127.0.0.1", 0)
-        try:
-            proc = self.spawn(
-                f"server {index}",
-                replace(options, fd=sock.fileno()),
-                stdout_pipe=True,
-                pass_fds=(sock.fileno(),),
-            )
-            proc.url = socket_url(sock)
-        finally:
-            sock.close()  # the server holds its own copy; a dead server refuses connections
-        self.servers.append(proc)
-        return proc
-
-    def stop(self) -> None:
-        stop_all([p.popen for p in [*self.workers, *self.servers]], STOP_GRACE)
-
-
-def _shard_options(opts: LocalClusterOptions, bits: int, dtype: str, index: int) -> ShardOptions:
+def _shard_options(opts: LocalClusterOptions, bits: int, dtype: str, index: int,
+                   params: dict[str, float], ckpt: Path) -> ShardOptions:
     return ShardOptions(
         bits=bits, dtype=dtype, shard_index=index, num_shards=opts.servers,
         num_workers=opts.workers, worker_timeout=opts.worker_timeout,
-        staleness=opts.staleness, init_model=opts.resume, merge_rule=opts.merge_rule,
+        staleness=opts.staleness, init_model=opts.resume, checkpoint_dir=str(ckpt),
+        checkpoint_interval=opts.checkpoint_interval, merge_rule=opts.merge_rule, **params,
         **({"group_size": opts.group_size} if opts.group_size else {}),
     )
 
 
 def _worker_options(opts: LocalClusterOptions, urls: list[str], params: dict[str, float],
-                    bits: int, index: int, metrics: Path) -> WorkerOptions:
+                    bits: int, index: int, metrics: Path, dtype: str) -> WorkerOptions:
     return WorkerOptions(
         server=",".join(urls), input=opts.train, worker_index=index,
         num_workers=opts.workers, epochs=opts.epochs, bits=bits,
         batch_size=local_batch_size(opts), fetch_step=opts.fetch_step,
         push_step=opts.push_step, dense_fraction=opts.dense_fraction,
         chunk_mb=opts.chunk_mb, metrics_json=str(metrics), quiet=True,
-        skip_bad_lines=opts.skip_bad_lines, straggle_prob=opts.straggle_prob,
+        skip_bad_lines=opts.skip_bad_lines, state_dir=str(metrics.parent / "state"),
+        retry_seconds=opts.retry_seconds, dtype=dtype, straggle_prob=opts.straggle_prob,
         straggle_delay=opts.straggle_delay, straggle_workers=opts.straggle_workers,
         seed=opts.seed, split=opts.split, unit_mb=opts.unit_mb, **params,
     )
@@ -202,6 +157,8 @@ def run_cluster(args: LocalClusterOptions) -> int:
         )
     if args.servers < 1:
         raise ConfigError("--servers must be >= 1")
+    if args.max_restarts < 0:
+        raise ConfigError("--max-restarts must be >= 0")
     if args.resume:
         saved = load_model(args.resume)
         bits, dtype, params = saved.bits, saved.dtype, saved.params
@@ -211,11 +168,11 @@ def run_cluster(args: LocalClusterOptions) -> int:
         params = params_with_defaults(alpha=args.alpha, beta=args.beta, l1=args.l1, l2=args.l2)
     started = time.perf_counter()
     logdir = Path(tempfile.mkdtemp(prefix="ftrl-ps-cluster-"))
-    # a fresh token per run, or $FTRL_PS_TOKEN (so an operator can query the servers)
-    token = os.environ.get(TOKEN_ENV) or secrets.token_hex(16)
+    # --token or $FTRL_PS_TOKEN (so an operator can query the servers), else a fresh one
+    token = resolve_token(args.token) or secrets.token_hex(16)
     env = dict(os.environ, **{TOKEN_ENV: token}, PYTHONUNBUFFERED="1")
     launcher = Launcher(env, warn=lambda why: print(f"ftrl-ps train: {why}", file=sys.stderr))
-    cluster = Cluster(logdir, launcher)
+    cluster = Cluster(logdir, launcher, max_restarts=args.max_restarts)
     progress = Progress(f"cluster ({args.workers} workers)", enabled=not args.quiet)
     ok = False
     try:
@@ -226,7 +183,8 @@ def run_cluster(args: LocalClusterOptions) -> int:
         # shard 0 last: its dashboard learns the other shards' URLs (--peers)
         for i in [*range(1, args.servers), 0]:
             peers = ",".join(p.url for p in cluster.servers if p.url) if i == 0 else None
-            cluster.start_server(i, replace(_shard_options(args, bits, dtype, i), peers=peers))
+            shard = _shard_options(args, bits, dtype, i, params.as_dict(), logdir / "checkpoints")
+            cluster.start_server(i, replace(shard, peers=peers))
         cluster.servers.insert(0, cluster.servers.pop())  # back in shard order
         compile_seconds = load_kernels()  # fresh machine: say so, and keep it out of rows/s
         if launcher.method == "fork":
@@ -234,26 +192,25 @@ def run_cluster(args: LocalClusterOptions) -> int:
         from ftrl_ps.ps.client import PSClient  # before forking: the workers use it too
 
         urls = [p.url for p in cluster.servers if p.url]
-        if not args.quiet:
-            print(f"servers: {', '.join(urls)}  (logs in {logdir}; "
-                  f"dashboard {urls[0]}/dashboard)", file=sys.stderr)
+        # always: an operator (or a script) learns here where to query the servers
+        print(f"servers: {', '.join(urls)}  (logs in {logdir}; "
+              f"dashboard {urls[0]}/dashboard)", file=sys.stderr, flush=True)
         metrics = [logdir / f"worker-{i}.json" for i in range(args.workers)]
         for i in range(args.workers):
-            wopts = _worker_options(args, urls, params.as_dict(), bits, i, metrics[i])
-            cluster.workers.append(cluster.spawn(f"worker {i}", wopts))
+            wopts = _worker_options(args, urls, params.as_dict(), bits, i, metrics[i], dtype)
+            cluster.start_worker(i, wopts)
         # no threads before this point (forking needs a single-threaded process)
-        for p in cluster.servers:  # started meanwhile; a failure to start is reported here
-            try:
-                wait_ready(p.popen, p.name, p.log, START_TIMEOUT)
-            except ServerError as exc:
-                raise ClusterError(str(exc)) from exc
+        cluster.wait_servers()  # started meanwhile; a failure to start is reported here
         servers_ready = time.perf_counter() - started
-        with PSClient(urls, token=env[TOKEN_ENV]) as client:
-            _wait_for_workers(cluster, client, progress)
-            progress.close()
+        # the live line must not wait for a restarting shard: no retries
+        _wait_for_workers(cluster, lambda: PSClient(urls, token=token, retries=0,
+                                                    retry_seconds=0), progress)
+        progress.close()
+        with PSClient(urls, token=token, retry_seconds=args.retry_seconds) as client:
             keys, n, z = client.dump_state()
             status = client.status()
             shard_counters = [client.status(i).get("counters", {}) for i in range(len(urls))]
+            streams = [client.streams(i) for i in range(len(urls))]
         train_seconds = time.perf_counter() - started - compile_seconds
         reports = [_read_json(m) for m in metrics]
         rows = sum(int(r.get("rows", 0)) for r in reports)
@@ -275,6 +232,10 @@ def run_cluster(args: LocalClusterOptions) -> int:
         results["compile_seconds"] = compile_seconds
         results["servers_ready_seconds"] = servers_ready
         results["launch"] = {"method": launcher.method, "reason": launcher.reason}
+        results["restarts"] = len(cluster.restarts)
+        results["restart_events"] = [e.as_dict() for e in cluster.restarts]
+        results["shard_streams"] = streams
+        results["rows_applied"] = rows_applied(streams)
         write_json(args.metrics_json, results)
         ok = True
         return 0
@@ -286,30 +247,22 @@ def run_cluster(args: LocalClusterOptions) -> int:
             print(f"logs kept in {logdir}", file=sys.stderr)
 
 
-def _wait_for_workers(cluster: Cluster, client: Any, progress: Progress) -> None:
-    last_poll, history = 0.0, History(maxlen=64)
-    while True:
-        for p in cluster.servers:
-            if p.popen.poll() is not None:
-                raise ClusterError(
-                    f"{p.name} ({p.url}) exited with code "
-                    f"{p.popen.returncode}; its log:\n{p.tail()}"
-                )
-        running = 0
-        for p in cluster.workers:
-            code = p.popen.poll()
-            if code is None:
-                running += 1
-            elif code != 0:
-                raise ClusterError(f"{p.name} exited with code {code}; its log:\n{p.tail()}")
-        if not running:
-            return
-        now = time.monotonic()
-        if progress.enabled and now - last_poll > 0.5:
-            last_poll = now
-            with contextlib.suppress(FTRLPSError):
-                _live_line(client, progress, history)
-        time.sleep(0.05)
+def _wait_for_workers(cluster: Cluster, connect: Any, progress: Progress) -> None:
+    """Heal the cluster (restart dead shards and failed workers) until the workers end;
+    the live line's client is made (again) when the shards answer."""
+    last_poll, history, client = 0.0, History(maxlen=64), None
+    try:
+        while cluster.heal():
+            now = time.monotonic()
+            if progress.enabled and now - last_poll > 0.5:
+                last_poll = now
+                with contextlib.suppress(FTRLPSError):
+                    client = client or connect()
+                    _live_line(client, progress, history)
+            time.sleep(0.05)
+    finally:
+        if client is not None:
+            client.close()
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -166,6 +166,9 @@ def load_model(path: str | os.PathLike[str]) -> SavedModel:
             raise ValueError(f"unknown dtype {dtype!r}")
         params = FTRLParams.from_dict(header["params"])
         count = int(header["num_keys"])
+        training = header.get("training", {})
+        if not isinstance(training, dict):
+            raise ValueError(f"'training' must be an object, not {type(training).__name__}")
     except Exception as exc:  # noqa: BLE001 - any header defect is a format error
         raise ModelFormatError(f"{where} has an invalid header: {exc}") from exc
     size = np.dtype(dtype).itemsize
@@ -190,6 +193,6 @@ def load_model(path: str | os.PathLike[str]) -> SavedModel:
         keys=keys,
         n=n,
         z=z,
-        training=dict(header.get("training", {})),
+        training=dict(training),
         created=str(header.get("created", "")),
     )

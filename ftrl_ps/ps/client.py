@@ -6,12 +6,13 @@ increasing order** (checked) and lie in ``[0, 2**bits + 1)``. With several
 shards each call is split by the shards' key ranges, the parts are sent
 concurrently, and the answers are put back together in key order.
 
-Reliability: every request is retried on transport errors (connection
-refused/reset, timeouts) with exponential backoff, then raised as
-:class:`~ftrl_ps.errors.TransportError`. A push carries the worker id and a
-per-worker sequence number, so a retried push is applied exactly once; a
-clock tick carries its target clock, so a retried tick counts once. Error
-answers become the matching :mod:`ftrl_ps.errors` class.
+Reliability (docs/durability.md): every request is retried on transport
+errors with backoff for ``retry_seconds`` (a shard restart is ridden out), then
+raised as :class:`~ftrl_ps.errors.TransportError`. A registered worker's pushes
+are journaled and applied exactly once on every shard, replayed to a shard that
+restarted, never silently dropped (:mod:`ftrl_ps.ps.pushing`). A clock tick
+carries its target clock, so a retried tick counts once. Error answers become
+the matching :mod:`ftrl_ps.errors` class.
 
 Example (needs a running server)::
 
@@ -27,10 +28,12 @@ Example (needs a running server)::
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
@@ -47,6 +50,9 @@ from ftrl_ps.errors import (
 )
 from ftrl_ps.ps import wire
 from ftrl_ps.ps.layout import Layout
+from ftrl_ps.ps.pulling import Pulls
+from ftrl_ps.ps.pushing import StreamingPushes
+from ftrl_ps.ps.replay import PushStream
 from ftrl_ps.ps.shards import ShardConnections
 from ftrl_ps.ps.validate import check_keys, check_merge, check_values
 
@@ -57,7 +63,7 @@ Arrays = tuple[np.ndarray, np.ndarray]
 Arrays3 = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
-class PSClient:
+class PSClient(StreamingPushes, Pulls):
     """Client of an M-shard parameter-server cluster.
 
     Parameters
@@ -71,7 +77,12 @@ class PSClient:
     timeout : float, default 30
         Seconds per HTTP request (clock requests get the server's wait on top).
     retries : int, default 3
-        Retries after a transport error (backoff 0.05 s, doubling, max 2 s).
+        Retries after a transport error at least (backoff 0.05 s, doubling, max 2 s).
+    retry_seconds : float, default 120
+        ... and for at least this long, so that a shard restart is ridden out.
+    state_dir : str, optional
+        Directory for the push journal (``worker-<index>.journal``), so that a
+        restarted worker replays and resumes; None keeps it in memory.
     wire_format : {"binary", "json"}, default "binary"
         Body encoding of pull/push (JSON is for debugging and comparison).
     http_clients : list of httpx.Client, optional
@@ -86,6 +97,8 @@ class PSClient:
         token: str | None = None,
         timeout: float = 30.0,
         retries: int = 3,
+        retry_seconds: float = 120.0,
+        state_dir: str | os.PathLike[str] | None = None,
         wire_format: str = "binary",
         http_clients: Sequence[httpx.Client] | None = None,
     ) -> None:
@@ -93,8 +106,10 @@ class PSClient:
             raise ConfigError(f"wire_format must be 'binary' or 'json', got {wire_format!r}")
         self._net = ShardConnections(
             [urls] if isinstance(urls, str) else list(urls),
-            token=token, timeout=timeout, retries=retries, http_clients=http_clients,
+            token=token, timeout=timeout, retries=retries, retry_seconds=retry_seconds,
+            http_clients=http_clients,
         )
+        self.state_dir = Path(state_dir) if state_dir is not None else None
         self.urls = self._net.urls
         self.timeout = self._net.timeout
         self.retries = self._net.retries
@@ -103,7 +118,9 @@ class PSClient:
         self.worker_id: int | None = None
         self.worker_index: int | None = None
         self.worker_clock = 0
-        self._seq = 0
+        self.stream: PushStream | None = None
+        self._num_workers = 0
+        self._layout_sent: Layout | None = None
         self._instance = uuid.uuid4().hex
         self._hb_thread: threading.Thread | None = None
         self._hb_stop = threading.Event()
@@ -121,6 +138,8 @@ class PSClient:
         self.layout = Layout.from_dict(first["layout"])
         self.dtype = np.dtype(first["dtype"])
         self.server_settings: dict[str, Any] = first.get("settings", {})
+        #: what the servers own of the model: bits, dtype, params (hyper-parameters)
+        self.server_model: dict[str, Any] | None = first.get("model")
         if self.layout.num_shards != len(self.urls):
             raise LayoutMismatchError(
                 f"the servers form {self.layout.num_shards} shard(s) but {len(self.urls)} "
@@ -139,61 +158,42 @@ class PSClient:
                 )
 
     # --- parameters ----------------------------------------------------------------
-    def pull(self, keys: Any) -> Arrays:
-        """``(n, z)`` at ``keys`` (sorted, unique, in ``[0, 2**bits + 1)``): fresh
-        writable arrays of the servers' dtype."""
-        n, z, _ = self._pull(keys, versions=False)
-        return n, z
+    def push(self, keys: Any, delta_n: Any, delta_z: Any, merge: Any = None, *,
+             position: int = 0, loss_sum: float = 0.0) -> int:
+        """Add ``delta_n`` (>= 0) and ``delta_z`` at ``keys`` (sorted, unique).
 
-    def pull_versioned(self, keys: Any) -> Arrays3:
-        """``(n, z, versions)``: versions (uint32) for a ``compose`` push (ps.merge)."""
-        return self._pull(keys, versions=True)
-
-    def _pull(self, keys: Any, versions: bool) -> Arrays3:
-        k = self._check_keys(keys)
-        parts = self._by_shard(k, self.layout.split_keys(k), lambda i, ks: self._pull_shard(
-            i, ks, versions)) or [(np.zeros(0, self.dtype),) * 2 + (np.zeros(0, np.uint32),)]
-        n, z, v = (np.concatenate([p[i] for p in parts]) for i in range(3))
-        return n, z, v
-
-    def push(self, keys: Any, delta_n: Any, delta_z: Any, merge: Any = None) -> int:
-        """Add ``delta_n`` (>= 0) and ``delta_z`` at ``keys`` (sorted, unique);
-        ``merge``: ``(versions pulled, rows, rho)`` for the ``compose`` rule.
-
-        Validated here before anything is sent, so a bad push changes no
-        shard. Returns the push's sequence number (0 before :meth:`register`:
-        anonymous pushes are only retried when the connection could not be
-        made, since they cannot be deduplicated).
+        ``merge``: ``(versions pulled, rows, rho)`` for the ``compose`` rule
+        (ps.merge). Values are validated here before anything is sent, so a bad
+        push changes no shard. After :meth:`register` the push is journaled and
+        applied exactly once (``position``: input rows trained up to this push,
+        ``loss_sum``: their summed logloss, kept for a restarted worker); its
+        sequence number is returned. Before it, the push is anonymous (0 is
+        returned): only retried when the connection could not be made.
         """
         k = self._check_keys(keys)
         dn = check_values(delta_n, "delta_n", k.size, self.dtype, non_negative=True)
         dz = check_values(delta_z, "delta_z", k.size, self.dtype)
         mg = None if merge is None else check_merge(merge, k.size, self.dtype)
-        with self._lock:
-            worker_id = self.worker_id
-            if worker_id is not None:
-                self._seq += 1
-            seq = self._seq if worker_id is not None else 0
         splits = self.layout.split_keys(k)
-
-        def send(shard: int) -> None:
-            a, b = splits[shard], splits[shard + 1]
-            part = None if mg is None else tuple(m[a:b] for m in mg)
-            if self.wire_format == "json":
-                obj: dict[str, Any] = wire.to_json(wire.PUSH, k[a:b], (dn[a:b], dz[a:b]), part)
-                if worker_id is not None:
-                    obj.update(worker_id=worker_id, seq=seq)
-                self._net.post_json(shard, "/v1/push", obj, idempotent=worker_id is not None)
-            else:
-                body = wire.encode_push(k[a:b], dn[a:b], dz[a:b], worker_id=worker_id,
-                                        seq=seq, dtype=self.dtype, merge=part)
-                self._net.request(shard, "POST", "/v1/push", content=body,
-                              headers={"Content-Type": wire.BINARY_MEDIA_TYPE},
-                              idempotent=worker_id is not None)
-
         shards = [i for i in range(self.layout.num_shards) if splits[i + 1] > splits[i]]
-        self._net.each(send, shards)
-        return seq
+        stream = self.stream
+        if stream is None:
+            def send(shard: int) -> None:
+                a, b = splits[shard], splits[shard + 1]
+                part = None if mg is None else tuple(m[a:b] for m in mg)
+                self._post_push(shard, k[a:b], dn[a:b], dz[a:b], None, part)
+
+            self._net.each(send, shards)
+            return 0
+        with self._lock:
+            entry = stream.record(k, dn, dz, splits, position, loss_sum)
+            entry.merge = mg  # sent with the entry (not kept in the journal file)
+        try:
+            self._net.each(lambda s: self._deliver(s, entry), shards)
+        except UnknownWorkerError:
+            self._reregister()  # shard 0 forgot this epoch; registering replays the rest
+        stream.release()
+        return entry.seq
 
     def pull_groups(self, group_ids: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """All keys of the given parameter groups (sorted, unique group ids) with
@@ -203,40 +203,27 @@ class PSClient:
         return self._concat3(parts)
 
     def dump_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every touched key of every shard with ``n`` and ``z``, in key order."""
-        def one(shard: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-            resp = self._net.request(shard, "GET", "/v1/state",
-                                 headers={"Accept": wire.BINARY_MEDIA_TYPE})
-            msg = wire.decode(resp.content, wire.ENTRIES)
-            assert msg.keys is not None and msg.values is not None
-            return msg.keys.copy(), msg.values[0].copy(), msg.values[1].copy()
+        """Every touched key of every shard with ``n`` and ``z``, in key order
+        (each shard streams its state chunk by chunk; a cut answer is an error)."""
+        def read(resp: httpx.Response) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            parts, ended = [], False
+            for msg in wire.iter_messages(resp.iter_bytes(), wire.ENTRIES):
+                assert msg.keys is not None and msg.values is not None
+                if ended:
+                    raise ProtocolError("the state answer goes on after its end marker")
+                ended = msg.keys.size == 0
+                parts.append((msg.keys.copy(), msg.values[0].astype(self.dtype),
+                              msg.values[1].astype(self.dtype)))
+            if not ended:
+                raise ProtocolError("the state answer was cut short (no end marker)")
+            return self._concat3(parts)
 
-        return self._concat3(self._net.each(one, range(self.layout.num_shards)))
+        return self._concat3(self._net.each(
+            lambda shard: self._net.stream(shard, "GET", "/v1/state", read,
+                                           headers={"Accept": wire.BINARY_MEDIA_TYPE}),
+            range(self.layout.num_shards)))
 
     # --- workers and the SSP clock (shard 0) ------------------------------------------
-    def register(
-        self, worker_index: int | None, num_workers: int, layout: Layout | None = None
-    ) -> int:
-        """Register this worker with shard 0 and return its worker id.
-
-        ``worker_index=None`` lets the server assign the index (then in
-        :attr:`worker_index`).
-
-        ``layout`` (default: the servers' layout) is checked by the server;
-        a mismatch raises :class:`~ftrl_ps.errors.LayoutMismatchError`.
-        """
-        lay = layout if layout is not None else self.layout
-        answer = self._net.post_json(0, "/v1/workers", {
-            "worker_index": worker_index, "num_workers": num_workers,
-            "layout": lay.to_dict(), "instance": self._instance,
-        }, idempotent=True).json()
-        with self._lock:
-            self.worker_id = int(answer["worker_id"])
-            self.worker_index = int(answer.get("worker_index", worker_index))
-            self.worker_clock = int(answer["clock"])
-            self._seq = 0
-        return self.worker_id
-
     def clock(self, stats: dict[str, float] | None = None, timeout: float | None = None) -> int:
         """Tick this worker's clock, then block until the SSP bound lets it go on.
 
@@ -245,6 +232,15 @@ class PSClient:
         :class:`~ftrl_ps.errors.ClockTimeoutError` if ``timeout`` seconds pass
         first (default: wait as long as it takes). Returns the new clock.
         """
+        try:
+            return self._clock(stats, timeout)
+        except UnknownWorkerError:  # shard 0 restarted and forgot this epoch
+            if self.stream is None:
+                raise
+            self._reregister()
+            return self._clock(stats, timeout)
+
+    def _clock(self, stats: dict[str, float] | None, timeout: float | None) -> int:
         wid = self._require_worker()
         deadline = None if timeout is None else time.monotonic() + timeout
         target = self.worker_clock + 1
@@ -316,6 +312,11 @@ class PSClient:
         self.stop_heartbeat()
         self._net.post_json(0, f"/v1/workers/{wid}/finish", {}, idempotent=True)
 
+    def streams(self, shard: int) -> list[dict[str, Any]]:
+        """The stream records of one shard (``GET /v1/streams``)."""
+        result: list[dict[str, Any]] = self._net.request(shard, "GET", "/v1/streams").json()
+        return result
+
     def status(self, shard: int = 0) -> dict[str, Any]:
         """The JSON ``/v1/status`` of one shard (shard 0 has the clock)."""
         result: dict[str, Any] = self._net.request(shard, "GET", "/v1/status").json()
@@ -333,27 +334,6 @@ class PSClient:
         self.close()
 
     # --- per-shard requests ---------------------------------------------------------
-    def _pull_shard(self, shard: int, keys: np.ndarray, versions: bool = False) -> Arrays3:
-        if self.wire_format == "json":
-            obj: dict[str, Any] = {"keys": keys.tolist(), "versions": versions}
-            if self.worker_id is not None:
-                obj["worker_id"] = self.worker_id
-            msg = wire.decode_json(self._net.post_json(shard, "/v1/pull", obj).content, wire.VALUES)
-        else:
-            body = wire.encode_keys(keys, worker_id=self.worker_id,
-                                    merge=() if versions else None)
-            resp = self._net.request(shard, "POST", "/v1/pull", content=body, headers={
-                "Content-Type": wire.BINARY_MEDIA_TYPE, "Accept": wire.BINARY_MEDIA_TYPE})
-            msg = wire.decode(resp.content, wire.VALUES)
-        assert msg.values is not None
-        n, z = msg.values
-        if n.size != keys.size:
-            raise ProtocolError(f"shard {shard} returned {n.size} values for {keys.size} keys")
-        v = msg.merge[0] if versions and msg.merge else np.zeros(0, np.uint32)
-        if versions and v.size != keys.size:
-            raise ProtocolError(f"shard {shard} did not return the keys' versions")
-        return n.astype(self.dtype, copy=True), z.astype(self.dtype, copy=True), v.astype(np.uint32)
-
     def _pull_groups_shard(self, shard: int, groups: np.ndarray) -> tuple[np.ndarray, ...]:
         if self.wire_format == "json":
             resp = self._net.post_json(shard, "/v1/pull-groups", {"groups": groups.tolist()})
@@ -396,4 +376,3 @@ class PSClient:
 
     def _wait_timeout(self) -> float:
         return self.timeout + float(self.server_settings.get("clock_wait_timeout", 5.0))
-

@@ -23,6 +23,9 @@ back gets :class:`~ftrl_ps.errors.WorkerStateError` and must register again;
 its index then gets a new worker id that starts at the current ``min_live``.
 Registration is idempotent for the same ``(worker_index, instance)``.
 
+A worker id is the registration's *epoch*, never reused, also across restarts
+(docs/durability.md; checkpoint data: ``ps/registry.py``).
+
 Dead workers are found by :meth:`SSPClock.sweep`, which every call runs and
 which :meth:`SSPClock.start_sweeper` runs periodically in a daemon thread.
 Heartbeat ages use ``time_source`` (fake it in tests); wait timeouts use real
@@ -47,7 +50,6 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from ftrl_ps.errors import (
@@ -56,36 +58,9 @@ from ftrl_ps.errors import (
     UnknownWorkerError,
     WorkerStateError,
 )
+from ftrl_ps.ps.registry import DEAD, FINISHED, LIVE, RegistryState, WorkerInfo
 
 __all__ = ["SSPClock", "WorkerInfo"]
-
-LIVE, FINISHED, DEAD = "live", "finished", "dead"
-
-
-@dataclass
-class WorkerInfo:
-    """State of one registered worker incarnation."""
-
-    worker_id: int
-    index: int
-    instance: str | None
-    clock: int
-    last_seen: float
-    state: str = LIVE
-    stats: dict[str, float] = field(default_factory=dict)
-    active_waits: int = 0
-
-    def as_dict(self, now: float) -> dict[str, Any]:
-        return {
-            "worker_id": self.worker_id,
-            "index": self.index,
-            "state": self.state,
-            "clock": self.clock,
-            "seconds_since_seen": round(max(0.0, now - self.last_seen), 3),
-            "stats": dict(self.stats),
-        }
-
-
 def _check_staleness(staleness: int | float | None) -> int | None:
     if staleness is None or (isinstance(staleness, float) and math.isinf(staleness)):
         return None
@@ -94,7 +69,7 @@ def _check_staleness(staleness: int | float | None) -> int | None:
     return staleness
 
 
-class SSPClock:
+class SSPClock(RegistryState):
     """SSP clock authority for one cluster.
 
     Parameters
@@ -136,7 +111,7 @@ class SSPClock:
         self._by_index: dict[int, WorkerInfo] = {}
         self._first_registration: float | None = None
         self._missing_expired = False
-        self._next_id = 0
+        self._last_epoch = 0
         self.max_gap_allowed = 0
         self._sweeper: threading.Thread | None = None
         self._stop_sweeper = threading.Event()
@@ -144,13 +119,15 @@ class SSPClock:
 
     # --- registration -----------------------------------------------------------
     def register(
-        self, worker_index: int | None, num_workers: int, instance: str | None = None
+        self, worker_index: int | None, num_workers: int, instance: str | None = None,
+        *, supersede: bool = False, pid: int | None = None,
     ) -> int:
-        """Register worker ``worker_index`` of ``num_workers``; returns its worker id.
+        """Register worker ``worker_index`` of ``num_workers``; returns its worker id
+        (= its epoch).
 
         ``worker_index=None`` asks the clock to assign one: the lowest index
-        that never registered or whose worker was marked dead (a restarted
-        container takes over its dead predecessor's share).
+        that never registered or whose worker was marked dead. ``supersede``
+        takes over a live registration (its process is known to be gone).
 
         Raises
         ------
@@ -158,7 +135,7 @@ class SSPClock:
             ``num_workers`` differs from the expected number.
         WorkerStateError
             The index is already registered and live (under another
-            ``instance``) or has finished.
+            ``instance``, unless ``supersede``) or has finished.
         """
         self._check_num_workers(num_workers)
         if worker_index is not None and (
@@ -176,7 +153,8 @@ class SSPClock:
             if worker_index is None:
                 worker_index = self._free_index_locked(num_workers, instance)
             if not 0 <= worker_index < num_workers:
-                raise ConfigError(f"worker_index {worker_index} outside [0, {num_workers})")
+                raise LayoutMismatchError(
+                    f"worker_index {worker_index} outside [0, {num_workers})")
             now = self._now()
             self._sweep_locked(now)
             old = self._by_index.get(worker_index)
@@ -184,6 +162,10 @@ class SSPClock:
                 if instance is not None and old.instance == instance:
                     old.last_seen = now
                     return old.worker_id  # a retried registration
+                if supersede:
+                    old.state, old.superseded_by = DEAD, -1
+                    self._cond.notify_all()
+            if old is not None and old.state == LIVE:
                 raise WorkerStateError(
                     f"worker index {worker_index} is already registered as worker id "
                     f"{old.worker_id} and alive"
@@ -197,9 +179,11 @@ class SSPClock:
                 start = live_min if live_min is not None else (old.clock if old else 0)
             if self._first_registration is None:
                 self._first_registration = now
-            info = WorkerInfo(self._next_id, worker_index, instance, start, now)
-            self._next_id += 1
+            self._last_epoch = max(self._last_epoch + 1, time.time_ns() // 1000)  # unix us
+            info = WorkerInfo(self._last_epoch, worker_index, instance, start, now, pid=pid)
             self._workers[info.worker_id] = info
+            if old is not None and old.superseded_by == -1:
+                old.superseded_by = info.worker_id
             self._by_index[worker_index] = info
             self._cond.notify_all()
             return info.worker_id
@@ -212,7 +196,8 @@ class SSPClock:
 
         ``expected`` (the clock the caller wants to reach) makes retries
         idempotent: if the clock already equals ``expected`` nothing happens;
-        if it is neither ``expected`` nor ``expected - 1`` -> WorkerStateError.
+        if it is neither ``expected`` nor ``expected - 1`` -> WorkerStateError
+        (a worker restored from an older checkpoint jumps forward instead).
         ``stats`` (small dict of numbers) is stored for the status page.
         """
         with self._cond:
@@ -221,6 +206,9 @@ class SSPClock:
                 w.stats = dict(stats)
             if expected is not None and expected == w.clock:
                 return w.clock
+            if expected is not None and w.restored and expected > w.clock:
+                w.clock = expected - 1
+            w.restored = False
             if expected is not None and expected != w.clock + 1:
                 raise WorkerStateError(
                     f"worker {worker_id} is at clock {w.clock}; cannot tick to {expected}"
@@ -371,6 +359,11 @@ class SSPClock:
         now = self._now()
         self._sweep_locked(now)
         w = self._get(worker_id)
+        if w.state == DEAD and w.superseded_by is not None:
+            raise WorkerStateError(
+                f"worker {worker_id} (index {w.index}) was superseded by epoch "
+                f"{w.superseded_by}: another process registered this index; stop this one"
+            )
         if w.state == DEAD:
             raise WorkerStateError(
                 f"worker {worker_id} (index {w.index}) was declared dead after "

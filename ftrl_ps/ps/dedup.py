@@ -1,74 +1,227 @@
-"""Exactly-once pushes: per-worker sequence numbers.
+"""Exactly-once pushes: one stream record per worker index on every shard.
 
-Each worker numbers its pushes 1, 2, 3, ... and sends the same number again
-when it retries a push whose answer it did not get. Every shard remembers the
-last sequence number it applied per worker id; a push with a number at or
-below it is acknowledged and NOT applied again. A worker sends its pushes one
-at a time (the client waits for every shard's answer), so the numbers a shard
-sees from one worker only grow. Pushes of one worker are applied under that
-worker's lock, so a retry racing with its still-running original cannot be
-applied twice.
+A worker index's pushes form a stream numbered 1, 2, 3, ... across all its
+incarnations (epochs). Each push a shard receives names the seq of the same
+index's previous push *to this shard* (``prev_seq``), so a shard can tell a
+retry (seq already applied, same content) from a gap (it lost pushes, e.g. it
+restarted from an older checkpoint) and from a superseded or unknown
+incarnation. The rules are tabled in docs/durability.md, section 2.
+
+Every record also keeps the count and an order-independent digest of the
+pushes it applied (the sum mod 2**64 of :func:`push_digest`), which a worker can
+compare with the same figures of what it sent.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["PushDeduper"]
+import numpy as np
+
+from ftrl_ps.errors import PushGapError, WorkerStateError
+from ftrl_ps.ps.wire import PushOrigin
+
+__all__ = ["DIGEST_WINDOW", "PushDeduper", "StreamRecord", "push_digest"]
+
+#: digests of this many most recent seqs are kept to recognise retries
+DIGEST_WINDOW = 1024
+_MASK = (1 << 64) - 1
 
 
-class _Entry:
-    __slots__ = ("lock", "last_seq")
+def push_digest(seq: int, keys: Any, delta_n: Any, delta_z: Any, dtype: Any) -> int:
+    """64-bit digest of one push part as the shard applies it.
 
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.last_seq = 0
+    Keys are hashed as little-endian uint32 and deltas in the store's ``dtype``
+    (little-endian), so the worker and the shard compute the same number.
+    """
+    dt = np.dtype(dtype).newbyteorder("<")
+    h = hashlib.blake2b(int(seq).to_bytes(8, "little"), digest_size=8)
+    h.update(np.ascontiguousarray(keys, dtype="<u4").tobytes())
+    h.update(np.ascontiguousarray(delta_n, dtype=dt).tobytes())
+    h.update(np.ascontiguousarray(delta_z, dtype=dt).tobytes())
+    return int.from_bytes(h.digest(), "little")
+
+
+@dataclass
+class StreamRecord:
+    """What a shard knows of one worker index's stream of pushes."""
+
+    worker: int
+    epoch: int = 0
+    last_seq: int = 0
+    position: int = 0
+    pushes: int = 0
+    digest: int = 0
+    durable_seq: int = 0
+    recent: OrderedDict[int, int] = field(default_factory=OrderedDict)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready record (the digest as a hex string: JSON numbers lose bits)."""
+        return {
+            "worker": self.worker, "epoch": self.epoch, "last_seq": self.last_seq,
+            "position": self.position, "pushes": self.pushes,
+            "digest": f"{self.digest:016x}", "durable_seq": self.durable_seq,
+        }
+
+    def state(self) -> dict[str, Any]:
+        """Everything needed to restore the record (for checkpoints)."""
+        return {**self.as_dict(), "recent": [[s, f"{d:016x}"] for s, d in self.recent.items()]}
+
+    @classmethod
+    def from_state(cls, data: dict[str, Any]) -> StreamRecord:
+        rec = cls(
+            worker=int(data["worker"]), epoch=int(data["epoch"]),
+            last_seq=int(data["last_seq"]), position=int(data["position"]),
+            pushes=int(data["pushes"]), digest=int(data["digest"], 16),
+        )
+        rec.durable_seq = rec.last_seq
+        rec.recent = OrderedDict((int(s), int(d, 16)) for s, d in data.get("recent", []))
+        return rec
 
 
 class PushDeduper:
-    """Last applied push sequence number of every worker id seen.
+    """The stream records of one shard (see the module docstring).
 
     Examples
     --------
     >>> dedup = PushDeduper()
+    >>> _ = dedup.claim(0, epoch=5)
+    >>> push = PushOrigin(worker=0, epoch=5, seq=1, prev_seq=0, position=10)
     >>> total = []
-    >>> dedup.apply(7, 1, lambda: total.append(1)), dedup.apply(7, 1, lambda: total.append(1))
-    (True, False)
+    >>> dedup.apply(push, 42, lambda: total.append(1))[0]
+    True
+    >>> dedup.apply(push, 42, lambda: total.append(1))[0]   # a retry
+    False
     >>> total
     [1]
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, durable_on_apply: bool = True) -> None:
+        #: without checkpoints, a push is as durable as it will ever be once applied
+        self.durable_on_apply = durable_on_apply
         self._lock = threading.Lock()
-        self._entries: dict[int, _Entry] = {}
+        self._records: dict[int, StreamRecord] = {}
         self.duplicates = 0
 
-    def apply(self, worker_id: int | None, seq: int, action: Callable[[], None]) -> bool:
-        """Run ``action`` unless ``(worker_id, seq)`` was already applied.
-
-        ``worker_id=None`` or ``seq=0`` means "no deduplication": always run.
-        Returns True if the action ran. If ``action`` raises, the sequence
-        number is not recorded (a corrected retry may be applied).
-        """
-        if worker_id is None or seq == 0:
-            action()
-            return True
+    def _record(self, worker: int) -> StreamRecord:
         with self._lock:
-            entry = self._entries.get(worker_id)
-            if entry is None:
-                entry = self._entries[worker_id] = _Entry()
-        with entry.lock:
-            if seq <= entry.last_seq:
+            rec = self._records.get(worker)
+            if rec is None:
+                rec = self._records[worker] = StreamRecord(worker)
+            return rec
+
+    def claim(self, worker: int, epoch: int) -> dict[str, Any]:
+        """Make ``epoch`` the current incarnation of ``worker``; its record.
+
+        Raises WorkerStateError if a newer epoch has claimed the index already.
+        """
+        rec = self._record(worker)
+        with rec.lock:
+            if epoch < rec.epoch:
+                raise WorkerStateError(
+                    f"epoch {epoch} of worker {worker} was superseded by epoch {rec.epoch}"
+                )
+            rec.epoch = epoch
+            return rec.as_dict()
+
+    def apply(
+        self, origin: PushOrigin | None, digest: int, action: Callable[[], None]
+    ) -> tuple[bool, dict[str, Any] | None]:
+        """Run ``action`` (the store update) once per push; ``(applied, record)``.
+
+        ``origin=None`` (an anonymous push) always runs and has no record.
+        If ``action`` raises, nothing is recorded.
+        """
+        if origin is None:
+            action()
+            return True, None
+        rec = self._record(origin.worker)
+        with rec.lock:
+            self._check(rec, origin, digest)
+            if origin.seq <= rec.last_seq:
                 with self._lock:
                     self.duplicates += 1
-                return False
+                return False, rec.as_dict()
             action()
-            entry.last_seq = seq
-            return True
+            rec.last_seq, rec.position = origin.seq, origin.position
+            rec.pushes += 1
+            rec.digest = (rec.digest + digest) & _MASK
+            rec.recent[origin.seq] = digest
+            while len(rec.recent) > DIGEST_WINDOW:
+                rec.recent.popitem(last=False)
+            if self.durable_on_apply:
+                rec.durable_seq = rec.last_seq
+            return True, rec.as_dict()
 
-    def last_seq(self, worker_id: int) -> int:
-        """Last applied sequence number of ``worker_id`` (0 if none)."""
+    @staticmethod
+    def _check(rec: StreamRecord, origin: PushOrigin, digest: int) -> None:
+        who = f"worker {origin.worker}"
+        if origin.prev_seq >= origin.seq:
+            raise WorkerStateError(
+                f"push {origin.seq} of {who} names prev_seq {origin.prev_seq}, not below it"
+            )
+        if origin.epoch < rec.epoch:
+            raise WorkerStateError(
+                f"push {origin.seq} of {who} comes from epoch {origin.epoch}, superseded by "
+                f"epoch {rec.epoch}: this process was replaced; stop it"
+            )
+        if origin.epoch > rec.epoch:
+            raise PushGapError(
+                f"push {origin.seq} of {who} comes from unknown epoch {origin.epoch} "
+                f"(this shard knows epoch {rec.epoch}): claim it first (POST /v1/streams/"
+                f"{origin.worker})"
+            )
+        if origin.seq <= rec.last_seq:
+            known = rec.recent.get(origin.seq)
+            if known != digest:
+                raise WorkerStateError(
+                    f"push {origin.seq} of {who} was already applied "
+                    + ("with other content" if known is not None else "and is too old to check")
+                    + f" (last applied seq {rec.last_seq}): sequence numbers were reused"
+                )
+            return
+        if origin.prev_seq > rec.last_seq:
+            raise PushGapError(
+                f"push {origin.seq} of {who} follows seq {origin.prev_seq}, but this shard "
+                f"applied up to seq {rec.last_seq}: replay the missing pushes"
+            )
+        if origin.prev_seq < rec.last_seq:
+            raise WorkerStateError(
+                f"push {origin.seq} of {who} follows seq {origin.prev_seq}, but this shard "
+                f"applied seq {rec.last_seq} after it: pushes out of order"
+            )
+
+    def last_seq(self, worker: int) -> int:
+        """Last applied sequence number of ``worker`` (0 if none)."""
         with self._lock:
-            entry = self._entries.get(worker_id)
-        return 0 if entry is None else entry.last_seq
+            rec = self._records.get(worker)
+        return 0 if rec is None else rec.last_seq
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every stream record, by worker index."""
+        with self._lock:
+            recs = sorted(self._records.values(), key=lambda r: r.worker)
+        return [r.as_dict() for r in recs]
+
+    def state(self) -> list[dict[str, Any]]:
+        """Restorable state of every record (call with pushes held back)."""
+        with self._lock:
+            return [r.state() for r in sorted(self._records.values(), key=lambda r: r.worker)]
+
+    def restore(self, state: list[dict[str, Any]]) -> None:
+        """Replace every record by ``state`` (from :meth:`state`)."""
+        with self._lock:
+            self._records = {int(d["worker"]): StreamRecord.from_state(d) for d in state}
+
+    def mark_durable(self, state: list[dict[str, Any]]) -> None:
+        """Pushes up to each record's ``last_seq`` in ``state`` are now in a checkpoint."""
+        for data in state:
+            rec = self._record(int(data["worker"]))
+            with rec.lock:
+                rec.durable_seq = max(rec.durable_seq, int(data["last_seq"]))

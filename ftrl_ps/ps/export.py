@@ -28,9 +28,9 @@ from ftrl_ps.errors import ClockTimeoutError, ConfigError, IncompleteRunError
 from ftrl_ps.ps.auth import resolve_token
 from ftrl_ps.ps.completion import RunProgress
 from ftrl_ps.ps.waiting import wait_until_ready
-from ftrl_ps.ps.worker_main import params_with_defaults, parse_urls
+from ftrl_ps.ps.worker_main import WorkerOptions, adopt_model, params_with_defaults, parse_urls
 
-__all__ = ["ExportOptions", "run_export"]
+__all__ = ["ExportOptions", "latest_registrations", "rows_applied", "run_export"]
 
 #: seconds between two progress lines while waiting for the workers
 _REPORT_EVERY = 10.0
@@ -60,6 +60,51 @@ class ExportOptions:
     chunk_mb: int = 4
 
 
+def rows_applied(streams: list[list[dict[str, Any]]]) -> int:
+    """Input rows whose updates the shards applied: per worker index, the position
+    of its last push applied (the furthest shard), summed.
+
+    >>> rows_applied([[{"worker": 0, "position": 5}], [{"worker": 0, "position": 7},
+    ...                                               {"worker": 1, "position": 3}]])
+    10
+    """
+    best: dict[int, int] = {}
+    for shard in streams:
+        for rec in shard:
+            best[rec["worker"]] = max(best.get(rec["worker"], 0), int(rec["position"]))
+    return sum(best.values())
+
+
+def latest_registrations(workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per worker index, its newest registration (the one whose state counts).
+
+    >>> ws = [{"index": 0, "worker_id": 5}, {"index": 0, "worker_id": 9},
+    ...       {"index": 1, "worker_id": 6}]
+    >>> [w["worker_id"] for w in latest_registrations(ws)]
+    [9, 6]
+    """
+    latest: dict[int, dict[str, Any]] = {}
+    for w in workers:
+        old = latest.get(w["index"])
+        if old is None or w["worker_id"] > old["worker_id"]:
+            latest[w["index"]] = w
+    return [latest[i] for i in sorted(latest)]
+
+
+def _server_params(client: Any, options: ExportOptions) -> Any:
+    """The servers' hyper-parameters; export flags that differ are a ConfigError."""
+    from ftrl_ps.core.params import FTRLParams
+
+    model = client.server_model
+    if model is None:  # servers of an older version: the flags say
+        return params_with_defaults(alpha=options.alpha, beta=options.beta, l1=options.l1,
+                                    l2=options.l2)
+    flags = WorkerOptions(server="", input="", num_workers=1, bits=options.bits,
+                          dtype=options.dtype, alpha=options.alpha, beta=options.beta,
+                          l1=options.l1, l2=options.l2)
+    return FTRLParams(**adopt_model(flags, model)["params"])
+
+
 def run_export(options: ExportOptions) -> dict[str, Any]:
     """Save the servers' model (after the workers, with ``wait``); the results."""
     import os
@@ -78,25 +123,28 @@ def run_export(options: ExportOptions) -> dict[str, Any]:
         raise ConfigError(f"test file not found: {options.test}")
     with PSClient(urls, token=resolve_token(options.token)) as client:
         layout = client.layout
+        params = _server_params(client, options)
         if options.wait:
             _wait_for_workers(client, options)
         keys, n, z = client.dump_state()
         snap = client.status().get("clock") or {}
+        applied = rows_applied([client.streams(i) for i in range(len(urls))])
     progress = RunProgress.from_snapshot(snap)
-    dtype = options.dtype or "float32"
+    dtype = str(client.dtype)  # what the servers store: float64 stays float64
     saved = SavedModel(
         bits=layout.bits,
-        params=params_with_defaults(
-            alpha=options.alpha, beta=options.beta, l1=options.l1, l2=options.l2
-        ),
+        params=params,
         dtype=dtype,
         keys=np.asarray(keys),
-        n=np.asarray(n, dtype=dtype),
-        z=np.asarray(z, dtype=dtype),
+        n=np.asarray(n),
+        z=np.asarray(z),
     )
-    workers = snap.get("workers", [])
-    rows = int(sum(w.get("stats", {}).get("rows", 0) for w in workers))
-    dead = [w["index"] for w in workers if w.get("state") == "dead"]
+    every = snap.get("workers", [])
+    # rows whose pushes the shards applied (exact); without worker streams (anonymous
+    # pushes) what the workers reported at their clock ticks
+    rows = applied or int(sum(w.get("stats", {}).get("rows", 0) for w in every))
+    # a superseded registration (its index registered again) is no dead worker
+    dead = [w["index"] for w in latest_registrations(every) if w.get("state") == "dead"]
     path = save_model(options.model, saved, rows=rows, servers=len(urls), dead_workers=dead,
                       complete=progress.complete, workers_finished=list(progress.finished))
     print(f"model saved to {path} ({saved.keys.size:,} keys with state, {rows:,} rows trained)")

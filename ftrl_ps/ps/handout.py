@@ -127,17 +127,23 @@ class UnitStream:
         self.held: list[tuple[Unit, int, int, int, int]] = []
         self.yielded = 0
         self.units = 0
-        self._reported = 0  # rows_applied when progress was last reported
+        self._reported = 0  # rows applied (of this stream) when progress was last reported
+        self._base = worker.report.rows  # rows counted before (a resumed worker's)
         self._current: tuple[Unit, int, int] | None = None  # unit, rows skipped, yielded before
 
+    def _applied(self) -> int:
+        """Rows of this stream whose pushes the shards acknowledged."""
+        return max(0, self.worker.rows_applied - self._base)
+
     def _confirmed(self) -> list[tuple[int, int]]:
-        done = [(h[0].id, h[1]) for h in self.held if h[2] <= self.worker.rows_applied]
-        self.held = [h for h in self.held if h[2] > self.worker.rows_applied]
+        applied = self._applied()
+        done = [(h[0].id, h[1]) for h in self.held if h[2] <= applied]
+        self.held = [h for h in self.held if h[2] > applied]
         return done
 
     def _report_progress(self) -> None:
         """After each acknowledged push: the rows applied of the unit being read."""
-        applied = self.worker.rows_applied
+        applied = self._applied()
         if applied <= self._reported:
             return
         self._reported = applied

@@ -12,7 +12,9 @@ ProtocolError              400
 AuthError                  401
 UnknownWorkerError         404
 WorkerStateError           409
+PushGapError               409
 ClockTimeoutError          408
+RequestTimeoutError        408
 DataError                  400
 UnavailableError           503
 anything else              500
@@ -42,6 +44,7 @@ STATUS_CODES: tuple[tuple[type[E.FTRLPSError], int], ...] = (
     (E.UnknownWorkerError, 404),
     (E.WorkerStateError, 409),
     (E.ClockTimeoutError, 408),
+    (E.RequestTimeoutError, 408),
     (E.DataError, 400),
     (E.UnavailableError, 503),
 )
@@ -52,7 +55,8 @@ _BY_NAME: dict[str, type[E.FTRLPSError]] = {
     for cls in (
         E.ConfigError, E.LayoutMismatchError, E.DataError, E.ModelFormatError, E.ProtocolError,
         E.PayloadTooLargeError, E.AuthError, E.UnknownWorkerError, E.WorkerStateError,
-        E.ClockTimeoutError, E.ServerError, E.UnavailableError,
+        E.ClockTimeoutError, E.ServerError, E.UnavailableError, E.PushGapError,
+        E.RequestTimeoutError,
     )
 }
 #: a bad request line comes back as a DataError (ParseError needs file, line and token)

@@ -122,8 +122,9 @@ class ComposeState:
         worker pulled, ``rows`` its rows containing each key, ``rho`` its
         :func:`saturation`. Three cases per key:
 
-        * nobody pushed since the pull: the push starts a new group and is
-          added as it is;
+        * nobody pushed since the pull (or the shard does not know the
+          version: it restarted): the push starts a new group and is added as
+          it is;
         * only pushes of the current group, which started from the same
           version: it joins the group, whose total becomes
           ``mean * composed(mean rho, count)``; the difference is added;
@@ -133,10 +134,10 @@ class ComposeState:
         version = self.version[local].astype(np.int64)
         pulled = pulled.astype(np.int64)
         missed = version - pulled
-        if np.any(missed < 0):
-            raise ValueError("a push names a version the shard has not reached")
         out = np.empty_like(delta, dtype=np.float64)
-        fresh = missed == 0
+        # a version this shard has not reached: it restarted from a checkpoint, which
+        # does not keep versions; nothing is known about concurrency, so a new group
+        fresh = missed <= 0
         join = ~fresh & (pulled == self.base[local])
         late = ~(fresh | join)
         w = np.maximum(rows, 1).astype(np.float64)

@@ -75,7 +75,7 @@ def decode_rows(body: bytes, bits: int, *, labels: bool) -> Batch:
     """A ROWS body as a canonical Batch; ProtocolError for a bad structure,
     DataError for bad rows (slot out of range, non-finite value, bad label)."""
     size = len(body)
-    if size < wire.HEADER_SIZE + _NNZ.size:
+    if size < _HEADER.size + _NNZ.size:
         raise ProtocolError(f"ROWS body of {size} bytes is shorter than its 32-byte header")
     magic, version, kind, flags, rows, _, _ = _HEADER.unpack_from(body, 0)
     if magic != wire.MAGIC or version != wire.VERSION:
@@ -84,9 +84,9 @@ def decode_rows(body: bytes, bits: int, *, labels: bool) -> Batch:
         raise ProtocolError(f"expected a ROWS body (kind {ROWS}), got kind {kind}")
     if flags & ~(wire.FLAG_FLOAT64 | FLAG_LABELS):
         raise ProtocolError(f"unknown flags 0x{flags:04x}")
-    (nnz,) = _NNZ.unpack_from(body, wire.HEADER_SIZE)
+    (nnz,) = _NNZ.unpack_from(body, _HEADER.size)
     dt = np.dtype("<f8" if flags & wire.FLAG_FLOAT64 else "<f4")
-    off = wire.HEADER_SIZE + _NNZ.size
+    off = _HEADER.size + _NNZ.size
     slots_at = off + 4 * (rows + 1)
     values_at = _align(slots_at + 4 * nnz, dt.itemsize)
     end = values_at + dt.itemsize * nnz
@@ -129,10 +129,10 @@ def encode_probs(probs: Any, *, version: int = 0) -> bytes:
 
 def decode_probs(body: bytes) -> tuple[list[float], int]:
     """``(probabilities, model version)`` of a PROBS body."""
-    if len(body) < wire.HEADER_SIZE:
+    if len(body) < _HEADER.size:
         raise ProtocolError("PROBS body shorter than its header")
     magic, version, kind, _flags, count, _, seq = _HEADER.unpack_from(body, 0)
-    if magic != wire.MAGIC or kind != PROBS or len(body) != wire.HEADER_SIZE + 8 * count:
+    if magic != wire.MAGIC or kind != PROBS or len(body) != _HEADER.size + 8 * count:
         raise ProtocolError("not a PROBS body of the right length")
-    probs = np.frombuffer(body, dtype="<f8", count=count, offset=wire.HEADER_SIZE)
+    probs = np.frombuffer(body, dtype="<f8", count=count, offset=_HEADER.size)
     return probs.tolist(), int(seq)

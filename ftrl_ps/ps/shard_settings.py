@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ftrl_ps.core.params import FTRLParams
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.ps.auth import TOKEN_ENV, resolve_token
 from ftrl_ps.ps.layout import DEFAULT_GROUP_SIZE, Layout
@@ -50,6 +51,19 @@ class ServerSettings:
     merge_rule : str
         How workers' deltas are merged (:data:`ftrl_ps.ps.merge.RULES`); the
         workers read it from ``/v1/status`` and push accordingly.
+    alpha, beta, l1, l2 : float
+        The FTRL hyper-parameters of the model this cluster trains: the servers
+        own them; workers adopt them and export saves them.
+    checkpoint_dir : str or None
+        Directory of this shard's checkpoints (restored at start; None: none).
+    checkpoint_interval : float
+        Seconds between checkpoints.
+    max_exports : int
+        State exports (``GET /v1/state``) served at once; more get 503.
+    body_timeout : float
+        Seconds a request body may stall between two reads (then 408).
+    max_json_depth : int
+        Deepest nesting accepted in a JSON body (deeper -> 400, never parsed).
     """
 
     bits: int = 20
@@ -66,9 +80,19 @@ class ServerSettings:
     max_body_mb: float = 64.0
     init_model: str | None = None
     merge_rule: str = DEFAULT_RULE
+    alpha: float = 0.1
+    beta: float = 1.0
+    l1: float = 1.0
+    l2: float = 1.0
+    checkpoint_dir: str | None = None
+    checkpoint_interval: float = 30.0
+    max_exports: int = 2
+    body_timeout: float = 30.0
+    max_json_depth: int = 32
 
     def __post_init__(self) -> None:
         layout = self.layout  # validates bits/group_size/num_shards
+        _ = self.params  # validates the hyper-parameters
         if not 0 <= self.shard_index < layout.num_shards:
             raise ConfigError(
                 f"shard_index {self.shard_index} outside [0, {layout.num_shards})"
@@ -83,7 +107,8 @@ class ServerSettings:
             raise ConfigError(f"staleness must be an int >= 0 or None, got {self.staleness!r}")
         if self.num_workers is not None and self.num_workers < 1:
             raise ConfigError(f"num_workers must be >= 1, got {self.num_workers}")
-        for name in ("worker_timeout", "clock_wait_timeout", "max_body_mb"):
+        for name in ("worker_timeout", "clock_wait_timeout", "max_body_mb",
+                     "checkpoint_interval", "body_timeout"):
             value = getattr(self, name)
             if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
                 raise ConfigError(f"{name} must be a positive number, got {value!r}")
@@ -93,6 +118,19 @@ class ServerSettings:
             raise ConfigError("token must not be empty")
         if self.merge_rule not in RULES:
             raise ConfigError(f"merge_rule must be one of {RULES}, got {self.merge_rule!r}")
+        for name in ("max_exports", "max_json_depth"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be an int >= 1, got {value!r}")
+
+    @property
+    def params(self) -> FTRLParams:
+        """The model's hyper-parameters (validated)."""
+        return FTRLParams(alpha=self.alpha, beta=self.beta, l1=self.l1, l2=self.l2)
+
+    def model_dict(self) -> dict[str, Any]:
+        """What the servers own of the model: bits, dtype, hyper-parameters."""
+        return {"bits": self.bits, "dtype": self.dtype, "params": self.params.as_dict()}
 
     @property
     def layout(self) -> Layout:
@@ -134,4 +172,10 @@ class ServerSettings:
             "max_body_mb": self.max_body_mb,
             "auth": self.token is not None,
             "merge_rule": self.merge_rule,
+            "model": self.model_dict(),
+            "checkpoint_dir": self.checkpoint_dir,
+            "checkpoint_interval": self.checkpoint_interval,
+            "max_exports": self.max_exports,
+            "body_timeout": self.body_timeout,
+            "max_json_depth": self.max_json_depth,
         }

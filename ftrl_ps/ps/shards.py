@@ -2,10 +2,13 @@
 
 :class:`ShardConnections` keeps one keep-alive ``httpx.Client`` per shard and
 sends one request at a time per call of :meth:`~ShardConnections.request`:
-transport errors (connection refused/reset, timeouts) are retried with
-exponential backoff, but a request that may have reached the server only when
-it is idempotent, then raised as :class:`~ftrl_ps.errors.TransportError`;
-error answers become the matching :mod:`ftrl_ps.errors` class.
+transport errors (connection refused/reset, timeouts) and 503 (busy) answers
+are retried with exponential backoff (0.05 s doubling to 2 s) for at least
+``retries`` attempts and ``retry_seconds`` seconds, so a client rides out a
+shard restart; a request that may have reached the server is retried only
+when it is idempotent. Then a :class:`~ftrl_ps.errors.TransportError` says
+which shard could not be reached for how long; error answers become the
+matching :mod:`ftrl_ps.errors` class.
 :meth:`~ShardConnections.each` runs one call per shard concurrently.
 
 The parameter-server verbs on top of it are in :mod:`ftrl_ps.ps.client`.
@@ -41,7 +44,9 @@ class ShardConnections:
     timeout : float
         Seconds per request (a call may ask for more).
     retries : int
-        Retries after a transport error (backoff 0.05 s, doubling, max 2 s).
+        Retries after a transport error at least (backoff 0.05 s, doubling, max 2 s).
+    retry_seconds : float
+        ... and for at least this long (a shard restart takes seconds).
     http_clients : list of httpx.Client, optional
         Ready clients, one per shard (e.g. Starlette's ``TestClient``).
     """
@@ -53,15 +58,17 @@ class ShardConnections:
         token: str | None,
         timeout: float,
         retries: int,
+        retry_seconds: float = 0.0,
         http_clients: Sequence[httpx.Client] | None = None,
     ) -> None:
         self.urls = [str(u).rstrip("/") for u in urls]
         if not self.urls:
             raise ConfigError("a cluster client needs at least one shard URL")
-        if retries < 0 or not timeout > 0:
-            raise ConfigError("retries must be >= 0 and timeout > 0")
+        if retries < 0 or not timeout > 0 or not retry_seconds >= 0:
+            raise ConfigError("retries and retry_seconds must be >= 0 and timeout > 0")
         self.timeout = float(timeout)
         self.retries = int(retries)
+        self.retry_seconds = float(retry_seconds)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         if http_clients is not None:
             if len(http_clients) != len(self.urls):
@@ -92,28 +99,65 @@ class ShardConnections:
         client = self._http[shard]
         if timeout is not None:
             kwargs["timeout"] = timeout
-        for attempt in range(self.retries + 1):
+        return self._retrying(shard, method, path, idempotent,
+                              lambda: client.request(method, path, **kwargs))
+
+    def stream(self, shard: int, method: str, path: str, consume: Callable[[httpx.Response], T],
+               **kwargs: Any) -> T:
+        """A streamed request: ``consume(response)`` reads the answer as it comes
+        (retried from the start on a transport error or 503; idempotent only)."""
+        client = self._http[shard]
+
+        def attempt() -> httpx.Response:
+            with client.stream(method, path, **kwargs) as resp:
+                if resp.status_code >= 400:
+                    resp.read()
+                    return resp
+                result["value"] = consume(resp)
+                return resp
+
+        result: dict[str, T] = {}
+        self._retrying(shard, method, path, True, attempt)
+        return result["value"]
+
+    def _retrying(self, shard: int, method: str, path: str, idempotent: bool,
+                  attempt_once: Callable[[], httpx.Response]) -> httpx.Response:
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            failure: str | None = None
+            cause: BaseException | None = None
             try:
-                resp = client.request(method, path, **kwargs)
+                resp = attempt_once()
             except httpx.TransportError as exc:
                 # a request that may have reached the server is retried only if
                 # it is idempotent (dedup by seq / target clock / instance)
-                safe = idempotent or isinstance(exc, httpx.ConnectError)
-                if attempt == self.retries or not safe:
+                if not (idempotent or isinstance(exc, httpx.ConnectError)):
                     raise TransportError(
-                        f"{method} {self.urls[shard]}{path} failed: "
-                        f"{type(exc).__name__}: {exc}"
+                        f"{method} {self.urls[shard]}{path} failed: {type(exc).__name__}: {exc}"
                     ) from exc
-                time.sleep(min(2.0, 0.05 * 2**attempt))
-                continue
-            if resp.status_code >= 400:
-                try:
-                    payload: Any = resp.json()
-                except ValueError:
-                    payload = resp.text[:200]
-                raise exception_from_response(resp.status_code, payload)
-            return resp
-        raise AssertionError("unreachable")  # pragma: no cover
+                failure, cause = f"{type(exc).__name__}: {exc}", exc
+            else:
+                if resp.status_code == 503 and idempotent:
+                    failure = f"HTTP 503 {resp.text[:200]}"
+                elif resp.status_code >= 400:
+                    try:
+                        payload: Any = resp.json()
+                    except ValueError:
+                        payload = resp.text[:200]
+                    raise exception_from_response(resp.status_code, payload)
+                else:
+                    return resp
+            elapsed = time.monotonic() - started
+            if attempt >= self.retries and elapsed >= self.retry_seconds:
+                raise TransportError(
+                    f"{method} {self.urls[shard]}{path} failed after {attempt + 1} attempt(s) "
+                    f"in {elapsed:.1f} s: {failure}. Is shard {shard} running? (clients retry "
+                    f"for {self.retry_seconds:g} s, see --retry-seconds)"
+                ) from cause
+            time.sleep(max(0.0, min(2.0, 0.05 * 2**attempt,
+                                    self.retry_seconds - elapsed + 0.05)))
+            attempt += 1
 
     def post_json(self, shard: int, path: str, obj: Any, *, idempotent: bool = True,
                   timeout: float | None = None) -> httpx.Response:

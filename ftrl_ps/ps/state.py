@@ -1,27 +1,71 @@
-"""Everything one shard server holds: settings, parameter store, SSP clock, dedup,
-telemetry."""
+"""Everything one shard server holds: settings, parameter store, SSP clock, stream
+records (dedup), and the push barrier that checkpoints use for a consistent cut."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from ftrl_ps.errors import ConfigError, ModelFormatError, ProtocolError
+from ftrl_ps.errors import ConfigError, ModelFormatError, ProtocolError, WorkerStateError
+from ftrl_ps.ps import wire
+from ftrl_ps.ps.checkpoint import Checkpointer, restore_latest
 from ftrl_ps.ps.clock import SSPClock
-from ftrl_ps.ps.dedup import PushDeduper
+from ftrl_ps.ps.dedup import PushDeduper, push_digest
 from ftrl_ps.ps.shard_settings import ServerSettings
 from ftrl_ps.ps.store import ParameterStore
 from ftrl_ps.ps.telemetry import Telemetry
 from ftrl_ps.ps.workqueue import WorkQueue
 
-__all__ = ["ServerState", "load_initial_model"]
+__all__ = ["PushBarrier", "ServerState", "load_initial_model"]
 
 #: threads that block in SSP waits (kept apart from the request threadpool so
 #: that waiting workers never starve pushes and pulls)
 WAIT_THREADS = 64
+
+
+class PushBarrier:
+    """Shared/exclusive lock: pushes share it, a checkpoint's copy excludes them."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._shared = 0
+        self._exclusive = False
+        self._waiting = 0
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._cond:
+            while self._exclusive or self._waiting:
+                self._cond.wait()
+            self._shared += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._shared -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            self._waiting += 1
+            while self._exclusive or self._shared:
+                self._cond.wait()
+            self._waiting -= 1
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._exclusive = False
+                self._cond.notify_all()
 
 
 class ServerState:
@@ -44,26 +88,44 @@ class ServerState:
                 worker_timeout=settings.worker_timeout,
                 registration_timeout=settings.registration_timeout,
             )
-        self.dedup = PushDeduper()
+        self.dedup = PushDeduper(durable_on_apply=settings.checkpoint_dir is None)
+        self.barrier = PushBarrier()
+        self.exports = threading.BoundedSemaphore(settings.max_exports)
         self.work = WorkQueue()  # hand-out of input units (used on shard 0)
         #: measurements and gauge hooks exported by /metrics (see ps.telemetry)
         self.telemetry = Telemetry()
         self.started_at = time.time()
         self.wait_executor = ThreadPoolExecutor(WAIT_THREADS, thread_name_prefix="ssp-wait")
         self.initial_keys = 0
-        if settings.init_model:
+        #: the checkpoint file this shard was restored from (None: started empty)
+        self.restored_from: str | None = None
+        self.checkpointer: Checkpointer | None = None
+        self._closed = False
+        if settings.checkpoint_dir is not None:
+            self.checkpointer = Checkpointer(self, settings.checkpoint_dir,
+                                             settings.checkpoint_interval)
+            path = restore_latest(self, self.checkpointer.directory)
+            self.restored_from = str(path) if path is not None else None
+        if settings.init_model and self.restored_from is None:
             self.initial_keys = load_initial_model(self.store, settings.init_model)
 
     def start(self) -> None:
-        """Start the dead-worker sweeper."""
+        """Start the dead-worker sweeper and the checkpoint thread."""
         if self.clock is not None:
             self.clock.start_sweeper()
+        if self.checkpointer is not None:
+            self.checkpointer.start()
 
     def close(self) -> None:
-        """Release waiters and stop background threads."""
+        """Release waiters, stop background threads, write a last checkpoint (once)."""
+        if self._closed:
+            return
+        self._closed = True
         if self.clock is not None:
             self.clock.close()
         self.wait_executor.shutdown(wait=False, cancel_futures=True)
+        if self.checkpointer is not None:
+            self.checkpointer.stop(final=True)
 
     def require_clock(self) -> SSPClock:
         """The SSP clock, or ConfigError on shards other than 0."""
@@ -74,14 +136,43 @@ class ServerState:
             )
         return self.clock
 
-    def touch(self, worker_id: int | None) -> None:
-        """Count a request from ``worker_id`` as a heartbeat (shard 0 only).
+    def push(self, msg: wire.Message) -> dict[str, Any]:
+        """Apply a decoded PUSH exactly once (see :mod:`ftrl_ps.ps.dedup`); the answer.
 
-        Raises UnknownWorkerError / WorkerStateError for unknown, dead or
-        finished workers on shard 0; other shards do not know the workers.
+        On shard 0 a push from a registered worker is also its heartbeat (an
+        unknown, dead or finished epoch is refused there).
         """
-        if worker_id is not None and self.clock is not None:
-            self.clock.heartbeat(worker_id)
+        assert msg.keys is not None
+        origin, store = msg.origin, self.store
+        digest = 0
+        if origin is not None:
+            if self.clock is not None:
+                self.clock.heartbeat(origin.epoch)
+            digest = push_digest(origin.seq, msg.keys, np.asarray(msg.delta_n, store.dtype),
+                                 np.asarray(msg.delta_z, store.dtype), store.dtype)
+        with self.barrier.shared():
+            merge = None if msg.merge is None else (msg.merge[0], msg.merge[1], msg.merge[2])
+            applied, record = self.dedup.apply(  # merged by the compose rule (ps.merge)
+                origin, digest, lambda: store.push(msg.keys, msg.delta_n, msg.delta_z, merge)
+            )
+        answer: dict[str, Any] = {"applied": applied, "keys": int(msg.keys.size),
+                                  "seq": origin.seq if origin is not None else 0}
+        if record is not None:
+            answer.update(last_seq=record["last_seq"], durable_seq=record["durable_seq"])
+        return answer
+
+    def claim(self, worker: int, epoch: int) -> dict[str, Any]:
+        """Make ``epoch`` the current incarnation of worker index ``worker`` here.
+
+        Shard 0 checks with its registry that the epoch is the index's live
+        registration; every shard refuses an epoch older than one it knows.
+        """
+        if self.clock is not None and self.clock.current_epoch(worker) != epoch:
+            raise WorkerStateError(
+                f"epoch {epoch} is not the live registration of worker index {worker}; "
+                "register first"
+            )
+        return self.dedup.claim(worker, epoch)
 
 
 def load_initial_model(store: ParameterStore, path: str | Path) -> int:

@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from ftrl_ps.errors import ConfigError, ProtocolError
+from ftrl_ps.errors import ConfigError
 from ftrl_ps.ps.changes import ChangeLog
 from ftrl_ps.ps.layout import Layout
 from ftrl_ps.ps.merge import ComposeState
@@ -169,9 +169,6 @@ class ParameterStore:
         dz = check_values(delta_z, "delta_z", arr.size, self.dtype)
         local = arr.astype(np.int64) - self.begin
         info = None if merge is None else check_merge(merge, arr.size, np.dtype(np.float64))
-        if info is not None and np.any(info[0] > self._merge.version[local]):
-            # versions only grow, so this holds under the locks too
-            raise ProtocolError("a push names key versions this shard has not reached")
         for lo, hi in self._locked_runs(arr):
             seg = local[lo:hi]  # unique keys: no update is lost to a duplicate
             if info is None:
@@ -204,20 +201,36 @@ class ParameterStore:
         """``(keys uint32, n, z)`` of every touched key (``n != 0 or z != 0``).
 
         Each group is copied under its lock, so the dump is consistent per group
-        (not a global snapshot while pushes are running).
+        (not a global snapshot while pushes are running). Memory: the touched
+        entries plus one chunk (see :meth:`iter_touched`).
         """
-        snap_n = np.empty_like(self._n)
-        snap_z = np.empty_like(self._z)
+        parts = list(self.iter_touched())
+        if not parts:
+            return np.zeros(0, np.uint32), np.zeros(0, self.dtype), np.zeros(0, self.dtype)
+        return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))  # type: ignore[return-value]
+
+    def iter_touched(
+        self, chunk_keys: int = 1 << 16
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """The touched keys with ``n``/``z``, in key order, one run of whole groups
+        (about ``chunk_keys`` keys) at a time: memory stays at one chunk whatever
+        the shard's size. Each run is copied under its groups' locks."""
         g = self.layout.group_size
-        for i, lock in enumerate(self._locks):
-            b = (self.group_begin + i) * g - self.begin
-            e = min(b + g, self.size)
-            with lock:
-                snap_n[b:e] = self._n[b:e]
-                snap_z[b:e] = self._z[b:e]
-        touched = np.flatnonzero((snap_n != 0) | (snap_z != 0))
-        keys = (touched + self.begin).astype(np.uint32)
-        return keys, snap_n[touched], snap_z[touched]
+        per = max(1, chunk_keys // g)
+        for first in range(0, len(self._locks), per):
+            locks = self._locks[first:first + per]
+            b = (self.group_begin + first) * g - self.begin
+            e = min(b + len(locks) * g, self.size)
+            for lock in locks:
+                lock.acquire()
+            try:
+                n, z = self._n[b:e].copy(), self._z[b:e].copy()
+            finally:
+                for lock in reversed(locks):
+                    lock.release()
+            touched = np.flatnonzero((n != 0) | (z != 0))
+            if touched.size:
+                yield (touched + b + self.begin).astype(np.uint32), n[touched], z[touched]
 
     def changed_since(self, version: int) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
         """``(version, keys, n, z)``: the touched keys of the groups written after

@@ -87,9 +87,9 @@ class _Notifying:
         return self._client.pull_versioned(keys)
 
     def push(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray,
-             merge: Any = None) -> Any:
+             merge: Any = None, **progress: Any) -> Any:
         extra = () if merge is None else (merge,)  # the compose rule's sections
-        result = self._client.push(keys, delta_n, delta_z, *extra)
+        result = self._client.push(keys, delta_n, delta_z, *extra, **progress)
         self._learner._pushed()
         return result
 

@@ -4,15 +4,18 @@ Binary format (media type ``application/x-ftrl-ps``), all little-endian::
 
     offset size  field
     0      4     magic  b"FTPS"
-    4      1     version (1)
+    4      1     version (2)
     5      1     kind: 1 PUSH, 2 KEYS, 3 VALUES, 4 GROUPS, 5 ENTRIES
     6      2     flags: bit 0 = values are float64 (else float32),
-                        bit 1 = worker_id and seq are set,
+                        bit 1 = the worker fields are set (PUSH only),
                         bit 2 = merge sections (below)
     8      4     count: number of keys (uint32)
-    12     4     worker_id (uint32; 0 unless flag bit 1)
-    16     8     seq: per-worker push sequence number (uint64; 0 unless bit 1)
-    24     ...   sections, by kind:
+    12     4     worker: the pushing worker's index (uint32)
+    16     8     epoch: the worker's registration epoch (uint64)
+    24     8     seq: the worker index's push sequence number (uint64, >= 1)
+    32     8     prev_seq: seq of this index's previous push to this shard (uint64)
+    40     8     position: input rows the worker trained up to this push (uint64)
+    48     ...   sections, by kind:
                  PUSH     keys uint32[count], delta_n[count], delta_z[count]
                  KEYS     keys uint32[count]            (pull request)
                  VALUES   n[count], z[count]            (pull response)
@@ -24,37 +27,55 @@ With flag bit 2 (the ``compose`` merge rule, :mod:`ftrl_ps.ps.merge`) a KEYS
 body asks for versions, a VALUES body ends with ``versions uint32[count]``
 and a PUSH body ends with ``versions uint32[count], rows uint32[count],
 rho[count]`` (the versions pulled, the push's rows containing each key, the
-round's saturation; ``rho`` in the values' float type).
+round's saturation in the values' float type).
 
 A value section starts at the next multiple of its item size (4 bytes of zero
 padding after an odd number of keys when values are float64). The body must
 have exactly the length these fields imply. Decoding is zero-copy
 (:func:`numpy.frombuffer`): decoded arrays are read-only views of the body.
 
-JSON (``application/json``) carries the same messages as objects; see
-:mod:`ftrl_ps.ps.wire_json` (``decode_json`` and ``to_json`` are re-exported here).
+JSON (``application/json``) carries the same messages as objects:
+PUSH ``{"keys": [...], "delta_n": [...], "delta_z": [...], "worker": 3, "epoch": 5,
+"seq": 7, "prev_seq": 6, "position": 3500}`` (worker fields optional, all or none;
+see docs/durability.md), or, as the OpenAPI schema documents it,
+``{"entries": [[key, delta_n, delta_z], ...], "origin": {"worker": 3, ...}}``
+(any key order, repeated keys summed, ``|value| <= 1e30``), KEYS ``{"keys": [...]}``,
+VALUES ``{"n": [...], "z": [...]}``, GROUPS ``{"groups": [...]}``, ENTRIES
+``{"keys": [...], "n": [...], "z": [...]}``.
 
 Examples
 --------
 >>> import numpy as np
 >>> body = encode_push(np.array([1, 5]), np.array([0.5, 1.0]), np.array([-1.0, 2.0]),
-...                    worker_id=3, seq=9)
+...                    origin=PushOrigin(worker=3, epoch=1, seq=9, prev_seq=8, position=70))
 >>> len(body)
-48
+72
 >>> msg = decode(body, PUSH)
->>> msg.keys.tolist(), msg.delta_z.tolist(), msg.worker_id, msg.seq
+>>> msg.keys.tolist(), msg.delta_z.tolist(), msg.origin.worker, msg.origin.seq
 ([1, 5], [-1.0, 2.0], 3, 9)
 """
 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ftrl_ps.errors import ProtocolError
+from ftrl_ps.ps.messages import (
+    ENTRIES,
+    GROUPS,
+    KEYS,
+    KIND_NAMES,
+    MERGE_SECTIONS,
+    PUSH,
+    UINT32_LIMIT,
+    VALUES,
+    Message,
+    PushOrigin,
+)
+from ftrl_ps.ps.wire_json import JSON_VALUE_LIMIT, decode_json, to_json
 
 __all__ = [
     "BINARY_MEDIA_TYPE",
@@ -62,10 +83,12 @@ __all__ = [
     "GROUPS",
     "HEADER_SIZE",
     "JSON_MEDIA_TYPE",
+    "JSON_VALUE_LIMIT",
     "KEYS",
     "PUSH",
     "VALUES",
     "Message",
+    "PushOrigin",
     "decode",
     "decode_json",
     "encode",
@@ -74,6 +97,8 @@ __all__ = [
     "encode_keys",
     "encode_push",
     "encode_values",
+    "iter_messages",
+    "message_size",
     "to_json",
 ]
 
@@ -81,49 +106,16 @@ BINARY_MEDIA_TYPE = "application/x-ftrl-ps"
 JSON_MEDIA_TYPE = "application/json"
 
 MAGIC = b"FTPS"
-VERSION = 1
-PUSH, KEYS, VALUES, GROUPS, ENTRIES = 1, 2, 3, 4, 5
-KIND_NAMES = {PUSH: "PUSH", KEYS: "KEYS", VALUES: "VALUES", GROUPS: "GROUPS", ENTRIES: "ENTRIES"}
+VERSION = 2
 FLAG_FLOAT64 = 1
 FLAG_WORKER = 2
 FLAG_MERGE = 4
 
-_HEADER = struct.Struct("<4sBBHIIQ")
-HEADER_SIZE = _HEADER.size  # 24
-_UINT32_LIMIT = 1 << 32
+_HEADER = struct.Struct("<4sBBHIIQQQQ")
+HEADER_SIZE = _HEADER.size  # 48
 # kind -> (has a uint32 key section, number of value sections)
 _SECTIONS = {PUSH: (True, 2), KEYS: (True, 0), VALUES: (False, 2), GROUPS: (True, 0),
              ENTRIES: (True, 2)}
-# kind -> the sections flag bit 2 adds: name, and True for a uint32 section (else values' type)
-_MERGE_SECTIONS: dict[int, tuple[tuple[str, bool], ...]] = {
-    KEYS: (), VALUES: (("versions", True),),
-    PUSH: (("versions", True), ("rows", True), ("rho", False)),
-}
-
-
-@dataclass(frozen=True)
-class Message:
-    """A decoded body. ``keys`` holds group ids for GROUPS; ``values`` is
-    ``(delta_n, delta_z)`` for PUSH and ``(n, z)`` for VALUES/ENTRIES. ``merge``
-    holds the merge sections (flag bit 2) in order; ``()`` for a KEYS body that
-    asks for versions; None without the flag."""
-
-    kind: int
-    keys: np.ndarray | None = None
-    values: tuple[np.ndarray, np.ndarray] | None = None
-    worker_id: int | None = None
-    seq: int = 0
-    merge: tuple[np.ndarray, ...] | None = None
-
-    @property
-    def delta_n(self) -> np.ndarray:
-        assert self.values is not None
-        return self.values[0]
-
-    @property
-    def delta_z(self) -> np.ndarray:
-        assert self.values is not None
-        return self.values[1]
 
 
 # --- binary --------------------------------------------------------------------------
@@ -131,7 +123,7 @@ def _keys_u32(keys: Any, name: str) -> np.ndarray:
     arr = np.asarray(keys)
     if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
         raise ProtocolError(f"{name} must be a 1-D integer array")
-    if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= _UINT32_LIMIT):
+    if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= UINT32_LIMIT):
         raise ProtocolError(f"{name} must fit in uint32")
     return arr.astype("<u4", copy=False)
 
@@ -141,8 +133,7 @@ def encode(
     keys: Any = None,
     values: tuple[Any, Any] | None = None,
     *,
-    worker_id: int | None = None,
-    seq: int = 0,
+    origin: PushOrigin | None = None,
     dtype: Any = None,
     merge: tuple[Any, ...] | None = None,
 ) -> bytes:
@@ -188,22 +179,24 @@ def encode(
         flags |= FLAG_MERGE
         parts.extend(_encode_merge(kind, merge, count, dt,
                                    HEADER_SIZE + sum(len(p) for p in parts)))
-    if worker_id is not None:
-        if not 0 <= worker_id < _UINT32_LIMIT or not 0 <= seq < 1 << 64:
-            raise ProtocolError("worker_id must fit in uint32 and seq in uint64")
+    fields = (0, 0, 0, 0, 0)
+    if origin is not None:
+        if kind != PUSH:
+            raise ProtocolError("only a PUSH carries worker fields")
         flags |= FLAG_WORKER
-    header = _HEADER.pack(MAGIC, VERSION, kind, flags, count, worker_id or 0,
-                          seq if worker_id is not None else 0)
+        fields = (origin.worker, origin.epoch, origin.seq, origin.prev_seq, origin.position)
+    header = _HEADER.pack(MAGIC, VERSION, kind, flags, count, *fields)
     return header + b"".join(parts)
 
 
 def _encode_merge(kind: int, merge: tuple[Any, ...], count: int, dt: np.dtype,
                   offset: int) -> list[bytes]:
-    spec = _MERGE_SECTIONS.get(kind)
-    if spec is None or len(merge) != len(spec):
-        raise ProtocolError(f"{KIND_NAMES[kind]} takes {len(spec or ())} merge sections, "
-                            f"got {len(merge)}" if spec is not None else
-                            f"{KIND_NAMES[kind]} has no merge sections")
+    spec = MERGE_SECTIONS.get(kind)
+    if spec is None:
+        raise ProtocolError(f"{KIND_NAMES[kind]} has no merge sections")
+    if len(merge) != len(spec):
+        raise ProtocolError(f"{KIND_NAMES[kind]} takes {len(spec)} merge sections, "
+                            f"got {len(merge)}")
     out = []
     for (name, is_u32), arr in zip(spec, merge, strict=True):
         a = _keys_u32(arr, name) if is_u32 else np.asarray(arr, dtype=dt.newbyteorder("<"))
@@ -216,12 +209,12 @@ def _encode_merge(kind: int, merge: tuple[Any, ...], count: int, dt: np.dtype,
 
 
 def encode_push(keys: Any, delta_n: Any, delta_z: Any, **kw: Any) -> bytes:
-    """PUSH body; keywords as :func:`encode` (worker_id, seq, dtype)."""
+    """PUSH body; keywords as :func:`encode` (origin, dtype)."""
     return encode(PUSH, keys, (delta_n, delta_z), **kw)
 
 
 def encode_keys(keys: Any, **kw: Any) -> bytes:
-    """KEYS body (a pull request); optional ``worker_id`` for the heartbeat."""
+    """KEYS body (a pull request)."""
     return encode(KEYS, keys, **kw)
 
 
@@ -252,7 +245,7 @@ def decode(body: bytes | bytearray | memoryview, expected_kind: int | None = Non
     size = len(body)
     if size < HEADER_SIZE:
         raise ProtocolError(f"body of {size} bytes is shorter than the {HEADER_SIZE}-byte header")
-    magic, version, kind, flags, count, worker_id, seq = _HEADER.unpack_from(body, 0)
+    magic, version, kind, flags, count, *fields = _HEADER.unpack_from(body, 0)
     if magic != MAGIC:
         raise ProtocolError(f"bad magic {magic!r}; not an {BINARY_MEDIA_TYPE} body")
     if version != VERSION:
@@ -265,17 +258,16 @@ def decode(body: bytes | bytearray | memoryview, expected_kind: int | None = Non
         )
     if flags & ~(FLAG_FLOAT64 | FLAG_WORKER | FLAG_MERGE):
         raise ProtocolError(f"unknown flags 0x{flags:04x}")
-    spec = _MERGE_SECTIONS.get(kind) if flags & FLAG_MERGE else ()
-    if spec is None:
+    if flags & FLAG_MERGE and kind not in MERGE_SECTIONS:
         raise ProtocolError(f"{KIND_NAMES[kind]} has no merge sections (flag 0x{FLAG_MERGE:x})")
+    if flags & FLAG_WORKER and kind != PUSH:
+        raise ProtocolError("only a PUSH carries worker fields")
+    if not flags & FLAG_WORKER and any(fields):
+        raise ProtocolError("worker fields are set but the worker flag is not")
     has_keys, n_values = _SECTIONS[kind]
     dt = np.dtype("<f8" if flags & FLAG_FLOAT64 else "<f4")
     offset = HEADER_SIZE
-    expected = offset + (4 * count if has_keys else 0)
-    if n_values:
-        expected += -expected % dt.itemsize + n_values * count * dt.itemsize
-    for _, is_u32 in spec:
-        expected += 4 * count if is_u32 else -expected % dt.itemsize + count * dt.itemsize
+    expected = _implied_size(kind, flags, count)
     if size != expected:
         what = "truncated" if size < expected else "too long"
         raise ProtocolError(
@@ -295,15 +287,49 @@ def decode(body: bytes | bytearray | memoryview, expected_kind: int | None = Non
     merge = None
     if flags & FLAG_MERGE:
         sections = []
-        for _, is_u32 in spec:
+        for _, is_u32 in MERGE_SECTIONS[kind]:
             item = np.dtype("<u4") if is_u32 else dt
             offset += -offset % item.itemsize
             sections.append(np.frombuffer(body, dtype=item, count=count, offset=offset))
             offset += count * item.itemsize
         merge = tuple(sections)
-    wid = worker_id if flags & FLAG_WORKER else None
-    return Message(kind, keys, values, wid, seq if wid is not None else 0, merge)
+    origin = PushOrigin(*fields) if flags & FLAG_WORKER else None
+    return Message(kind, keys, values, origin, merge)
 
 
-# the JSON form lives in its own module; both are used as ``wire.<name>``
-from ftrl_ps.ps.wire_json import decode_json, to_json  # noqa: E402  (imports this module)
+def _implied_size(kind: int, flags: int, count: int) -> int:
+    has_keys, n_values = _SECTIONS[kind]
+    itemsize = 8 if flags & FLAG_FLOAT64 else 4
+    size = HEADER_SIZE + (4 * count if has_keys else 0)
+    if n_values:
+        size += -size % itemsize + n_values * count * itemsize
+    if flags & FLAG_MERGE:
+        for _, is_u32 in MERGE_SECTIONS.get(kind, ()):
+            size += 4 * count if is_u32 else -size % itemsize + count * itemsize
+    return size
+
+
+def message_size(header: bytes | bytearray | memoryview) -> int:
+    """Length of the whole binary message that starts with ``header`` (>= 48 bytes)."""
+    magic, version, kind, flags, count, *_ = _HEADER.unpack_from(header, 0)
+    if magic != MAGIC or version != VERSION or kind not in _SECTIONS:
+        raise ProtocolError("not a message header of this wire version")
+    return _implied_size(kind, flags, count)
+
+
+def iter_messages(chunks: Any, expected_kind: int) -> Any:
+    """Decode a stream of concatenated binary messages (e.g. the ``/v1/state``
+    answer) from an iterable of byte chunks, one message at a time. A stream
+    that ends inside a message raises ProtocolError."""
+    buf = bytearray()
+    for chunk in chunks:
+        buf += chunk
+        while len(buf) >= HEADER_SIZE:
+            size = message_size(buf)
+            if len(buf) < size:
+                break
+            yield decode(bytes(buf[:size]), expected_kind)
+            del buf[:size]
+    if buf:
+        raise ProtocolError(f"the stream ended inside a message ({len(buf)} bytes left)")
+

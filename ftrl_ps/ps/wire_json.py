@@ -1,18 +1,12 @@
-"""The JSON form of the parameter-server bodies (``application/json``).
+"""The JSON forms of the parameter-server messages (see :mod:`ftrl_ps.ps.wire`).
 
-The same messages as the binary format of :mod:`ftrl_ps.ps.wire`, as objects:
-PUSH ``{"keys": [...], "delta_n": [...], "delta_z": [...], "worker_id": 3, "seq": 7}``
-(worker fields optional; merge fields ``"versions"``, ``"rows"``, ``"rho"``
-all or none), KEYS ``{"keys": [...]}`` (optional ``worker_id``; ``"versions":
-true`` asks for versions), VALUES ``{"n": [...], "z": [...]}`` (optional
-``"versions"``), GROUPS ``{"groups": [...]}``, ENTRIES ``{"keys": [...],
-"n": [...], "z": [...]}``. Both functions are also reachable as
-``wire.decode_json`` and ``wire.to_json``.
-
->>> to_json(KEYS, [1, 5])
-{'keys': [1, 5]}
->>> decode_json(b'{"n": [0.5], "z": [1]}', VALUES).values[1].tolist()
-[1.0]
+PUSH ``{"keys", "delta_n", "delta_z"}`` with optional flat worker fields, or
+``{"entries": [[key, delta_n, delta_z], ...], "origin": {...}}`` (the form the
+OpenAPI schema documents); KEYS ``{"keys"}``, VALUES ``{"n", "z"}``, GROUPS
+``{"groups"}``, ENTRIES ``{"keys", "n", "z"}``. The ``compose`` merge rule's
+sections (:data:`~ftrl_ps.ps.messages.MERGE_SECTIONS`): PUSH ``"versions"``,
+``"rows"``, ``"rho"`` (all or none), VALUES ``"versions"``, and a KEYS request
+``"versions": true`` to ask for them.
 """
 
 from __future__ import annotations
@@ -23,18 +17,19 @@ from typing import Any
 import numpy as np
 
 from ftrl_ps.errors import ProtocolError
-from ftrl_ps.ps.wire import (
-    _MERGE_SECTIONS,
-    _UINT32_LIMIT,
+from ftrl_ps.ps.messages import (
     ENTRIES,
     GROUPS,
     KEYS,
+    MERGE_SECTIONS,
     PUSH,
+    UINT32_LIMIT,
     VALUES,
     Message,
+    PushOrigin,
 )
 
-__all__ = ["decode_json", "to_json"]
+__all__ = ["JSON_INT_LIMIT", "JSON_VALUE_LIMIT", "decode_json", "to_json"]
 
 _JSON_FIELDS = {
     PUSH: ("keys", ("delta_n", "delta_z")),
@@ -45,18 +40,36 @@ _JSON_FIELDS = {
 }
 
 
+#: largest integer a JSON body may carry in a worker field (exact in a double)
+JSON_INT_LIMIT = (1 << 53) - 1
+
+
+def _as_int(value: Any) -> int | None:
+    """``value`` as an int if JSON Schema calls it an integer (``3`` or ``3.0``)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer() and abs(value) <= JSON_INT_LIMIT:
+        return int(value)
+    return None
+
+
 def _json_ints(data: Any, name: str) -> np.ndarray:
     if not isinstance(data, list):
         raise ProtocolError(f"{name!r} must be a list of integers")
     if not data:
         return np.zeros(0, dtype=np.int64)
+    ints = [_as_int(v) for v in data]
+    if any(v is None for v in ints):
+        raise ProtocolError(f"{name!r} must be a flat list of integers")
     try:
-        arr = np.asarray(data)
+        arr = np.asarray(ints)
     except (ValueError, OverflowError) as exc:
         raise ProtocolError(f"{name!r} must be a flat list of integers") from exc
-    if arr.ndim != 1 or arr.dtype.kind not in "iu" or any(v is True or v is False for v in data):
+    if arr.ndim != 1 or arr.dtype.kind not in "iu":
         raise ProtocolError(f"{name!r} must be a flat list of integers")
-    if int(arr.min()) < 0 or int(arr.max()) >= _UINT32_LIMIT:
+    if int(arr.min()) < 0 or int(arr.max()) >= UINT32_LIMIT:
         raise ProtocolError(f"{name!r} must hold integers in [0, 2**32)")
     return arr.astype(np.int64, copy=False)
 
@@ -71,34 +84,76 @@ def _json_floats(data: Any, name: str) -> np.ndarray:
     return np.asarray(data, dtype=np.float64)
 
 
-def _json_uint(obj: dict[str, Any], name: str, limit: int) -> int | None:
-    value = obj.get(name)
-    if value is None:
+_ORIGIN_FIELDS = ("worker", "epoch", "seq", "prev_seq", "position")
+
+
+def _json_origin(obj: dict[str, Any]) -> PushOrigin | None:
+    given = [f for f in _ORIGIN_FIELDS if f in obj]
+    if not given:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < limit:
-        raise ProtocolError(f"{name!r} must be a non-negative integer below {limit}")
-    return value
+    if len(given) != len(_ORIGIN_FIELDS):
+        raise ProtocolError(f"a push with worker fields needs all of {list(_ORIGIN_FIELDS)}")
+    values = [_as_int(obj[f]) for f in _ORIGIN_FIELDS]
+    if any(v is None or v > JSON_INT_LIMIT for v in values):
+        raise ProtocolError(f"{list(_ORIGIN_FIELDS)} must be integers up to 2**53 - 1 in JSON")
+    return PushOrigin(*values)  # type: ignore[arg-type]
+
+
+#: largest magnitude of a value in a JSON push of the entries form
+JSON_VALUE_LIMIT = 1e30
+
+
+def _json_entries(obj: dict[str, Any]) -> Message:
+    """A PUSH of the ``entries`` form: sorted, repeated keys summed."""
+    unknown = set(obj) - {"entries", "origin"}
+    if unknown:
+        raise ProtocolError(f"unknown fields {sorted(unknown)}; expected ['entries', 'origin']")
+    rows = obj["entries"]
+    if not isinstance(rows, list) or any(
+        not isinstance(r, list) or len(r) != 3 for r in rows
+    ):
+        raise ProtocolError("'entries' must be a list of [key, delta_n, delta_z] triples")
+    keys = _json_ints([r[0] for r in rows], "entries keys")
+    dn = _json_floats([r[1] for r in rows], "entries delta_n")
+    dz = _json_floats([r[2] for r in rows], "entries delta_z")
+    if dn.size and (np.abs(np.concatenate([dn, dz])) > JSON_VALUE_LIMIT).any():
+        raise ProtocolError(f"entry values must be within +-{JSON_VALUE_LIMIT:g}")
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    sum_n, sum_z = np.zeros(uniq.size), np.zeros(uniq.size)
+    np.add.at(sum_n, inverse, dn)
+    np.add.at(sum_z, inverse, dz)
+    origin = obj.get("origin")
+    if "origin" in obj and not isinstance(origin, dict):
+        raise ProtocolError("'origin' must be an object")
+    if origin is not None:
+        extra = set(origin) - set(_ORIGIN_FIELDS)
+        if extra:
+            raise ProtocolError(f"unknown origin fields {sorted(extra)}")
+    return Message(PUSH, uniq, (sum_n, sum_z),
+                   _json_origin(origin) if origin is not None else None)
 
 
 def decode_json(body: bytes | str, kind: int) -> Message:
     """Parse a JSON body of the given kind (see the module docstring)."""
     try:
         obj = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise ProtocolError(f"invalid JSON body: {exc}") from exc
     if not isinstance(obj, dict):
         raise ProtocolError("JSON body must be an object")
+    if kind == PUSH and "entries" in obj:
+        return _json_entries(obj)
     key_field, value_fields = _JSON_FIELDS[kind]
     allowed = {key_field, *(value_fields or ())} - {None}
-    optional = {"worker_id", "seq"} if kind in (PUSH, KEYS) else set()
-    spec = _MERGE_SECTIONS.get(kind, ())
-    optional |= {name for name, _ in spec} | ({"versions"} if kind == KEYS else set())
-    unknown = set(obj) - allowed - optional
+    required = set(allowed)
+    if kind == PUSH:
+        allowed |= set(_ORIGIN_FIELDS)
+    spec = MERGE_SECTIONS.get(kind, ())
+    allowed |= {name for name, _ in spec} | ({"versions"} if kind == KEYS else set())
+    unknown = set(obj) - allowed
     if unknown:
-        raise ProtocolError(
-            f"unknown fields {sorted(unknown)}; expected {sorted(allowed | optional)}"
-        )
-    missing = {f for f in allowed if f not in obj}
+        raise ProtocolError(f"unknown fields {sorted(unknown)}; expected {sorted(allowed)}")
+    missing = {f for f in required if f not in obj}
     if missing:
         raise ProtocolError(f"missing fields {sorted(missing)}")
     keys = _json_ints(obj[key_field], key_field) if key_field else None
@@ -107,11 +162,8 @@ def decode_json(body: bytes | str, kind: int) -> Message:
         a = _json_floats(obj[value_fields[0]], value_fields[0])
         b = _json_floats(obj[value_fields[1]], value_fields[1])
         values = (a, b)
-    worker_id = _json_uint(obj, "worker_id", _UINT32_LIMIT)
-    seq = _json_uint(obj, "seq", 1 << 64) or 0
-    if seq and worker_id is None:
-        raise ProtocolError("'seq' needs a 'worker_id'")
-    return Message(kind, keys, values, worker_id, seq, _json_merge(obj, kind, spec))
+    return Message(kind, keys, values, _json_origin(obj) if kind == PUSH else None,
+                   _json_merge(obj, kind, spec))
 
 
 def _json_merge(obj: dict[str, Any], kind: int, spec: tuple[tuple[str, bool], ...]
@@ -142,6 +194,6 @@ def to_json(kind: int, keys: Any = None, values: tuple[Any, Any] | None = None,
     if merge is not None and kind == KEYS:
         out["versions"] = True
     elif merge is not None:
-        for (name, u32), arr in zip(_MERGE_SECTIONS[kind], merge, strict=True):
+        for (name, u32), arr in zip(MERGE_SECTIONS[kind], merge, strict=True):
             out[name] = np.asarray(arr, dtype=np.int64 if u32 else np.float64).tolist()
     return out

@@ -40,7 +40,7 @@ import numpy as np
 from ftrl_ps.core.ftrl import FTRLParams, fit_compact
 from ftrl_ps.data.batch import Batch
 from ftrl_ps.data.libsvm import LibsvmReader, split_ranges
-from ftrl_ps.data.minibatch import minibatches
+from ftrl_ps.data.minibatch import minibatches, slice_rows
 from ftrl_ps.data.prefetch import prefetch
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.training import TrainReport
@@ -56,7 +56,6 @@ __all__ = [
     "WorkerReport",
     "read_share",
     "share_of",
-    "warm_up",
 ]
 
 
@@ -68,7 +67,7 @@ class ParamClient(Protocol):
     def pull_versioned(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
 
     def push(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray,
-             merge: Any = None) -> Any: ...
+             merge: Any = None, **progress: Any) -> Any: ...
 
     def clock(self, stats: dict[str, Any] | None = None) -> Any: ...
 
@@ -175,7 +174,16 @@ class Worker:
         self._sending: _InFlight | None = None
         self.rows_applied = 0  # rows whose push (and tick) the shards acknowledged
         self.report = WorkerReport()
+        #: input rows to pass over before training (a restarted worker's position)
+        self.skip_rows = 0
+        self._resumed_rows, self._resumed_loss = 0, 0.0
         self._started = time.perf_counter()
+
+    def resume(self, position: int, loss_sum: float) -> None:
+        """Continue after ``position`` rows already trained and pushed (by an
+        earlier process of the same worker index, see docs/durability.md)."""
+        self.skip_rows = self.report.rows = self._resumed_rows = int(position)
+        self.report.loss_sum = self._resumed_loss = float(loss_sum)
 
     # -- rounds ----------------------------------------------------------
     def _open(self, parts: list[Batch]) -> WorkingSet:
@@ -239,7 +247,9 @@ class Worker:
             cfg.push_step, cfg.num_workers, cfg.dense_fraction,
             np.dtype(getattr(self.client, "dtype", np.float64)))
         self._sync()
-        self._sending = _InFlight(self._send, todo.keys, delta_n, delta_z, merge, self.stats())
+        progress = {"position": self.report.rows, "loss_sum": self.report.loss_sum}
+        self._sending = _InFlight(self._send, todo.keys, delta_n, delta_z, merge, self.stats(),
+                                  progress)
         self._sending.rows = self.report.rows
         if rnd is not None:
             rnd.mark_pushed(None if part is None else part.keys)
@@ -250,8 +260,8 @@ class Worker:
         self._since_push = 0
 
     def _send(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray, merge: Any,
-              stats: dict[str, Any]) -> None:
-        self.client.push(keys, delta_n, delta_z, *(() if merge is None else (merge,)))
+              stats: dict[str, Any], progress: dict[str, Any]) -> None:
+        self.client.push(keys, delta_n, delta_z, *(() if merge is None else (merge,)), **progress)
         if self.straggler is not None and self.straggler.before_tick():
             self.report.straggles += 1
             self.report.straggle_seconds += self.straggler.config.delay
@@ -270,11 +280,23 @@ class Worker:
         """Progress sent with every clock tick (shard 0 shows it: status, dashboard, metrics)."""
         elapsed = max(time.perf_counter() - self._started, 1e-9)
         r = self.report
-        return {"rows": r.rows, "loss_sum": r.loss_sum, "rows_per_second": r.rows / elapsed,
+        rows = r.rows - self._resumed_rows  # this process's: an earlier one reported the rest
+        return {"rows": rows, "loss_sum": r.loss_sum - self._resumed_loss,
+                "rows_per_second": rows / elapsed,
                 "pushes": r.pushes, "pulls": r.pulls, "keys_pushed": r.keys_pushed,
                 "keys_pulled": r.keys_pulled, "wait_seconds": r.wait_seconds}
 
     # -- training --------------------------------------------------------
+    def _skipping(self, batches: Iterator[Batch]) -> Iterator[Batch]:
+        """``batches`` without their first :attr:`skip_rows` rows (counted down)."""
+        for batch in batches:
+            if self.skip_rows >= batch.rows:
+                self.skip_rows -= batch.rows
+                continue
+            if self.skip_rows:
+                batch, self.skip_rows = slice_rows(batch, self.skip_rows, batch.rows), 0
+            yield batch
+
     def _rounds(self, batches: Iterator[Batch]) -> Iterator[list[Batch]]:
         round_: list[Batch] = []
         for mb in batches:
@@ -290,6 +312,8 @@ class Worker:
 
         The last push may still be in flight on return; :meth:`push` waits for it.
         """
+        if self.skip_rows:
+            batches = self._skipping(batches)
         for parts in self._rounds(minibatches(batches, self.config.batch_size)):
             self.train_round(parts)
 
@@ -368,32 +392,3 @@ def share_of(path: str | os.PathLike[str], worker_index: int, num_workers: int) 
         raise ConfigError(f"worker index {worker_index} not in [0, {num_workers})")
     return split_ranges(path, num_workers)[worker_index]
 
-
-def warm_up() -> None:
-    """Load (or compile) every numba kernel a worker calls, on tiny inputs.
-
-    A launcher that forks its workers calls this once before forking, so the
-    children do not each load the kernels again.
-    """
-    from ftrl_ps.data.libsvm import LibsvmReader as _Reader
-
-    class _Null:
-        def pull(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            return np.zeros(keys.size, np.float32), np.zeros(keys.size, np.float32)
-
-        def pull_versioned(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-            return (*self.pull(keys), np.zeros(keys.size, np.uint32))
-
-        def push(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray,
-                 merge: Any = None) -> None:
-            return None
-
-        def clock(self, stats: dict[str, Any] | None = None) -> None:
-            return None
-
-    import io
-
-    data = io.BytesIO(b"1 1:1 3:0.5\n0 2:1\n1 2:1\n")
-    worker = Worker(_Null(), 4, FTRLParams(), WorkerConfig(batch_size=1, fetch_step=2, push_step=1))
-    worker.train_batches(iter(_Reader(data, 4)))
-    worker.push()

@@ -22,7 +22,8 @@ from ftrl_ps.ps.auth import resolve_token
 from ftrl_ps.ps.straggle import StraggleConfig, Straggler
 from ftrl_ps.ps.waiting import wait_until_ready
 
-__all__ = ["WorkerOptions", "params_with_defaults", "parse_urls", "run_worker", "worker_config"]
+__all__ = ["WorkerOptions", "adopt_model", "params_with_defaults", "parse_urls", "run_worker",
+           "worker_config"]
 
 log = logging.getLogger("ftrl_ps.worker")
 
@@ -77,6 +78,9 @@ class WorkerOptions:
     chunk_mb: int = 4
     #: ``--input -`` (a stream): push at least this often (seconds)
     push_interval: float = 0.5
+    state_dir: str | None = None
+    retry_seconds: float = 120.0
+    supersede: bool = False
     #: fault injection for experiments (ftrl_ps.ps.straggle): sleep before a tick
     straggle_prob: float = 0.0
     straggle_delay: float = 0.0
@@ -118,6 +122,30 @@ class WorkerOptions:
             raise ConfigError(
                 f"--worker-index {self.worker_index} must be in [0, {self.num_workers})"
             )
+        if self.retry_seconds < 0:
+            raise ConfigError(f"--retry-seconds must be >= 0, got {self.retry_seconds}")
+
+
+def adopt_model(options: WorkerOptions, model: dict[str, Any]) -> dict[str, Any]:
+    """The servers' model settings (``/v1/status`` ``model``), checked against the
+    worker's explicit flags: a flag that differs is a ConfigError.
+
+    >>> m = {"bits": 20, "dtype": "float32", "params": {"alpha": 0.1, "beta": 1.0,
+    ...      "l1": 1.0, "l2": 1.0}}
+    >>> adopt_model(WorkerOptions("u", "f", 1, alpha=0.1), m)["params"]["alpha"]
+    0.1
+    """
+    given = {"bits": options.bits, "dtype": options.dtype, "alpha": options.alpha,
+             "beta": options.beta, "l1": options.l1, "l2": options.l2}
+    held = {"bits": model["bits"], "dtype": model["dtype"], **model["params"]}
+    clash = [f"--{k.replace('_', '-')} {v} (the servers have {held[k]})"
+             for k, v in given.items() if v is not None and v != held[k]]
+    if clash:
+        raise ConfigError(
+            "the servers own the model; " + ", ".join(clash)
+            + " differ: drop these flags or restart the servers with them"
+        )
+    return model
 
 
 def worker_config(options: WorkerOptions) -> Any:
@@ -181,39 +209,53 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         return streamed
     urls = parse_urls(options.server)
     cfg = worker_config(options)
-    params = params_with_defaults(
-        alpha=options.alpha, beta=options.beta, l1=options.l1, l2=options.l2
-    )
     index_wanted = options.worker_index
     started = None
     if options.split == "shares" and index_wanted is not None and options.bits is not None:
         # parse the first chunks while the servers start up / answer
         started = read_share(options.input, share_of(options.input, index_wanted,
                                                      options.num_workers), options.bits, cfg)
-    with PSClient(urls, token=resolve_token(options.token)) as client:
+    with PSClient(urls, token=resolve_token(options.token), state_dir=options.state_dir,
+                  retry_seconds=options.retry_seconds) as client:
+        params = _model_params(options, client.server_model)
         server_layout = client.layout
         layout = Layout(
             bits=options.bits if options.bits is not None else server_layout.bits,
             group_size=server_layout.group_size,
             num_shards=len(urls),
         )
+        finished = _finished_indices(client.status().get("clock") or {})
+        if (index_wanted in finished if index_wanted is not None
+                else len(finished) >= options.num_workers):
+            log.warning(
+                "worker %s: the servers say this share was already trained (a run restored "
+                "from its checkpoints?); nothing to do. For a new run, start the servers "
+                "on an empty --checkpoint-dir", "auto" if index_wanted is None else index_wanted)
+            result = {"worker_index": index_wanted, "rows": 0, "already_finished": True}
+            write_json(options.metrics_json, result)
+            return result
         # the servers decide how pushes are merged (servers without the setting sum)
         cfg = replace(cfg, merge_rule=str(client.server_settings.get("merge_rule", "sum")))
-        client.register(index_wanted, options.num_workers, layout)
+        client.register(index_wanted, options.num_workers, layout, supersede=options.supersede)
         index = client.worker_index if client.worker_index is not None else index_wanted
         assert index is not None
         client.start_heartbeat()
         straggle = options.straggle()
         worker = Worker(client, layout.bits, params, cfg,
                         Straggler(straggle, index) if straggle.enabled else None)
+        resumed, loss_sum = client.resume_point()
+        if resumed:
+            worker.resume(resumed, loss_sum)
+            log.info("worker %d: resuming after %s rows already pushed", index, f"{resumed:,}")
         began = time.time()
-        if options.split == "units":
+        if options.split == "units":  # the work queue knows what is left: skip nothing
+            worker.skip_rows = 0
             _train_units(worker, client, index, options)
             report = worker.report
         else:
             byte_range = share_of(options.input, index, options.num_workers)
-            if index != index_wanted:
-                started = None  # not the share begun above (dropping it stops its thread)
+            if index != index_wanted or resumed:
+                started = None  # not the share begun above, or read again and skipped
             report = worker.run(options.input, byte_range, started=started)
         ended = time.time()
         client.finish()
@@ -240,6 +282,26 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         "straggles": report.straggles,
         "started_at": began,  # wall clock (epoch seconds) of the first and the last step
         "finished_at": ended,
+        "resumed_rows": resumed,
+        "stream_totals": [[c, f"{d:016x}"] for c, d in client.stream_totals()],
     }
     write_json(options.metrics_json, result)
     return result
+
+
+def _finished_indices(clock: dict[str, Any]) -> set[int]:
+    """Worker indices whose newest registration has finished (``/v1/status`` clock)."""
+    latest: dict[int, dict[str, Any]] = {}
+    for w in clock.get("workers", []):
+        if w["index"] not in latest or w["worker_id"] > latest[w["index"]]["worker_id"]:
+            latest[w["index"]] = w
+    return {i for i, w in latest.items() if w.get("state") == "finished"}
+
+
+def _model_params(options: WorkerOptions, model: dict[str, Any] | None) -> FTRLParams:
+    """The servers' hyper-parameters (checked against the flags), or for servers that
+    do not report them, the flags'."""
+    if model is not None:
+        return FTRLParams(**adopt_model(options, model)["params"])
+    return params_with_defaults(alpha=options.alpha, beta=options.beta, l1=options.l1,
+                                l2=options.l2)

@@ -116,6 +116,24 @@ class WorkQueue:
         with self._lock:
             self._progress(worker_index, progress)
 
+    def state(self) -> dict[str, Any] | None:
+        """Everything to restore the queue from a checkpoint (None: no plan)."""
+        with self._lock:
+            if self._plan_id is None:
+                return None
+            return {"plan_id": self._plan_id, "units": self._units, "state": self._state,
+                    "owner": self._owner, "rows": self._rows}
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        """Take back a :meth:`state` (a shard restarted from its checkpoint)."""
+        with self._lock:
+            self._plan_id = str(saved["plan_id"])
+            self._units = [dict(u) for u in saved["units"]]
+            self._state = list(saved["state"])
+            self._owner = list(saved["owner"])
+            self._rows = [int(r) for r in saved["rows"]]
+            self._cursor = 0
+
     def summary(self) -> dict[str, Any]:
         """Counts for the status page."""
         with self._lock:

@@ -3,26 +3,30 @@
 Run exactly ONE process per shard: the parameters live in this process's
 memory, so several uvicorn workers would each hold a different copy.
 
-Routes (OpenAPI schema at ``/openapi.json``, docs at ``/docs``)::
+Routes (OpenAPI schema at ``/openapi.json``, docs at ``/docs``). With a token,
+every route but ``/health`` and ``/ready`` requires it (reads and docs too)::
 
     POST /v1/pull                      keys -> n, z
     POST /v1/pull-groups               group ids -> keys, n, z
-    POST /v1/push                      keys, delta_n, delta_z (+ worker id, seq)   [auth]
-    GET  /v1/state                     every touched key with n, z (binary dump)
-    GET  /v1/changes?since=V           touched keys of groups written since V      [auth]
-    POST /v1/workers                   register (shard 0)                          [auth]
-    POST /v1/workers/{id}/clock        tick + SSP wait (shard 0)                   [auth]
-    POST /v1/workers/{id}/wait         SSP wait (shard 0)                          [auth]
-    POST /v1/workers/{id}/heartbeat    (shard 0)                                   [auth]
-    POST /v1/workers/{id}/finish       (shard 0)                                   [auth]
-    POST /v1/work/plan                 load the plan of input units (shard 0)      [auth]
-    POST /v1/work/next                 finished units in, next unit out (shard 0)  [auth]
-    POST /v1/work/progress             rows of held units applied (shard 0)        [auth]
+    POST /v1/push                      keys, delta_n, delta_z (+ worker, epoch, seq...)
+    GET  /v1/state                     every touched key with n, z (streamed)
+    GET  /v1/changes?since=V           touched keys of groups written since V
+    POST /v1/workers                   register (shard 0)
+    POST /v1/workers/{id}/clock        tick + SSP wait (shard 0)
+    POST /v1/workers/{id}/wait         SSP wait (shard 0)
+    POST /v1/workers/{id}/heartbeat    (shard 0)
+    POST /v1/workers/{id}/finish       (shard 0)
+    POST /v1/streams/{index}           claim an epoch: the index's push record
+    GET  /v1/streams                   every push record
+    POST /v1/work/plan                 load the plan of input units (shard 0)
+    POST /v1/work/next                 finished units in, next unit out (shard 0)
+    POST /v1/work/progress             rows of held units applied (shard 0)
     GET  /v1/work                      units pending, assigned, done (shard 0)
     GET  /v1/status                    JSON overview
-    GET  /health                       liveness
-    GET  /metrics                      Prometheus metrics (server/shard_metrics.py) [auth]
-    GET  /dashboard                    live dashboard page (its data: /v1/dashboard [auth])
+    GET  /health                       liveness (no token)
+    GET  /ready                        readiness: state restored, serving (no token)
+    GET  /metrics                      Prometheus metrics (server/shard_metrics.py)
+    GET  /dashboard                    live dashboard page (its data: /v1/dashboard)
 
 Example (in-process, no network):
 
@@ -49,12 +53,15 @@ from ftrl_ps.server import (
     routes_changes,
     routes_params,
     routes_status,
+    routes_streams,
     routes_work,
     routes_workers,
 )
+from ftrl_ps.server.deps import AuthMiddleware
 from ftrl_ps.server.errors import install_error_handlers
 from ftrl_ps.server.limits import BodyLimitMiddleware
 from ftrl_ps.server.observability import observe
+from ftrl_ps.server.openapi import install_openapi
 
 __all__ = ["create_app"]
 
@@ -87,11 +94,17 @@ def create_app(
     )
     app.state.ftrl = state
     install_error_handlers(app)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,
+                       body_timeout=settings.body_timeout,
+                       max_json_depth=settings.max_json_depth)
+    app.add_middleware(AuthMiddleware, token=settings.token)  # outermost: before any body
     app.include_router(routes_params.router)
-    app.include_router(routes_workers.router)
+    # other shards answer the worker routes with 400 naming shard 0; not in their schema
+    app.include_router(routes_workers.router, include_in_schema=settings.is_clock_authority)
+    app.include_router(routes_streams.router)
     app.include_router(routes_status.router)
     app.include_router(routes_work.router)
     app.include_router(routes_changes.router)
+    install_openapi(app)
     observer = observe(app, state, peers)  # /metrics, /dashboard and their data
     return app

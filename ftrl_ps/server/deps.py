@@ -1,8 +1,9 @@
 """FastAPI dependencies and content negotiation shared by the routers.
 
 * ``StateDep`` — the shard's :class:`~ftrl_ps.ps.state.ServerState`.
-* ``AuthDep`` — requires ``Authorization: Bearer <token>`` when a token is set
-  (every state-changing route uses it; reads are open).
+* :class:`AuthMiddleware` — with a token, every request but ``/health`` and
+  ``/ready`` needs ``Authorization: Bearer <token>`` (reads, ``/docs`` and
+  ``/openapi.json`` included); ``AuthDep`` is the same check as a dependency.
 * ``BodyDep`` — the raw request body (its size is capped by
   :class:`~ftrl_ps.server.limits.BodyLimitMiddleware`).
 * :func:`decode_body` / :func:`encode_response` — binary or JSON by
@@ -22,10 +23,14 @@ from fastapi.responses import JSONResponse, Response
 
 from ftrl_ps.errors import AuthError, ProtocolError
 from ftrl_ps.ps import wire
+from ftrl_ps.ps.http_status import error_payload, status_for
 from ftrl_ps.ps.state import ServerState
 
 __all__ = [
+    "OPEN_PATHS",
+    "OPEN_PREFIXES",
     "AuthDep",
+    "AuthMiddleware",
     "BodyDep",
     "StateDep",
     "decode_body",
@@ -44,16 +49,54 @@ def get_state(request: Request) -> ServerState:
 StateDep = Annotated[ServerState, Depends(get_state)]
 
 
-def require_token(request: Request, state: StateDep) -> None:
-    """Raise AuthError unless the request carries the configured bearer token."""
-    token = state.settings.token
+#: the only routes that answer without the token: liveness and readiness probes, and
+#: the dashboard's static page (HTML/JS/CSS, no data: its feed needs the token) with
+#: the page's question whether it must ask for a token
+OPEN_PATHS = frozenset({"/health", "/ready", "/dashboard", "/v1/dashboard/auth"})
+OPEN_PREFIXES = ("/dashboard/",)
+
+
+def check_bearer(header: str, token: str | None) -> None:
+    """Raise AuthError unless ``header`` (an Authorization value) names ``token``."""
     if token is None:
         return
-    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    scheme, _, value = header.partition(" ")
     if scheme.lower() != "bearer" or not value.strip():
         raise AuthError("this server requires 'Authorization: Bearer <token>'")
     if not hmac.compare_digest(value.strip().encode(), token.encode()):
         raise AuthError("wrong bearer token")
+
+
+def require_token(request: Request, state: StateDep) -> None:
+    """Raise AuthError unless the request carries the configured bearer token."""
+    check_bearer(request.headers.get("authorization", ""), state.settings.token)
+
+
+class AuthMiddleware:
+    """Pure ASGI: 401 for every request but :data:`OPEN_PATHS` without the token."""
+
+    def __init__(self, app: Any, token: str | None) -> None:
+        self.app = app
+        self.token = token
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        path = scope.get("path", "")
+        if (scope["type"] != "http" or self.token is None or path in OPEN_PATHS
+                or path.startswith(OPEN_PREFIXES)):
+            await self.app(scope, receive, send)
+            return
+        header = ""
+        for name, value in scope.get("headers", ()):
+            if name == b"authorization":
+                header = value.decode("latin-1")
+        try:
+            check_bearer(header, self.token)
+        except AuthError as exc:
+            body = JSONResponse(error_payload(exc), status_code=status_for(exc),
+                                headers={"WWW-Authenticate": "Bearer"})
+            await body(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
 
 AuthDep = Depends(require_token)

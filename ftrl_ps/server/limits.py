@@ -1,4 +1,5 @@
-"""Request body size limit (413) as a small pure-ASGI middleware.
+"""Request body limits as a small pure-ASGI middleware: size (413), stalls (408),
+JSON nesting depth (400).
 
 * A ``Content-Length`` above the limit is refused at once: the body is never
   handed to the app. The middleware reads and discards (never stores) up to
@@ -10,18 +11,45 @@
   :class:`~ftrl_ps.errors.PayloadTooLargeError`, and whatever answer the app
   then produces is replaced by the 413.
 
+* Every read of the body must arrive within ``body_timeout`` seconds, else
+  the answer is 408 (:class:`~ftrl_ps.errors.RequestTimeoutError`) and the
+  connection is closed: a slow or stalled sender cannot hold a connection.
+* A body that is not binary (JSON, or no Content-Type) is read whole first and
+  its nesting depth measured without parsing it (:func:`json_depth`); deeper
+  than ``max_json_depth`` is 400 before any parser sees it.
+
 The answer's status and JSON body come from :mod:`ftrl_ps.ps.http_status`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 from typing import Any
 
-from ftrl_ps.errors import PayloadTooLargeError
-from ftrl_ps.ps.http_status import error_payload, status_for
+import numpy as np
 
-__all__ = ["DRAIN_LIMIT", "BodyLimitMiddleware"]
+from ftrl_ps.errors import FTRLPSError, PayloadTooLargeError, ProtocolError, RequestTimeoutError
+from ftrl_ps.ps.http_status import error_payload, status_for
+from ftrl_ps.ps.wire import BINARY_MEDIA_TYPE
+
+__all__ = ["DRAIN_LIMIT", "BodyLimitMiddleware", "json_depth"]
+
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+
+
+def json_depth(body: bytes) -> int:
+    """Deepest ``[``/``{`` nesting of a JSON text, without parsing it (strings
+    are blanked first; linear time, numpy).
+
+    >>> json_depth(b'{"a": [1, [2, "]]]"]]}'), json_depth(b"3")
+    (3, 0)
+    """
+    flat = np.frombuffer(_STRING.sub(b'""', body), dtype=np.uint8)
+    step = (np.isin(flat, (0x5B, 0x7B)).astype(np.int32)
+            - np.isin(flat, (0x5D, 0x7D)).astype(np.int32))
+    return int(np.cumsum(step).max()) if step.size else 0
 
 #: most bytes of an oversized body read and thrown away before answering 413
 DRAIN_LIMIT = 256 << 20
@@ -43,9 +71,12 @@ def _content_length(scope: Scope) -> int | None:
 class BodyLimitMiddleware:
     """Answer 413 to request bodies larger than ``max_bytes``."""
 
-    def __init__(self, app: Any, max_bytes: int) -> None:
+    def __init__(self, app: Any, max_bytes: int, body_timeout: float = 30.0,
+                 max_json_depth: int = 32) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.body_timeout = body_timeout
+        self.max_json_depth = max_json_depth
 
     def _error(self, size: int | None) -> PayloadTooLargeError:
         what = f"{size} bytes" if size is not None else "the request body"
@@ -54,8 +85,9 @@ class BodyLimitMiddleware:
             f"{what} exceed(s) the limit of {self.max_bytes} bytes ({mib:g} MiB)"
         )
 
-    async def _reject(self, send: Any, size: int | None) -> None:
-        exc = self._error(size)
+    async def _reject(self, send: Any, size: int | None,
+                      exc: FTRLPSError | None = None) -> None:
+        exc = exc if exc is not None else self._error(size)
         body = json.dumps(error_payload(exc)).encode()
         await send(
             {
@@ -70,25 +102,49 @@ class BodyLimitMiddleware:
         )
         await send({"type": "http.response.body", "body": body})
 
+    async def _receive(self, receive: Any) -> Message:
+        """One body message, or RequestTimeoutError after ``body_timeout`` seconds."""
+        try:
+            message: Message = await asyncio.wait_for(receive(), self.body_timeout)
+        except TimeoutError:
+            raise RequestTimeoutError(
+                f"the request body stalled for {self.body_timeout:g} s"
+            ) from None
+        return message
+
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        try:
+            await self._guarded(scope, receive, send)
+        except RequestTimeoutError as exc:
+            await self._reject(send, None, exc)
+
+    async def _guarded(self, scope: Scope, receive: Any, send: Any) -> None:
         declared = _content_length(scope)
         if declared is not None and declared > self.max_bytes:
             if declared <= DRAIN_LIMIT:
                 await self._drain(receive)
             await self._reject(send, declared)
             return
+        if declared != 0 and _content_type(scope) != BINARY_MEDIA_TYPE:
+            await self._buffered(scope, receive, send)
+            return
 
         total = 0
         exceeded = False
         started = False
+        body_done = False
 
         async def limited_receive() -> Message:
-            nonlocal total, exceeded
-            message: Message = await receive()
+            nonlocal total, exceeded, body_done
+            if body_done:  # e.g. a streaming answer waiting for a disconnect
+                message: Message = await receive()
+                return message
+            message = await self._receive(receive)
             if message["type"] == "http.request":
+                body_done = not message.get("more_body", False)
                 total += len(message.get("body", b""))
                 if total > self.max_bytes:
                     exceeded = True
@@ -108,18 +164,58 @@ class BodyLimitMiddleware:
 
         try:
             await self.app(scope, limited_receive, guarded_send)
-        except PayloadTooLargeError:
+        except (PayloadTooLargeError, RequestTimeoutError) as exc:
             if started:
                 raise
-            await self._reject(send, None)
+            await self._reject(send, None, exc)
 
-    @staticmethod
-    async def _drain(receive: Any) -> None:
+    async def _buffered(self, scope: Scope, receive: Any, send: Any) -> None:
+        """Read a non-binary body whole, check its JSON depth, then run the app on it."""
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            message = await self._receive(receive)
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunks.append(message.get("body", b""))
+            total += len(chunks[-1])
+            if total > self.max_bytes:
+                await self._reject(send, None)
+                return
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        depth = json_depth(body)
+        if depth > self.max_json_depth:
+            await self._reject(send, None, ProtocolError(
+                f"the JSON body is nested {depth} levels deep; the limit is "
+                f"{self.max_json_depth}"))
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            message: Message = await receive()
+            return message
+
+        await self.app(scope, replay, send)
+
+    async def _drain(self, receive: Any) -> None:
         read = 0
         while read <= DRAIN_LIMIT:
-            message = await receive()
+            message = await self._receive(receive)
             if message["type"] != "http.request":
                 return
             read += len(message.get("body", b""))
             if not message.get("more_body", False):
                 return
+
+
+def _content_type(scope: Scope) -> str:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-type":
+            return str(value.decode("latin-1").split(";", 1)[0].strip().lower())
+    return ""

@@ -50,6 +50,14 @@ so that its dashboard shows their keys and load. The rest is
     registration_timeout: float = 60.0
     clock_wait_timeout: float = 5.0
     merge_rule: str = DEFAULT_RULE
+    alpha: float = 0.1
+    beta: float = 1.0
+    l1: float = 1.0
+    l2: float = 1.0
+    checkpoint_dir: str | None = None
+    checkpoint_interval: float = 30.0
+    max_exports: int = 2
+    body_timeout: float = 30.0
     #: URLs of shards 1..M-1 (comma-separated), for shard 0's dashboard
     peers: str | None = None
 
@@ -78,6 +86,14 @@ so that its dashboard shows their keys and load. The rest is
             max_body_mb=self.max_body_mb,
             init_model=self.init_model,
             merge_rule=self.merge_rule,
+            alpha=self.alpha,
+            beta=self.beta,
+            l1=self.l1,
+            l2=self.l2,
+            checkpoint_dir=self.checkpoint_dir,
+            checkpoint_interval=self.checkpoint_interval,
+            max_exports=self.max_exports,
+            body_timeout=self.body_timeout,
         )
 
 

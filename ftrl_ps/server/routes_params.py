@@ -8,11 +8,15 @@ parallel.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 from fastapi import APIRouter, Request
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 
+from ftrl_ps.errors import UnavailableError
 from ftrl_ps.ps import wire
 from ftrl_ps.server.deps import (
     AuthDep,
@@ -21,6 +25,7 @@ from ftrl_ps.server.deps import (
     decode_body,
     encode_response,
     request_is_json,
+    response_is_json,
 )
 
 __all__ = ["router"]
@@ -41,6 +46,16 @@ def _doc(example: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _sorted_if_json(request: Request, ids: Any) -> tuple[np.ndarray, np.ndarray | None]:
+    """JSON bodies may list ids in any order: ``(sorted ids, their positions in
+    the request)``; binary ones stay as sent (the store checks their order)."""
+    arr = np.asarray(ids)
+    if arr.size < 2 or not request_is_json(request) or bool((np.diff(arr) > 0).all()):
+        return arr, None
+    order = np.argsort(arr, kind="stable")
+    return arr[order], order
+
+
 @router.post(
     "/pull",
     summary="n and z of sorted unique keys",
@@ -48,12 +63,15 @@ def _doc(example: dict[str, Any]) -> dict[str, Any]:
     openapi_extra=_doc({"keys": [1, 5, 1024]}),
 )
 def pull(request: Request, state: StateDep, body: BodyDep) -> Response:
-    """Body: KEYS (binary) or ``{"keys": [...]}`` (optional ``worker_id`` counts
-    as a heartbeat; the merge flag or ``"versions": true`` asks for the keys'
-    versions too). Answer: VALUES or ``{"n": [...], "z": [...]}``."""
+    """Body: KEYS (binary: sorted unique keys) or ``{"keys": [...]}`` (unique keys
+    in any order; the merge flag or ``"versions": true`` asks for the keys'
+    versions too). Answer: VALUES or ``{"n": [...], "z": [...]}``, in the
+    request's key order."""
     msg = decode_body(request, body, wire.KEYS)
-    state.touch(msg.worker_id)
-    n, z, versions = state.store.pull_versioned(msg.keys)
+    keys, order = _sorted_if_json(request, msg.keys)
+    n, z, versions = state.store.pull_versioned(keys)
+    if order is not None:
+        n[order], z[order], versions[order] = n.copy(), z.copy(), versions.copy()
     return encode_response(
         request, wire.VALUES, None, (n, z), default_json=request_is_json(request),
         dtype=state.store.dtype, merge=None if msg.merge is None else (versions,),
@@ -67,10 +85,10 @@ def pull(request: Request, state: StateDep, body: BodyDep) -> Response:
     openapi_extra=_doc({"groups": [0, 3]}),
 )
 def pull_groups(request: Request, state: StateDep, body: BodyDep) -> Response:
-    """Body: GROUPS or ``{"groups": [...]}`` (sorted unique group ids of this
-    shard). Answer: ENTRIES or ``{"keys", "n", "z"}``."""
+    """Body: GROUPS (sorted unique group ids of this shard) or ``{"groups":
+    [...]}`` (unique, any order). Answer: ENTRIES or ``{"keys", "n", "z"}``."""
     msg = decode_body(request, body, wire.GROUPS)
-    keys, n, z = state.store.pull_groups(msg.keys)
+    keys, n, z = state.store.pull_groups(_sorted_if_json(request, msg.keys)[0])
     return encode_response(
         request, wire.ENTRIES, keys, (n, z), default_json=request_is_json(request),
         dtype=state.store.dtype,
@@ -81,38 +99,86 @@ def pull_groups(request: Request, state: StateDep, body: BodyDep) -> Response:
     "/push",
     summary="add deltas to n and z",
     dependencies=[AuthDep],
-    openapi_extra=_doc({"keys": [1, 5], "delta_n": [0.25, 1.0], "delta_z": [-0.5, 2.0],
-                        "worker_id": 0, "seq": 1}),
+    openapi_extra=_doc({"keys": [1, 5], "delta_n": [0.25, 1.0], "delta_z": [-0.5, 2.0]}),
 )
 def push(request: Request, state: StateDep, body: BodyDep) -> dict[str, object]:
-    """Body: PUSH or ``{"keys", "delta_n", "delta_z"[, "worker_id", "seq"]}``.
+    """Body: PUSH or ``{"keys", "delta_n", "delta_z"[, "worker", "epoch", "seq",
+    "prev_seq", "position"]}``.
 
-    A push carrying ``(worker_id, seq)`` that this shard already applied is
-    acknowledged with ``"applied": false`` and not applied again. A push with
-    merge sections (versions pulled, rows, rho) is merged by the ``compose``
-    rule (:mod:`ftrl_ps.ps.merge`), one without is added as it is.
+    A push with worker fields is applied exactly once (docs/durability.md): a
+    retry of an applied push is acknowledged with ``"applied": false``; a
+    superseded or unknown epoch, a reused seq or a gap (``PushGapError``: the
+    shard lacks earlier pushes) is a 409.
     """
-    msg = decode_body(request, body, wire.PUSH)
-    state.touch(msg.worker_id)
-    merge = None if msg.merge is None else (msg.merge[0], msg.merge[1], msg.merge[2])
-    applied = state.dedup.apply(
-        msg.worker_id, msg.seq,
-        lambda: state.store.push(msg.keys, msg.delta_n, msg.delta_z, merge),
-    )
-    assert msg.keys is not None
-    return {"applied": applied, "keys": int(msg.keys.size), "seq": msg.seq}
+    return state.push(decode_body(request, body, wire.PUSH))
+
+
+#: keys per message of a state export (bounded memory per export)
+STATE_CHUNK_KEYS = 1 << 16
+NDJSON_MEDIA_TYPE = "application/x-ndjson"
 
 
 @router.get(
     "/state",
-    summary="every touched key of this shard with n and z (to save a model)",
-    response_class=Response,
+    summary="every touched key of this shard with n and z (to save a model), streamed",
+    response_class=StreamingResponse,
+    responses={200: {"content": {
+        wire.BINARY_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}},
+        NDJSON_MEDIA_TYPE: {"schema": {"type": "string"}},
+    }, "description": "ENTRIES messages, the last one empty"}},
 )
-def dump_state(request: Request, state: StateDep) -> Response:
-    """Answer: ENTRIES (binary, the default) or JSON ``{"keys", "n", "z"}`` when
-    ``Accept: application/json``."""
-    keys, n, z = state.store.dump()
-    return encode_response(
-        request, wire.ENTRIES, keys, (n, z), default_json=False, dtype=state.store.dtype
-    )
+def dump_state(request: Request, state: StateDep) -> StreamingResponse:
+    """Answer: a stream of ENTRIES messages of at most 65,536 keys each, in key
+    order, ended by an empty one (so a cut answer is detected); with ``Accept:
+    application/json`` (or ``application/x-ndjson``) one JSON object
+    ``{"keys", "n", "z"}`` per line instead. Memory stays at one chunk per
+    export; at most ``max_exports`` run at once, more get 503 (retry)."""
+    if not state.exports.acquire(blocking=False):
+        raise UnavailableError(
+            f"{state.settings.max_exports} state export(s) already running; retry later"
+        )
+    as_json = response_is_json(request, default_json=False) or (
+        NDJSON_MEDIA_TYPE in request.headers.get("accept", ""))
+    dtype = state.store.dtype
 
+    def chunks() -> Iterator[bytes]:
+        for keys, n, z in state.store.iter_touched(STATE_CHUNK_KEYS):
+            yield _entries(keys, n, z, as_json, dtype)
+        empty = np.zeros(0, dtype)
+        yield _entries(np.zeros(0, np.uint32), empty, empty, as_json, dtype)
+
+    media = NDJSON_MEDIA_TYPE if as_json else wire.BINARY_MEDIA_TYPE
+    return StreamingResponse(_Releasing(chunks(), state.exports.release), media_type=media)
+
+
+class _Releasing:
+    """An iterator that calls ``release`` once when exhausted, closed or collected
+    (also if the answer was never started, e.g. the client went away)."""
+
+    def __init__(self, it: Iterator[bytes], release: Any) -> None:
+        self._it, self._release = it, release
+
+    def __iter__(self) -> _Releasing:
+        return self
+
+    def __next__(self) -> bytes:
+        try:
+            return next(self._it)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        release, self._release = self._release, None
+        if release is not None:
+            release()
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def _entries(keys: np.ndarray, n: np.ndarray, z: np.ndarray, as_json: bool,
+             dtype: np.dtype) -> bytes:
+    if as_json:
+        return json.dumps(wire.to_json(wire.ENTRIES, keys, (n, z))).encode() + b"\n"
+    return wire.encode_entries(keys, n, z, dtype=dtype)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -33,23 +34,36 @@ def status(state: StateDep) -> dict[str, Any]:
         "layout": state.layout.to_dict(),
         "shard": {
             "index": settings.shard_index,
+            "pid": os.getpid(),
             "num_shards": settings.num_shards,
             "begin": store.begin,
             "end": store.end,
             "groups": [store.group_begin, store.group_end],
         },
         "dtype": settings.dtype,
+        "model": settings.model_dict(),
         "staleness": settings.staleness,
         "clock_authority": state.clock is not None,
         "clock": state.clock.snapshot() if state.clock is not None else None,
         "counters": counters,
         "initial_keys": state.initial_keys,
+        "restored_from": state.restored_from,
+        "checkpoint": state.checkpointer.status() if state.checkpointer is not None else None,
         "settings": settings.public_dict(),
         "uptime_s": round(time.time() - state.started_at, 3),
     }
 
 
-@router.get("/health", summary="liveness probe")
+@router.get("/ready", summary="readiness probe (no token needed)",
+            responses={503: {"description": "not ready yet"}})
+def ready(state: StateDep) -> dict[str, Any]:
+    """``{"status": "ready", ...}`` once the shard serves its restored state
+    (the restore happens before the server accepts connections)."""
+    return {"status": "ready", "shard": state.settings.shard_index,
+            "restored_from": state.restored_from}
+
+
+@router.get("/health", summary="liveness probe (no token needed)")
 def health(state: StateDep) -> dict[str, Any]:
     """``{"status": "ok", "shard": i}``."""
     return {"status": "ok", "shard": state.settings.shard_index}

@@ -16,8 +16,8 @@ from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from ftrl_ps.errors import LayoutMismatchError
 from ftrl_ps.ps.clock import SSPClock
-from ftrl_ps.ps.layout import Layout
 from ftrl_ps.ps.state import ServerState
 from ftrl_ps.server.deps import AuthDep, StateDep
 
@@ -37,9 +37,9 @@ class _Strict(BaseModel):
 class LayoutModel(_Strict):
     """The worker's view of the key layout; must equal the server's."""
 
-    bits: int
-    group_size: int
-    num_shards: int
+    bits: int = Field(ge=1, le=30)
+    group_size: int = Field(ge=1, le=1 << 30)
+    num_shards: int = Field(ge=1, le=1 << 16)
 
 
 class RegisterRequest(_Strict):
@@ -55,6 +55,11 @@ class RegisterRequest(_Strict):
         description="random id of this worker process: a retried registration with the "
         "same instance returns the same worker id",
     )
+    supersede: bool = Field(
+        default=False, description="replace a live registration of the same index (its "
+        "process is known to be gone): the old epoch is marked dead",
+    )
+    pid: int | None = Field(default=None, ge=0, description="the worker's process id")
 
 
 class ClockRequest(_Strict):
@@ -81,7 +86,8 @@ _EMPTY_WAIT = WaitRequest()
 
 
 class RegisterAnswer(BaseModel):
-    worker_id: int
+    worker_id: int = Field(description="the registration's epoch, never reused")
+    epoch: int
     worker_index: int
     clock: int
     staleness: int | None
@@ -100,11 +106,17 @@ class ClockAnswer(BaseModel):
 def register(req: RegisterRequest, state: StateDep) -> dict[str, Any]:
     """Check the worker's layout (409 on a mismatch) and give it a worker id."""
     clock = state.require_clock()
-    state.layout.check_same(Layout(**req.layout.model_dump()))
-    worker_id = clock.register(req.worker_index, req.num_workers, req.instance)
+    given, held = req.layout.model_dump(), state.layout.to_dict()
+    diffs = [f"{k}: worker has {given[k]}, server has {held[k]}" for k in held
+             if given.get(k) != held[k]]
+    if diffs:  # any difference is a mismatch (409), even fields that form no valid layout
+        raise LayoutMismatchError("layout mismatch (" + "; ".join(diffs) + ")")
+    worker_id = clock.register(req.worker_index, req.num_workers, req.instance,
+                               supersede=req.supersede, pid=req.pid)
     info = clock.worker(worker_id)
     return {
         "worker_id": worker_id,
+        "epoch": worker_id,
         "worker_index": info.index,
         "clock": info.clock,
         "staleness": clock.staleness,

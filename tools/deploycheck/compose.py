@@ -122,6 +122,12 @@ def check_compose(doc: Mapping[str, Any], variables: Mapping[str, str] | None = 
                             "from other containers")
         if la.options.token is None:
             problems.append(f"compose service {name}: no FTRL_PS_TOKEN")
+        if services[name].get("restart") not in ("on-failure", "always", "unless-stopped"):
+            problems.append(f"compose service {name}: a killed shard must come back "
+                            "(restart: on-failure)")
+        if la.options.checkpoint_dir is None:
+            problems.append(f"compose service {name}: no FTRL_PS_CHECKPOINT_DIR (a restarted "
+                            "shard would start empty)")
         health = services[name].get("healthcheck") or {}
         test = " ".join(str(t) for t in health.get("test") or [])
         if health.get("disable") or f":{la.options.port}/health" not in test:
@@ -173,7 +179,7 @@ def check_compose(doc: Mapping[str, Any], variables: Mapping[str, str] | None = 
                             "replicated (podman-compose starts one container otherwise)")
         if svc.get("restart") != "on-failure":
             problems.append(f"compose service {name}: restart should be on-failure")
-    problems += _check_compose_data(services, gens, workers, exports)
+    problems += _check_compose_data(services, gens, workers, exports, servers)
     return problems
 
 
@@ -198,7 +204,8 @@ def _check_serve(services: Mapping[str, Any], serves: Mapping[str, Launch]) -> l
 
 
 def _check_compose_data(services: Mapping[str, Any], gens: Mapping[str, Launch],
-                        workers: Mapping[str, Launch], exports: Mapping[str, Launch]) -> list[str]:
+                        workers: Mapping[str, Launch], exports: Mapping[str, Launch],
+                        servers: Mapping[str, Launch]) -> list[str]:
     problems = []
     gen_sources = {}
     for name, la in gens.items():
@@ -208,15 +215,23 @@ def _check_compose_data(services: Mapping[str, Any], gens: Mapping[str, Launch],
                             "writable volume")
         else:
             gen_sources[name] = src[0]
-    for name, la in {**workers, **exports}.items():
+    for name, la in {**servers, **workers, **exports}.items():
         mounts = _mounts(services[name])
-        paths = [la.options.input] if la.module == "worker" else [la.options.test]
+        attr = {"worker": "input", "export": "test"}.get(la.module)
+        paths = [getattr(la.options, attr)] if attr else []
         for path in filter(None, paths):
             src = _source_of(path, mounts)
             if src is None:
                 problems.append(f"compose service {name}: {path} is on no volume")
             elif gen_sources and src[0] not in gen_sources.values():
                 problems.append(f"compose service {name}: {path} is not on gen's volume")
+        written = [la.options.checkpoint_dir] if la.module == "server" and (
+            la.options.checkpoint_dir) else []
+        written += [la.options.state_dir] if la.module == "worker" and la.options.state_dir else []
+        for path in written:
+            src = _source_of(path, mounts)
+            if src is None or src[1]:
+                problems.append(f"compose service {name}: {path} is not on a writable volume")
         if la.module == "export":
             src = _source_of(la.options.model, mounts)
             if src is None or src[1]:

@@ -115,7 +115,8 @@ def _check_paths(where: str, la: Launch, container: Mapping[str, Any], pod: Mapp
     volumes = {v.get("name"): v for v in pod.get("volumes") or []}
     claim = None
     reads = {"worker": ["input"], "export": ["test"]}.get(la.module, [])
-    writes = {"export": ["model", "metrics_json"], "gen": ["outdir"]}.get(la.module, [])
+    writes = {"export": ["model", "metrics_json"], "gen": ["outdir"],
+              "server": ["checkpoint_dir"], "worker": ["state_dir"]}.get(la.module, [])
     for attr in reads + writes:
         path = getattr(la.options, attr, None)
         if not path or path == "-":

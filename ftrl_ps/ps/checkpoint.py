@@ -1,0 +1,254 @@
+"""Shard checkpoints: atomic, versioned, checksummed snapshots of one shard.
+
+``DIR/shard-<index>-<version>.ckpt`` (version 1, 2, 3, ...; the newest
+:data:`KEEP` are kept)::
+
+    "FTPSCKPT" | format u32
+    records    count u32 | keys u32[count] | n[count] | z[count]     (touched keys, in order)
+    end        count u32 = 0xFFFFFFFF
+    meta       JSON: layout, dtype, params, stream records, registry, key count, time
+    trailer    meta length u32 | crc32 of every byte before it u32 | "END."
+
+A snapshot is a consistent cut: pushes are held back (the shard's push
+barrier) while the touched state and the stream records are written, so the
+records' ``last_seq`` are exactly what ``n``/``z`` contain. The file is written
+under a temporary name, fsynced, renamed and the directory fsynced, so a
+reader sees a whole file or none. :func:`restore_latest` takes the newest file
+that passes every check and reports (and skips) partial or corrupt ones.
+See docs/durability.md, section 3.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import sys
+import threading
+import time
+import zlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+import numpy as np
+
+from ftrl_ps.errors import ConfigError, ModelFormatError
+
+if TYPE_CHECKING:
+    from ftrl_ps.ps.state import ServerState
+
+__all__ = ["KEEP", "Checkpointer", "checkpoint_files", "read_checkpoint", "restore_latest"]
+
+MAGIC, TAIL = b"FTPSCKPT", b"END."
+FORMAT = 1
+KEEP = 3
+_END = 0xFFFFFFFF
+_U32 = struct.Struct("<I")
+_TRAILER = struct.Struct("<II4s")
+
+
+def checkpoint_files(directory: str | os.PathLike[str], shard: int) -> list[tuple[int, Path]]:
+    """``(version, path)`` of the shard's checkpoint files, newest first."""
+    pattern = re.compile(rf"shard-{shard}-(\d+)\.ckpt$")
+    found = []
+    for path in Path(directory).glob(f"shard-{shard}-*.ckpt"):
+        m = pattern.match(path.name)
+        if m:
+            found.append((int(m.group(1)), path))
+    return sorted(found, reverse=True)
+
+
+class _CrcWriter:
+    def __init__(self, f: BinaryIO) -> None:
+        self.f, self.crc = f, 0
+
+    def write(self, data: bytes) -> None:
+        self.f.write(data)
+        self.crc = zlib.crc32(data, self.crc)
+
+
+def _records(state: ServerState) -> list[dict[str, Any]]:
+    return state.dedup.state()
+
+
+def write_checkpoint(state: ServerState, directory: Path, version: int) -> tuple[Path, Any]:
+    """Write version ``version`` of the shard's checkpoint; ``(path, stream records)``."""
+    settings = state.settings
+    dtype = state.store.dtype.newbyteorder("<")
+    final = directory / f"shard-{settings.shard_index}-{version:08d}.ckpt"
+    tmp = directory / f".{final.name}.tmp"
+    with open(tmp, "wb") as f:
+        out = _CrcWriter(f)
+        out.write(MAGIC + _U32.pack(FORMAT))
+        total = 0
+        with state.barrier.exclusive():  # a consistent cut: no push in between
+            for keys, n, z in state.store.iter_touched():
+                out.write(_U32.pack(keys.size) + keys.astype("<u4").tobytes()
+                          + n.astype(dtype).tobytes() + z.astype(dtype).tobytes())
+                total += keys.size
+            streams = _records(state)
+            clock = state.clock.state() if state.clock is not None else None
+            work = state.work.state() if state.clock is not None else None
+        out.write(_U32.pack(_END))
+        meta = json.dumps({
+            "format": FORMAT, "version": version, "shard_index": settings.shard_index,
+            "layout": settings.layout.to_dict(), "dtype": settings.dtype,
+            "params": settings.params.as_dict(), "keys": total, "created": time.time(),
+            "streams": streams, "clock": clock, "work": work,
+        }).encode()
+        out.write(meta)
+        f.write(_TRAILER.pack(len(meta), out.crc, TAIL))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, final)
+    _fsync_dir(directory)
+    return final, streams
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # pragma: no cover - e.g. a platform without directory fds
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_checkpoint(path: Path, dtype: np.dtype) -> tuple[dict[str, Any], list[Any]]:
+    """Check a checkpoint file whole and return ``(meta, [(keys, n, z), ...])``.
+
+    Raises ModelFormatError for a partial, corrupt or foreign file.
+    """
+    data = path.read_bytes()
+    if len(data) < len(MAGIC) + 4 + _TRAILER.size or not data.startswith(MAGIC):
+        raise ModelFormatError(f"{path.name}: not an ftrl-ps checkpoint (or empty)")
+    meta_len, crc, tail = _TRAILER.unpack_from(data, len(data) - _TRAILER.size)
+    if tail != TAIL:
+        raise ModelFormatError(f"{path.name}: no end marker (a partial write?)")
+    body = memoryview(data)[: len(data) - _TRAILER.size]
+    if zlib.crc32(body) != crc:
+        raise ModelFormatError(f"{path.name}: checksum mismatch (corrupt)")
+    (fmt,) = _U32.unpack_from(data, len(MAGIC))
+    if fmt != FORMAT:
+        raise ModelFormatError(f"{path.name}: checkpoint format {fmt}, expected {FORMAT}")
+    try:
+        meta = json.loads(bytes(body[len(body) - meta_len:]))
+    except ValueError as exc:
+        raise ModelFormatError(f"{path.name}: unreadable metadata: {exc}") from exc
+    dt = np.dtype(meta.get("dtype", "float32")).newbyteorder("<")
+    chunks, off = [], len(MAGIC) + 4
+    while True:
+        (count,) = _U32.unpack_from(data, off)
+        off += 4
+        if count == _END:
+            break
+        keys = np.frombuffer(data, "<u4", count, off).astype(np.uint32)
+        off += 4 * count
+        n = np.frombuffer(data, dt, count, off).astype(dtype)
+        z = np.frombuffer(data, dt, count, off + count * dt.itemsize).astype(dtype)
+        off += 2 * count * dt.itemsize
+        chunks.append((keys, n, z))
+    if off != len(body) - meta_len:
+        raise ModelFormatError(f"{path.name}: sections do not add up")
+    return meta, chunks
+
+
+def restore_latest(state: ServerState, directory: Path) -> Path | None:
+    """Load the newest valid checkpoint of the shard into ``state``; its path.
+
+    Corrupt files are reported on stderr and skipped; a valid file written
+    with another layout, dtype or hyper-parameters is a ConfigError (the
+    server's flags and the directory disagree).
+    """
+    settings = state.settings
+    for version, path in checkpoint_files(directory, settings.shard_index):
+        try:
+            meta, chunks = read_checkpoint(path, state.store.dtype)
+        except (ModelFormatError, OSError, struct.error, ValueError) as exc:
+            print(f"ftrl-ps server: skipping checkpoint {path}: {exc}", file=sys.stderr)
+            continue
+        mine = {"layout": settings.layout.to_dict(), "dtype": settings.dtype,
+                "params": settings.params.as_dict(), "shard_index": settings.shard_index}
+        for key, value in mine.items():
+            if meta.get(key) != value:
+                raise ConfigError(
+                    f"checkpoint {path} has {key}={meta.get(key)!r} but this server has "
+                    f"{value!r}: start the server with the flags it was checkpointed with, "
+                    "or use another --checkpoint-dir"
+                )
+        for keys, n, z in chunks:
+            state.store.load(keys, n, z)
+        state.dedup.restore(meta["streams"])
+        if state.clock is not None and meta.get("clock") is not None:
+            state.clock.restore(meta["clock"])
+        if state.clock is not None and meta.get("work"):
+            state.work.restore(meta["work"])  # the hand-out's units (ps.workqueue)
+        age = time.time() - float(meta.get("created", time.time()))
+        print(f"ftrl-ps server: shard {settings.shard_index} restored checkpoint {path} "
+              f"(version {version}, {meta['keys']:,} keys, {len(meta['streams'])} worker "
+              f"stream(s), written {age:.1f} s ago)", file=sys.stderr)
+        return path
+    return None
+
+
+class Checkpointer:
+    """Writes the shard's checkpoints every ``interval`` seconds from a thread."""
+
+    def __init__(self, state: ServerState, directory: str | os.PathLike[str],
+                 interval: float) -> None:
+        self.state = state
+        self.directory = Path(directory)
+        self.interval = interval
+        self.directory.mkdir(parents=True, exist_ok=True)
+        files = checkpoint_files(self.directory, state.settings.shard_index)
+        self.version = files[0][0] if files else 0
+        self.written = 0
+        self.last_seconds: float | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def write(self) -> Path:
+        """Write the next version now (thread-safe) and drop old ones."""
+        with self._lock:
+            t0 = time.perf_counter()
+            self.version += 1
+            path, streams = write_checkpoint(self.state, self.directory, self.version)
+            self.state.dedup.mark_durable(streams)
+            for _, old in checkpoint_files(self.directory,
+                                           self.state.settings.shard_index)[KEEP:]:
+                old.unlink(missing_ok=True)
+            self.written += 1
+            self.last_seconds = time.perf_counter() - t0
+            return path
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+
+        def loop() -> None:
+            while not self._stop.wait(self.interval):
+                try:
+                    self.write()
+                except OSError as exc:  # keep serving; say why the checkpoint failed
+                    print(f"ftrl-ps server: checkpoint failed: {exc}", file=sys.stderr)
+
+        self._thread = threading.Thread(target=loop, name="ftrl-ps-checkpoint", daemon=True)
+        self._thread.start()
+
+    def stop(self, final: bool = True) -> None:
+        """Stop the thread; with ``final`` write one last checkpoint."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if final:
+            self.write()
+
+    def status(self) -> dict[str, Any]:
+        return {"dir": str(self.directory), "interval": self.interval,
+                "version": self.version, "written": self.written,
+                "last_seconds": self.last_seconds}

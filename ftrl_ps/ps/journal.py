@@ -1,0 +1,217 @@
+"""The worker's push journal: every push, kept until every shard has it in a checkpoint.
+
+An entry is written *before* its push is sent (write-ahead), so a worker killed
+at any moment finds on restart every push some shard may have applied, and the
+input position they cover. An entry is released once every shard it touched
+reports the push durable (``durable_seq`` in the push answers); the last entry
+is always kept (it holds the position). See docs/durability.md, section 4.
+
+On disk (``worker --state-dir DIR``: ``DIR/worker-<index>.journal``)::
+
+    header   "FTPSJRNL" | version u32 | worker u32 | num_shards u32 | dtype char (f/d) | 3 pad
+    records  length u32 | crc32 u32 | payload
+    payload  seq u64 | position u64 | loss_sum f64 | count u32 | parts mask u32... (see
+             _ENTRY) | per shard: prev u64, digest u64, total pushes u64, total digest u64
+             | keys u32[count] | delta_n[count] | delta_z[count]
+
+Records are appended with one ``write`` each (a process killed mid-write leaves a
+torn last record, which is detected by its length or CRC and dropped: its push
+was never sent). Without a directory the journal lives in memory only.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ftrl_ps.errors import ConfigError, ModelFormatError
+
+__all__ = ["JournalEntry", "PushJournal"]
+
+_MAGIC = b"FTPSJRNL"
+_VERSION = 1
+_HEAD = struct.Struct("<8sIIIc3x")
+_REC = struct.Struct("<II")
+_ENTRY = struct.Struct("<QQdIQ")  # seq, position, loss_sum, count, parts bit mask
+_SHARD = struct.Struct("<QQQQ")  # prev, digest, total pushes, total digest
+#: rewrite the file after this many released entries
+_COMPACT_EVERY = 256
+
+
+@dataclass
+class JournalEntry:
+    """One push: its seq, the input position and loss it covers, and per shard
+    the previous seq sent there, whether it has a part there, the part's digest
+    and the cumulative (pushes, digest) sent there including this one."""
+
+    seq: int
+    position: int
+    loss_sum: float
+    keys: np.ndarray
+    delta_n: np.ndarray
+    delta_z: np.ndarray
+    prev: list[int]
+    parts: list[bool]
+    digests: list[int]
+    totals: list[tuple[int, int]]
+    #: the compose merge rule's sections (ftrl_ps.ps.merge), sent with the push; not
+    #: written to the journal file: a push replayed from the file is summed
+    merge: tuple[np.ndarray, ...] | None = None
+
+    def has_part(self, shard: int) -> bool:
+        return self.parts[shard]
+
+    def last_part(self, shard: int) -> int:
+        """The last seq sent to ``shard`` up to and including this entry."""
+        return self.seq if self.parts[shard] else self.prev[shard]
+
+    def encode(self, dtype: np.dtype) -> bytes:
+        mask = sum(1 << i for i, p in enumerate(self.parts) if p)
+        out = [_ENTRY.pack(self.seq, self.position, self.loss_sum, self.keys.size, mask)]
+        for i in range(len(self.parts)):
+            out.append(_SHARD.pack(self.prev[i], self.digests[i], *self.totals[i]))
+        little = dtype.newbyteorder("<")
+        out += [np.ascontiguousarray(self.keys, "<u4").tobytes(),
+                np.ascontiguousarray(self.delta_n, little).tobytes(),
+                np.ascontiguousarray(self.delta_z, little).tobytes()]
+        return b"".join(out)
+
+    @classmethod
+    def decode(cls, payload: bytes, num_shards: int, dtype: np.dtype) -> JournalEntry:
+        seq, position, loss_sum, count, mask = _ENTRY.unpack_from(payload, 0)
+        off = _ENTRY.size
+        prev, digests, totals = [], [], []
+        for _ in range(num_shards):
+            p, d, tp, td = _SHARD.unpack_from(payload, off)
+            off += _SHARD.size
+            prev.append(p)
+            digests.append(d)
+            totals.append((tp, td))
+        little = dtype.newbyteorder("<")
+        if len(payload) != off + count * (4 + 2 * little.itemsize):
+            raise ModelFormatError("journal record has the wrong length")
+        keys = np.frombuffer(payload, "<u4", count, off).astype(np.uint32)
+        off += 4 * count
+        dn = np.frombuffer(payload, little, count, off).astype(dtype)
+        dz = np.frombuffer(payload, little, count, off + count * little.itemsize).astype(dtype)
+        parts = [bool(mask >> i & 1) for i in range(num_shards)]
+        return cls(seq, position, loss_sum, keys, dn, dz, prev, parts, digests, totals)
+
+
+class PushJournal:
+    """The pushes of one worker index not yet durable on every shard.
+
+    Parameters
+    ----------
+    path : path or None
+        The journal file (created if missing, else loaded); None: memory only.
+    worker, num_shards, dtype
+        Checked against an existing file's header.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None, worker: int, num_shards: int,
+                 dtype: Any) -> None:
+        self.path = Path(path) if path is not None else None
+        self.worker, self.num_shards = worker, num_shards
+        self.dtype = np.dtype(dtype)
+        if num_shards > 32:
+            raise ConfigError("the journal supports at most 32 shards")
+        self.entries: list[JournalEntry] = []
+        self.dropped_torn = False
+        self._released = 0
+        self._fd: int | None = None
+        if self.path is not None:
+            if self.path.exists():
+                self._load()
+            self._rewrite()
+
+    # --- reading ---------------------------------------------------------------------
+    def _header(self) -> bytes:
+        code = b"d" if self.dtype == np.float64 else b"f"
+        return _HEAD.pack(_MAGIC, _VERSION, self.worker, self.num_shards, code)
+
+    def _load(self) -> None:
+        assert self.path is not None
+        data = self.path.read_bytes()
+        if len(data) < _HEAD.size or data[:8] != _MAGIC:
+            raise ModelFormatError(f"{self.path} is not an ftrl-ps push journal")
+        if data[:_HEAD.size] != self._header():
+            raise ConfigError(
+                f"{self.path} belongs to another worker/layout/dtype "
+                f"(this is worker {self.worker} with {self.num_shards} shard(s), {self.dtype})"
+            )
+        off = _HEAD.size
+        while off < len(data):
+            if off + _REC.size > len(data):
+                self.dropped_torn = True
+                break
+            length, crc = _REC.unpack_from(data, off)
+            payload = data[off + _REC.size: off + _REC.size + length]
+            if len(payload) != length or zlib.crc32(payload) != crc:
+                self.dropped_torn = True  # the push of a torn record was never sent
+                break
+            self.entries.append(JournalEntry.decode(payload, self.num_shards, self.dtype))
+            off += _REC.size + length
+
+    @property
+    def last(self) -> JournalEntry | None:
+        """The newest entry (None if nothing was ever pushed)."""
+        return self.entries[-1] if self.entries else None
+
+    def last_part(self, shard: int) -> int:
+        """The last seq sent to ``shard`` (0 if none is known)."""
+        return self.entries[-1].last_part(shard) if self.entries else 0
+
+    def totals(self) -> list[tuple[int, int]]:
+        """Per shard: (pushes, digest sum mod 2**64) of every push part ever sent."""
+        last = self.last
+        return list(last.totals) if last is not None else [(0, 0)] * self.num_shards
+
+    # --- writing ---------------------------------------------------------------------
+    def append(self, entry: JournalEntry) -> None:
+        """Add ``entry`` (to the file first, in one write)."""
+        if self._fd is not None:
+            payload = entry.encode(self.dtype)
+            os.write(self._fd, _REC.pack(len(payload), zlib.crc32(payload)) + payload)
+        self.entries.append(entry)
+
+    def release(self, durable: list[int]) -> None:
+        """Drop entries every touched shard holds durably (``durable[shard]`` = the
+        shard's durable seq for this worker); the last entry stays."""
+        keep = [e for e in self.entries[:-1]
+                if any(e.parts[s] and durable[s] < e.seq for s in range(self.num_shards))]
+        dropped = len(self.entries) - 1 - len(keep)
+        if dropped <= 0:
+            return
+        self.entries = [*keep, self.entries[-1]]
+        self._released += dropped
+        if self._fd is not None and self._released >= _COMPACT_EVERY:
+            self._rewrite()
+
+    def _rewrite(self) -> None:
+        """Write the retained entries to a fresh file and swap it in (atomic)."""
+        assert self.path is not None
+        self.close()
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(self._header())
+            for e in self.entries:
+                payload = e.encode(self.dtype)
+                f.write(_REC.pack(len(payload), zlib.crc32(payload)) + payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        self._released = 0
+
+    def close(self) -> None:
+        """Close the file (the entries stay in memory)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

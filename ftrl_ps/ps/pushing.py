@@ -1,0 +1,150 @@
+"""The exactly-once push stream of a registered worker (part of :class:`PSClient`).
+
+:class:`StreamingPushes` holds the registration (epoch) and push-stream side of
+the client: registering and claiming the epoch on every shard, numbering and
+journaling pushes, sending each part with its ``(worker, epoch, seq, prev_seq,
+position)``, and replaying what a restarted shard lacks (docs/durability.md).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ftrl_ps.errors import ProtocolError, PushGapError
+from ftrl_ps.ps import wire
+from ftrl_ps.ps.journal import JournalEntry, PushJournal
+from ftrl_ps.ps.layout import Layout
+from ftrl_ps.ps.replay import PushStream
+from ftrl_ps.ps.shards import ShardConnections
+
+__all__ = ["StreamingPushes"]
+
+
+class StreamingPushes:
+    """Mixin of :class:`~ftrl_ps.ps.client.PSClient`: registration and the push stream."""
+
+    _net: ShardConnections
+    _lock: threading.Lock
+    _instance: str
+    _hb_thread: threading.Thread | None
+    layout: Layout
+    dtype: np.dtype
+    wire_format: str
+    state_dir: Path | None
+    stream: PushStream | None
+    worker_id: int | None
+    worker_index: int | None
+    worker_clock: int
+    _num_workers: int
+    _layout_sent: Layout | None
+
+    def stop_heartbeat(self) -> None:  # pragma: no cover - PSClient's
+        raise NotImplementedError
+
+    def start_heartbeat(self, interval: float | None = None) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def register(
+        self, worker_index: int | None, num_workers: int, layout: Layout | None = None,
+        *, supersede: bool = False,
+    ) -> int:
+        """Register this worker with shard 0 and return its worker id (its epoch).
+
+        ``worker_index=None`` lets the server assign the index (then in
+        :attr:`worker_index`). ``supersede`` replaces a live registration of the
+        same index (its process is known to be gone). Then the epoch is claimed
+        on every shard and the journal's pushes a shard lacks are replayed.
+
+        ``layout`` (default: the servers' layout) is checked by the server;
+        a mismatch raises :class:`~ftrl_ps.errors.LayoutMismatchError`.
+        """
+        lay = layout if layout is not None else self.layout
+        answer = self._net.post_json(0, "/v1/workers", {
+            "worker_index": worker_index, "num_workers": num_workers,
+            "layout": lay.to_dict(), "instance": self._instance,
+            "supersede": supersede, "pid": os.getpid(),
+        }, idempotent=True).json()
+        with self._lock:
+            self.worker_id = int(answer["worker_id"])
+            self.worker_index = int(answer.get("worker_index", worker_index))
+            self.worker_clock = int(answer["clock"])
+            self._num_workers, self._layout_sent = num_workers, lay
+            if self.stream is None or self.stream.worker != self.worker_index:
+                path = (self.state_dir / f"worker-{self.worker_index}.journal"
+                        if self.state_dir is not None else None)
+                if path is not None:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                self.stream = PushStream(PushJournal(path, self.worker_index,
+                                                     self.layout.num_shards, self.dtype))
+        self._net.each(self._sync_shard, range(self.layout.num_shards))
+        return self.worker_id
+
+    def _reregister(self) -> None:
+        """Register the same index again after shard 0 forgot this epoch."""
+        assert self.worker_index is not None
+        beating = self._hb_thread is not None
+        self.stop_heartbeat()
+        self.register(self.worker_index, self._num_workers, self._layout_sent, supersede=True)
+        if beating:
+            self.start_heartbeat()
+
+    def _post_push(self, shard: int, keys: np.ndarray, dn: np.ndarray, dz: np.ndarray,
+                   origin: wire.PushOrigin | None, merge: Any = None) -> dict[str, Any]:
+        if self.wire_format == "json":
+            obj: dict[str, Any] = wire.to_json(wire.PUSH, keys, (dn, dz), merge)
+            if origin is not None:
+                obj.update(worker=origin.worker, epoch=origin.epoch, seq=origin.seq,
+                           prev_seq=origin.prev_seq, position=origin.position)
+            resp = self._net.post_json(shard, "/v1/push", obj, idempotent=origin is not None)
+        else:
+            body = wire.encode_push(keys, dn, dz, origin=origin, dtype=self.dtype, merge=merge)
+            resp = self._net.request(shard, "POST", "/v1/push", content=body,
+                                     headers={"Content-Type": wire.BINARY_MEDIA_TYPE},
+                                     idempotent=origin is not None)
+        answer: dict[str, Any] = resp.json()
+        return answer
+
+    def _send_entry(self, shard: int, entry: JournalEntry) -> None:
+        """Send ``entry``'s part for ``shard`` (raises PushGapError on a gap)."""
+        assert self.stream is not None and self.worker_id is not None
+        a, b = self.layout.split_keys(entry.keys)[shard:shard + 2]
+        origin = wire.PushOrigin(self.stream.worker, self.worker_id, entry.seq,
+                                 entry.prev[shard], entry.position)
+        merge = None if entry.merge is None else tuple(m[a:b] for m in entry.merge)
+        answer = self._post_push(shard, entry.keys[a:b], entry.delta_n[a:b],
+                                 entry.delta_z[a:b], origin, merge)
+        if "durable_seq" not in answer:
+            raise ProtocolError(f"shard {shard} answered a push without its stream record")
+        self.stream.acknowledged(shard, int(answer["durable_seq"]))
+
+    def _deliver(self, shard: int, entry: JournalEntry) -> None:
+        try:
+            self._send_entry(shard, entry)
+        except PushGapError:  # the shard restarted: claim again, replay what it lacks
+            self._sync_shard(shard)
+
+    def _sync_shard(self, shard: int) -> None:
+        """Claim this epoch on ``shard`` and replay the pushes it lacks, in order."""
+        assert self.stream is not None
+        record = self._net.post_json(shard, f"/v1/streams/{self.stream.worker}",
+                                     {"epoch": self.worker_id}).json()
+        self.stream.acknowledged(shard, int(record["durable_seq"]))
+        for entry in self.stream.plan(shard, int(record["last_seq"])):
+            self._send_entry(shard, entry)
+
+    def stream_totals(self) -> list[tuple[int, int]]:
+        """Per shard: (pushes, digest) of every push part this worker index sent,
+        to compare with the shards' ``/v1/streams`` records."""
+        return self.stream.journal.totals() if self.stream is not None else []
+
+    def resume_point(self) -> tuple[int, float]:
+        """``(position, loss_sum)`` of the last journaled push (0, 0.0 if none):
+        a restarted worker continues after ``position`` input rows."""
+        last = self.stream.journal.last if self.stream is not None else None
+        return (last.position, last.loss_sum) if last is not None else (0, 0.0)
+

@@ -1,0 +1,105 @@
+"""The worker registry's records: one :class:`WorkerInfo` per registered worker
+incarnation (epoch), its life-cycle states, and the rows checkpoints store.
+
+The registry itself (registration, SSP clock, dead-worker sweep) is
+:class:`ftrl_ps.ps.clock.SSPClock`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["DEAD", "FINISHED", "LIVE", "RegistryState", "WorkerInfo"]
+
+LIVE, FINISHED, DEAD = "live", "finished", "dead"
+
+
+@dataclass
+class WorkerInfo:
+    """State of one registered worker incarnation."""
+
+    worker_id: int
+    index: int
+    instance: str | None
+    clock: int
+    last_seen: float
+    state: str = LIVE
+    stats: dict[str, float] = field(default_factory=dict)
+    active_waits: int = 0
+    pid: int | None = None
+    restored: bool = False
+    superseded_by: int | None = None
+
+    def as_dict(self, now: float) -> dict[str, Any]:
+        return {
+            "worker_id": self.worker_id,
+            "epoch": self.worker_id,
+            "index": self.index,
+            "pid": self.pid,
+            "state": self.state,
+            "clock": self.clock,
+            "seconds_since_seen": round(max(0.0, now - self.last_seen), 3),
+            "stats": dict(self.stats),
+        }
+
+    def to_row(self) -> list[Any]:
+        """A JSON-ready row for checkpoints (see :meth:`from_row`)."""
+        return [self.worker_id, self.index, self.instance, self.clock, self.state, self.pid,
+                self.stats]
+
+    @classmethod
+    def from_row(cls, row: list[Any], now: float) -> WorkerInfo:
+        """A record restored from a checkpoint row: seen ``now``, ``restored`` set."""
+        wid, index, instance, clock, state, pid, stats = row
+        if state not in (LIVE, FINISHED, DEAD):
+            raise ValueError(f"unknown worker state {state!r}")
+        return cls(int(wid), int(index), instance, int(clock), now, state, dict(stats),
+                   pid=pid, restored=True)
+
+
+class RegistryState:
+    """Mixin of :class:`~ftrl_ps.ps.clock.SSPClock`: its registry as checkpoint data."""
+
+    _cond: threading.Condition
+    _now: Callable[[], float]
+    _workers: dict[int, WorkerInfo]
+    _by_index: dict[int, WorkerInfo]
+    _first_registration: float | None
+    _missing_expired: bool
+    _last_epoch: int
+    num_workers: int | None
+
+    def state(self) -> dict[str, Any]:
+        """Restorable registry state (for checkpoints): epochs, clocks, states."""
+        with self._cond:
+            return {
+                "num_workers": self.num_workers, "last_epoch": self._last_epoch,
+                "missing_expired": self._missing_expired,
+                "workers": [w.to_row() for w in self._workers.values()],
+            }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Load :meth:`state`; restored live workers count as just seen."""
+        with self._cond:
+            now = self._now()
+            self.num_workers = state["num_workers"]
+            self._last_epoch = int(state["last_epoch"])
+            self._missing_expired = bool(state["missing_expired"])
+            self._first_registration = now
+            self._workers, self._by_index = {}, {}
+            for row in state["workers"]:
+                w = WorkerInfo.from_row(row, now)
+                self._workers[w.worker_id] = w
+                old = self._by_index.get(w.index)
+                if old is None or old.worker_id < w.worker_id:
+                    self._by_index[w.index] = w
+            self._cond.notify_all()
+
+    def current_epoch(self, worker_index: int) -> int | None:
+        """The epoch (worker id) of the index's live registration, else None."""
+        with self._cond:
+            info = self._by_index.get(worker_index)
+            return info.worker_id if info is not None and info.state == LIVE else None

@@ -1,0 +1,55 @@
+"""``/v1/streams``: each worker index's stream of pushes as this shard applied it.
+
+A worker claims its registration epoch on every shard after registering
+(``POST /v1/streams/{worker}``) and gets the record back: the last applied seq,
+the input position it covers, the count and digest of applied pushes, and the
+seq covered by a checkpoint (docs/durability.md).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path
+from pydantic import BaseModel, ConfigDict, Field
+
+from ftrl_ps.server.deps import StateDep
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/streams", tags=["streams"])
+
+
+class ClaimRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    epoch: int = Field(ge=1, le=(1 << 53) - 1,
+                       description="the epoch shard 0 gave the registration")
+
+
+class StreamAnswer(BaseModel):
+    worker: int
+    epoch: int
+    last_seq: int = Field(description="last push sequence number applied")
+    position: int = Field(description="input rows covered by the applied pushes")
+    pushes: int = Field(description="pushes applied")
+    digest: str = Field(description="sum mod 2**64 of the applied pushes' digests, hex")
+    durable_seq: int = Field(description="last seq covered by a checkpoint (or applied, "
+                             "on a shard without checkpoints)")
+
+
+@router.post("/{worker}", summary="claim an epoch for a worker index",
+             response_model=StreamAnswer)
+def claim(worker: Annotated[int, Path(ge=0, lt=1 << 32)], req: ClaimRequest,
+          state: StateDep) -> dict[str, Any]:
+    """Make ``epoch`` the index's current incarnation on this shard; the record.
+    409 if a newer epoch holds the index (or, on shard 0, if the epoch is not
+    the index's live registration)."""
+    return state.claim(worker, req.epoch)
+
+
+@router.get("", summary="every stream record of this shard",
+            response_model=list[StreamAnswer])
+def records(state: StateDep) -> list[dict[str, Any]]:
+    """The record of every worker index that pushed to (or claimed on) this shard."""
+    return state.dedup.records()

@@ -1,0 +1,166 @@
+"""Shard checkpoints and the worker's push journal: atomic files, corrupt and partial
+files detected, the previous checkpoint used, state restored exactly."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from ftrl_ps.errors import ConfigError, ModelFormatError
+from ftrl_ps.ps.checkpoint import KEEP, checkpoint_files, read_checkpoint
+from ftrl_ps.ps.client import PSClient
+from ftrl_ps.ps.journal import PushJournal
+from ftrl_ps.ps.shard_settings import ServerSettings
+from ftrl_ps.server.app import create_app
+from tests.conftest import REPO
+
+KEYS = np.array([1, 2, 700, 4096])
+
+
+def settings(tmp: Path, **kw) -> ServerSettings:
+    return ServerSettings(bits=12, group_size=64, checkpoint_dir=str(tmp),
+                          checkpoint_interval=3600, **kw)
+
+
+def train_some(app, pushes: int, checkpoint_after: int | None = None) -> PSClient:
+    with TestClient(app) as c:
+        ps = PSClient("http://testserver", http_clients=[c])
+        ps.register(0, 1)
+        for i in range(pushes):
+            ps.push(KEYS, np.full(4, 0.5), np.arange(4.0) - i, position=10 * (i + 1))
+            if checkpoint_after is not None and i + 1 == checkpoint_after:
+                app.state.ftrl.checkpointer.write()
+        return ps
+
+
+def restored(tmp: Path, **kw) -> tuple[dict, list, list]:
+    app = create_app(settings(tmp, **kw))
+    with TestClient(app) as c:
+        status = c.get("/v1/status").json()
+        values = c.post("/v1/pull", json={"keys": KEYS.tolist()}).json()
+        return status, values["n"], c.get("/v1/streams").json()
+
+
+def test_restore_gives_back_state_streams_and_registry(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]):
+    train_some(create_app(settings(tmp_path)), 6)  # the final checkpoint at shutdown
+    status, n, streams = restored(tmp_path)
+    assert status["restored_from"].endswith("shard-0-00000001.ckpt")
+    assert n == [3.0] * 4
+    assert [(s["last_seq"], s["position"], s["pushes"], s["durable_seq"]) for s in streams] == [
+        (6, 60, 6, 6)]
+    assert [w["state"] for w in status["clock"]["workers"]] == ["live"]
+    assert "restored checkpoint" in capsys.readouterr().err
+
+
+def test_corrupt_or_partial_newest_falls_back_to_the_previous(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]):
+    app = create_app(settings(tmp_path))
+    train_some(app, 5, checkpoint_after=3)  # version 1 after 3 pushes, version 2 at exit
+    (v2, newest), (v1, _) = checkpoint_files(tmp_path, 0)
+    assert (v2, v1) == (2, 1)
+    data = bytearray(newest.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    newest.write_bytes(bytes(data))
+    status, n, streams = restored(tmp_path)
+    assert status["restored_from"].endswith("00000001.ckpt")
+    assert n == [1.5] * 4 and streams[0]["last_seq"] == 3
+    assert "checksum mismatch" in capsys.readouterr().err
+    # a torn write (no end marker) is skipped the same way
+    for _, path in checkpoint_files(tmp_path, 0):
+        path.write_bytes(path.read_bytes()[:-7])
+    (tmp_path / "shard-0-00000009.ckpt").write_bytes(b"")
+    status, n, _ = restored(tmp_path)
+    assert status["restored_from"] is None and n == [0.0] * 4
+    assert "no end marker" in capsys.readouterr().err
+
+
+def test_only_the_newest_are_kept_and_temporaries_ignored(tmp_path: Path):
+    app = create_app(settings(tmp_path))
+    with TestClient(app):
+        for _ in range(5):
+            app.state.ftrl.checkpointer.write()
+    (tmp_path / ".shard-0-00000099.ckpt.tmp").write_bytes(b"partial")
+    assert [v for v, _ in checkpoint_files(tmp_path, 0)] == [6, 5, 4][:KEEP]
+
+
+def test_a_checkpoint_of_other_flags_is_a_clear_error(tmp_path: Path):
+    train_some(create_app(settings(tmp_path)), 2)
+    with pytest.raises(ConfigError, match="alpha"):
+        create_app(settings(tmp_path, alpha=0.5))
+    with pytest.raises(ModelFormatError, match="not an ftrl-ps checkpoint"):
+        bad = tmp_path / "x.ckpt"
+        bad.write_bytes(b"garbage" * 10)
+        read_checkpoint(bad, np.dtype(np.float32))
+
+
+def test_float64_shard_round_trips_exactly(tmp_path: Path):
+    app = create_app(settings(tmp_path, dtype="float64"))
+    with TestClient(app) as c:
+        c.post("/v1/push", json={"entries": [[3, 0.1, 1 / 3]]})
+    app2 = create_app(settings(tmp_path, dtype="float64"))
+    with TestClient(app2) as c:
+        assert c.post("/v1/pull", json={"keys": [3]}).json() == {"n": [0.1], "z": [1 / 3]}
+
+
+@pytest.mark.timeout(120)
+def test_kill_9_of_a_real_server_and_restart_on_the_same_dir(tmp_path: Path):
+    cmd = [sys.executable, "-m", "ftrl_ps", "server", "--bits", "12", "--group-size", "64",
+           "--checkpoint-dir", str(tmp_path), "--checkpoint-interval", "0.2", "--port", "0"]
+
+    def start() -> tuple[subprocess.Popen[str], str]:
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        assert proc.stdout is not None
+        return proc, proc.stdout.readline().split()[-1]
+
+    proc, url = start()
+    with PSClient(url) as ps:
+        ps.register(0, 1)
+        for _ in range(4):
+            ps.push(KEYS, np.ones(4), np.ones(4))
+        deadline = 50
+        while ps.streams(0)[0]["durable_seq"] < 4 and deadline:
+            deadline -= 1
+            ps.push(KEYS[:1], np.zeros(1), np.zeros(1))  # answers carry durable_seq
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    proc, url = start()
+    try:
+        n = httpx.post(url + "/v1/pull", json={"keys": KEYS.tolist()}, trust_env=False).json()["n"]
+        assert n == [4.0] * 4
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert "restored checkpoint" in err
+
+
+def test_journal_survives_a_torn_last_record(tmp_path: Path):
+    path = tmp_path / "worker-0.journal"
+    j = PushJournal(path, 0, 2, np.float32)
+    from ftrl_ps.ps.replay import PushStream
+
+    stream = PushStream(j)
+    splits = np.array([0, 1, 2])
+    for i in range(3):
+        stream.record(np.array([1, 3000], np.uint32), np.ones(2, np.float32),
+                      np.ones(2, np.float32), splits, position=100 * (i + 1), loss_sum=i)
+    j.close()
+    with open(path, "ab") as f:
+        f.write(b"\x50\x00\x00\x00garbage")  # a record cut short by kill -9
+    again = PushJournal(path, 0, 2, np.float32)
+    assert again.dropped_torn and [e.seq for e in again.entries] == [1, 2, 3]
+    assert again.last is not None and again.last.position == 300
+    assert again.totals() == j.totals()
+    again.release([3, 3])
+    assert [e.seq for e in again.entries] == [3]
+    with pytest.raises(ConfigError, match="another worker"):
+        PushJournal(path, 1, 2, np.float32)

@@ -1,0 +1,133 @@
+"""kill -9 of a shard or a worker in ``ftrl-ps train --workers 2 --servers 2``.
+
+Each faulty run must finish, save the model, apply every push exactly once
+(per worker and shard, the count and digest of the pushes the worker sent equal
+those the shard applied), train every row exactly once (rows applied = rows)
+and land within 0.002 test logloss of the fault-free run. The processes to kill
+are found by their pids in ``/v1/status`` (``shard.pid``, ``clock.workers[].pid``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ftrl_ps.core.modelio import load_model
+from tests.conftest import REPO, run_cli
+
+ROWS = 120_000
+TOKEN = "fault-token"
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("synth")
+    res = run_cli("gen", str(out), "--rows", str(ROWS), "--test-rows", "20000", "--seed", "3",
+                  "--bits", "18", "--quiet")
+    assert res.returncode == 0, res.stderr
+    return out
+
+
+def train(data: Path, out: Path, kill: str | None) -> tuple[dict[str, Any], str | None]:
+    """Run the local cluster; with ``kill`` ("shard0", "shard1", "worker0", ...) kill
+    that process with SIGKILL once half the rows are trained. Returns (metrics, what
+    was killed)."""
+    cmd = [sys.executable, "-m", "ftrl_ps", "train", str(data / "train.svm"), "--test",
+           str(data / "test.svm"), "--workers", "2", "--servers", "2", "--bits", "18",
+           "--batch-size", "250", "--checkpoint-interval", "0.5", "--model", str(out / "m.ftrl"),
+           "--metrics-json", str(out / "m.json"), "--token", TOKEN, "-q"]
+    proc = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.stderr is not None
+    line = proc.stderr.readline()
+    assert line.startswith("servers: "), line
+    urls = [u.rstrip(",") for u in line.split("(")[0].split()[1:]]
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    killed = None
+    deadline = time.monotonic() + 240
+    with httpx.Client(headers=headers, timeout=5, trust_env=False) as http:
+        while proc.poll() is None and kill is not None and killed is None:
+            assert time.monotonic() < deadline, "the run did not get to half way"
+            try:
+                status = http.get(urls[0] + "/v1/status").json()
+            except httpx.HTTPError:
+                time.sleep(0.1)
+                continue
+            workers = (status.get("clock") or {}).get("workers", [])
+            rows = sum(w["stats"].get("rows", 0) for w in workers if w["state"] == "live")
+            if rows >= ROWS / 2:
+                index = int(kill[-1])
+                if kill.startswith("shard"):
+                    pid = http.get(urls[index] + "/v1/status").json()["shard"]["pid"]
+                else:
+                    pid = next(w["pid"] for w in workers
+                               if w["index"] == index and w["state"] == "live")
+                os.kill(pid, signal.SIGKILL)
+                killed = f"{kill} (pid {pid}) at {rows:,.0f} rows"
+            time.sleep(0.1)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    return json.loads((out / "m.json").read_text()), killed
+
+
+@pytest.fixture(scope="module")
+def fault_free(synth: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    metrics, _ = train(synth, tmp_path_factory.mktemp("clean"), None)
+    assert metrics["restarts"] == 0
+    return metrics
+
+
+def check_exactly_once(metrics: dict[str, Any]) -> None:
+    """Per worker and shard: pushes and digest sent == applied; rows applied = rows."""
+    sent = [r["stream_totals"] for r in metrics["worker_reports"]]
+    compared = 0
+    for shard, records in enumerate(metrics["shard_streams"]):
+        for rec in records:
+            pushes, digest = sent[rec["worker"]][shard]
+            assert (rec["pushes"], rec["digest"]) == (pushes, digest), (shard, rec)
+            compared += 1
+    assert compared == 4
+    assert metrics["rows_applied"] == metrics["rows"] == ROWS
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("kill", ["shard0", "shard1", "worker0"])
+def test_kill_9_mid_run_loses_and_doubles_nothing(
+    synth: Path, fault_free: dict[str, Any], tmp_path: Path, kill: str
+) -> None:
+    check_exactly_once(fault_free)
+    metrics, killed = train(synth, tmp_path, kill)
+    assert killed is not None
+    assert metrics["restarts"] == 1, metrics["restart_events"]
+    assert metrics["restart_events"][0]["exit_code"] == -signal.SIGKILL
+    check_exactly_once(metrics)
+    assert abs(metrics["test_logloss"] - fault_free["test_logloss"]) <= 0.002, killed
+    assert load_model(tmp_path / "m.ftrl").keys.size > 1000
+
+
+def test_restart_budget_is_a_clear_error(synth: Path, tmp_path: Path) -> None:
+    """With --max-restarts 0 a killed shard ends the run with a message naming it."""
+    cmd = [sys.executable, "-m", "ftrl_ps", "train", str(synth / "train.svm"), "--workers",
+           "2", "--servers", "2", "--bits", "18", "--batch-size", "250", "--max-restarts",
+           "0", "--token", TOKEN, "-q"]
+    proc = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.stderr is not None
+    line = proc.stderr.readline()
+    url = line.split()[2].rstrip(",")
+    pid = httpx.get(url + "/v1/status", headers={"Authorization": f"Bearer {TOKEN}"},
+                    timeout=30, trust_env=False).json()["shard"]["pid"]
+    os.kill(pid, signal.SIGKILL)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1
+    assert "server 1 exited with code -9" in err and "--max-restarts 0" in err
+    assert "Traceback" not in err

@@ -1,0 +1,96 @@
+"""The client through shard restarts, in process: a shard restored from its checkpoint
+gets the pushes it lacks replayed; one that lost them beyond the journal is a clear
+error; a registry that forgot the worker's epoch gets a new registration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from ftrl_ps.errors import UpdatesLostError
+from ftrl_ps.ps.client import PSClient
+from ftrl_ps.ps.clock import SSPClock
+from ftrl_ps.ps.shard_settings import ServerSettings
+from ftrl_ps.server.app import create_app
+
+KEYS = np.array([5, 70, 3000, 4096])  # shard 0: < 2048, shard 1: the rest
+
+
+def shard(index: int, ckpt: Path | None) -> TestClient:
+    settings = ServerSettings(bits=12, group_size=64, num_shards=2, shard_index=index,
+                              checkpoint_dir=str(ckpt) if ckpt else None,
+                              checkpoint_interval=3600)
+    return TestClient(create_app(settings), base_url=f"http://s{index}").__enter__()
+
+
+def restart(ps: PSClient, index: int, old: TestClient, ckpt: Path | None) -> TestClient:
+    """kill the shard (no final checkpoint) and start a fresh one on the same dir."""
+    old.app.state.ftrl.checkpointer = None  # type: ignore[attr-defined]
+    old.__exit__(None, None, None)
+    new = shard(index, ckpt)
+    ps._net._http[index] = new  # the same URL, a new process
+    return new
+
+
+def pulled(clients: list[TestClient]) -> list[float]:
+    return [clients[0].post("/v1/pull", json={"keys": [5, 70]}).json()["n"],
+            clients[1].post("/v1/pull", json={"keys": [3000, 4096]}).json()["n"]]
+
+
+def test_restored_shard_gets_the_missing_pushes_replayed(tmp_path: Path) -> None:
+    clients = [shard(0, tmp_path), shard(1, tmp_path)]
+    ps = PSClient(["http://s0", "http://s1"], http_clients=clients)
+    ps.register(0, 1)
+    for _ in range(3):
+        ps.push(KEYS, np.ones(4), np.ones(4))
+    for c in clients:
+        c.app.state.ftrl.checkpointer.write()  # type: ignore[attr-defined]
+    for _ in range(4):
+        ps.push(KEYS, np.ones(4), np.ones(4))
+    assert len(ps.stream.journal.entries) == 4  # seqs 4..7 are not durable on shard 1
+    clients[1] = restart(ps, 1, clients[1], tmp_path)
+    assert clients[1].get("/v1/streams").json()[0]["last_seq"] == 3
+    ps.push(KEYS, np.ones(4), np.ones(4))  # a gap: 4..7 replayed first, then 8
+    assert pulled(clients) == [[8.0, 8.0], [8.0, 8.0]]
+    rec = clients[1].get("/v1/streams").json()[0]
+    assert (rec["pushes"], rec["digest"]) == (8, f"{ps.stream_totals()[1][1]:016x}")
+
+
+def test_a_shard_that_lost_pushes_beyond_the_journal_is_an_error(tmp_path: Path) -> None:
+    clients = [shard(0, None), shard(1, None)]  # no checkpoints: applied = durable
+    ps = PSClient(["http://s0", "http://s1"], http_clients=clients)
+    ps.register(0, 1)
+    for _ in range(3):
+        ps.push(KEYS, np.ones(4), np.ones(4))
+    clients[1] = restart(ps, 1, clients[1], None)  # comes back empty
+    with pytest.raises(UpdatesLostError, match="shard 1 applied this worker's pushes up to "
+                                               "seq 0"):
+        ps.push(KEYS, np.ones(4), np.ones(4))
+
+
+def test_a_registry_that_forgot_the_epoch_gets_a_new_registration(tmp_path: Path) -> None:
+    clients = [shard(0, tmp_path), shard(1, tmp_path)]
+    ps = PSClient(["http://s0", "http://s1"], http_clients=clients)
+    first = ps.register(0, 1)
+    ps.push(KEYS, np.ones(4), np.ones(4))
+    clients[0].app.state.ftrl.checkpointer.write()  # type: ignore[attr-defined]
+    # a checkpoint from before the registration: shard 0 restarts without it
+    for f in tmp_path.glob("shard-0-*.ckpt"):
+        f.unlink()
+    clients[0] = restart(ps, 0, clients[0], tmp_path)
+    ps.push(KEYS, np.ones(4), np.ones(4))  # 404 from shard 0 -> register again, replay
+    assert ps.worker_id is not None and ps.worker_id > first
+    assert ps.clock() == 1
+    # shard 0 came back empty: both pushes were replayed from the journal (neither was
+    # durable there yet) under the new epoch
+    assert pulled(clients) == [[2.0, 2.0], [2.0, 2.0]]
+
+
+def test_epochs_grow_across_registry_restarts() -> None:
+    old = SSPClock(None)
+    a = old.register(0, 1)
+    new = SSPClock(None)  # restarted without its state
+    assert new.register(0, 1) > a
