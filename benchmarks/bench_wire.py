@@ -31,16 +31,28 @@ from ftrl_ps.ps.client import PSClient
 from ftrl_ps.server.options import ShardOptions
 
 
-def run_cell(ps: PSClient, keys: np.ndarray, seconds: float) -> tuple[float, float]:
-    """Rounds per second and median seconds per round for ``seconds`` of work."""
+def run_cell(ps: PSClient, keys: np.ndarray, seconds: float, compose: bool = False
+             ) -> tuple[float, float]:
+    """Rounds per second and median seconds per round for ``seconds`` of work.
+
+    ``compose``: pushes carry the merge sections of the compose rule (versions,
+    rows, rho) and pulls ask for versions, as a worker under that rule does.
+    """
     dn = np.full(keys.size, 0.25, dtype=np.float32)
     dz = np.full(keys.size, -0.5, dtype=np.float32)
+    rows = np.full(keys.size, 3, dtype=np.uint32)
+    rho = np.ones(keys.size, dtype=np.float32)
+    versions = ps.pull_versioned(keys)[2]
     times: list[float] = []
     start = time.perf_counter()
     while time.perf_counter() - start < seconds or len(times) < 3:
         t0 = time.perf_counter()
-        ps.push(keys, dn, dz)
-        ps.pull(keys)
+        if compose:
+            ps.push(keys, dn, dz, (versions, rows, rho))
+            versions = ps.pull_versioned(keys)[2]
+        else:
+            ps.push(keys, dn, dz)
+            ps.pull(keys)
         times.append(time.perf_counter() - t0)
     return len(times) / (time.perf_counter() - start), statistics.median(times)
 
@@ -53,6 +65,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=1.5)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--compose", action="store_true",
+                        help="also time binary rounds as the compose merge rule sends them")
     args = parser.parse_args()
 
     server = None if args.url else spawn_server(ShardOptions(bits=args.bits))
@@ -70,6 +84,13 @@ def main() -> None:
                 rounds = statistics.median(c[0] for c in cells)
                 ms = statistics.median(c[1] for c in cells) * 1e3
                 rows.append((size, fmt, 2 * rounds, 2 * rounds * size * 2 / 1e6, ms))
+            if args.compose:
+                ps = clients["binary"]
+                run_cell(ps, keys, 0.2, compose=True)
+                cells = [run_cell(ps, keys, args.seconds, True) for _ in range(args.repeats)]
+                rounds = statistics.median(c[0] for c in cells)
+                ms = statistics.median(c[1] for c in cells) * 1e3
+                rows.append((size, "compose", 2 * rounds, 2 * rounds * size * 2 / 1e6, ms))
         for ps in clients.values():
             ps.close()
     finally:
@@ -77,7 +98,8 @@ def main() -> None:
             server.stop()
 
     print(f"server {url}  bits={args.bits}  {args.repeats} x {args.seconds:g} s per cell")
-    print(f"{'keys':>8} {'format':>7} {'req/s':>9} {'Mkv/s':>8} {'ms/round':>9}")
+    print(f"{'keys':>8} {'format':>7} {'req/s':>9} {'Mkv/s':>8} {'ms/round':>9}  "
+          "(compose: binary with the merge sections)")
     for size, fmt, rps, mkv, ms in rows:
         print(f"{size:>8} {fmt:>7} {rps:>9.1f} {mkv:>8.2f} {ms:>9.2f}")
     by = {(s, f): r for s, f, r, _, _ in rows}

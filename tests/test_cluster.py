@@ -90,10 +90,11 @@ def _children_of(pid: int) -> list[psutil.Process]:
 def test_failing_worker_stops_the_cluster(tmp_path: Path) -> None:
     bad = tmp_path / "bad.svm"
     lines = [f"{i % 2} {i % 50}:1 {50 + i % 7}:1" for i in range(4000)]
-    lines[3500] = "1 7:oops"  # in the last worker's share
+    lines[3500] = "1 7:oops"  # in the last worker's share (fixed shares)
     bad.write_text("\n".join(lines) + "\n")
     res = run_cli(
-        "train", str(bad), "--workers", "2", *COMMON, timeout=120, env=_logs_in(tmp_path)
+        "train", str(bad), "--workers", "2", "--split", "shares", *COMMON, timeout=120,
+        env=_logs_in(tmp_path)
     )
     assert res.returncode == 1
     assert "worker 1 exited with code 1" in res.stderr
@@ -204,14 +205,17 @@ def test_cluster_on_generated_ctr_data_matches_single_process(
     assert abs(cluster["test_auc"] - single["test_auc"]) <= 0.005
 
 
-def test_gzip_input_is_refused_before_anything_starts(tmp_path: Path) -> None:
+def test_gzip_input_is_refused_with_fixed_shares_and_trained_with_units(tmp_path: Path) -> None:
     import gzip
 
     data = tmp_path / "d.svm.gz"
     data.write_bytes(gzip.compress(b"1 1:1\n0 2:1\n"))
-    res = run_cli("train", str(data), "--workers", "2", "--bits", "4", "-q")
+    res = run_cli("train", str(data), "--workers", "2", "--bits", "4", "-q", "--split", "shares")
     assert res.returncode == 2
     assert "gzip-compressed" in res.stderr and "worker 0" not in res.stderr
+    res = run_cli("train", str(data), "--workers", "2", "--bits", "4", "-q")  # one unit
+    assert res.returncode == 0, res.stderr
+    assert "trained 2 rows" in res.stdout
 
 
 @pytest.mark.slow

@@ -143,8 +143,10 @@ def test_cut_worker_is_declared_dead(lan: Lan, a9a: tuple[Path, Path], tmp_path:
     token = secrets.token_hex(8)
     hosts, ex, urls = start_cluster(lan, tmp_path, token, "--worker-timeout", 3,
                                     "--staleness", 2)
+    # fixed shares: the cut worker's share is lost (with hand-out the others would
+    # take its unit over, which tests/test_handout.py covers)
     workers = start_workers(lan, hosts, tmp_path, token, urls, train, "--batch-size", 10,
-                            "--fetch-step", 2, "--push-step", 2)
+                            "--fetch-step", 2, "--push-step", 2, "--split", "shares")
     shard0 = urls.split(",")[0]
     deadline = time.monotonic() + 90
     while True:  # cut worker 2 once it has made progress

@@ -189,6 +189,45 @@ def test_encode_rejects_bad_worker_fields_and_dtype():
         wire.encode_push([1], [1.0], [1.0], dtype=np.int32)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("count", [0, 1, 3])
+def test_merge_sections_round_trip(dtype, count: int) -> None:
+    keys = np.arange(count, dtype=np.uint32) * 5
+    merge = (np.arange(count) + 7, np.arange(count) * 3, np.linspace(0, 1, count))
+    body = wire.encode_push(keys, np.ones(count), np.zeros(count), dtype=dtype, merge=merge)
+    msg = wire.decode(body, wire.PUSH)
+    assert msg.merge is not None and len(msg.merge) == 3
+    assert msg.merge[0].tolist() == merge[0].tolist() and msg.merge[1].tolist() == merge[1].tolist()
+    np.testing.assert_allclose(msg.merge[2], merge[2], rtol=1e-6)
+    values = wire.decode(wire.encode_values(np.ones(count), np.ones(count), dtype=dtype,
+                                            merge=(merge[0],)), wire.VALUES)
+    assert values.merge is not None and values.merge[0].tolist() == merge[0].tolist()
+    asks = wire.decode(wire.encode_keys(keys, merge=()), wire.KEYS)
+    assert asks.merge == () and wire.decode(wire.encode_keys(keys), wire.KEYS).merge is None
+    obj = json.loads(json.dumps(wire.to_json(wire.PUSH, keys, (np.ones(count), np.zeros(count)),
+                                             merge)))
+    back = wire.decode_json(json.dumps(obj).encode(), wire.PUSH)
+    assert back.merge is not None and back.merge[1].tolist() == merge[1].tolist()
+    assert wire.decode_json(b'{"keys": [1], "versions": true}', wire.KEYS).merge == ()
+
+
+def test_bad_merge_sections_are_refused() -> None:
+    good = wire.encode_push([1, 2], [1.0, 1.0], [0.0, 0.0], merge=([0, 0], [1, 1], [0.0, 1.0]))
+    with pytest.raises(ProtocolError, match="truncated"):
+        wire.decode(good[:-4], wire.PUSH)
+    with pytest.raises(ProtocolError, match="merge sections"):
+        wire.encode_groups([1]) and wire.encode(wire.GROUPS, [1], merge=())
+    flagged = bytearray(wire.encode_groups([1]))
+    flagged[6] |= wire.FLAG_MERGE
+    with pytest.raises(ProtocolError, match="no merge sections"):
+        wire.decode(bytes(flagged), wire.GROUPS)
+    with pytest.raises(ProtocolError, match="go together"):
+        wire.decode_json(b'{"keys": [1], "delta_n": [1], "delta_z": [1], "rows": [1]}',
+                         wire.PUSH)
+    with pytest.raises(ProtocolError, match="3 merge sections"):
+        wire.encode_push([1], [1.0], [1.0], merge=([0],))
+
+
 def test_worker_flag_on_a_keys_body_is_refused():
     body = bytearray(wire.encode_keys([1]))
     body[6] = wire.FLAG_WORKER

@@ -9,27 +9,40 @@ import pytest
 
 from ftrl_ps.core.ftrl import FTRL, FTRLParams
 from ftrl_ps.data.libsvm import Batch
+from ftrl_ps.ps.layout import Layout
+from ftrl_ps.ps.store import ParameterStore
 from ftrl_ps.ps.worker import Worker, WorkerConfig
 from tests.test_ftrl import random_rows
 
 
 class MemoryServer:
-    """A dict-free dense store with the client's pull/push/clock verbs."""
+    """One float64 :class:`ParameterStore` with the client's pull/push/clock verbs."""
 
     def __init__(self, size: int) -> None:
-        self.n = np.zeros(size)
-        self.z = np.zeros(size)
+        bits = (size - 1).bit_length() - 1
+        assert size == (1 << bits) + 1
+        self.store = ParameterStore(Layout(bits, group_size=16), dtype="float64")
+        self.dtype = np.dtype(np.float64)
         self.clocks = 0
         self.pushed_keys: list[np.ndarray] = []
 
-    def pull(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        assert np.all(np.diff(keys.astype(np.int64)) > 0)
-        return self.n[keys].copy(), self.z[keys].copy()
+    @property
+    def n(self) -> np.ndarray:
+        return self.store.pull(np.arange(self.store.size))[0]
 
-    def push(self, keys: np.ndarray, dn: np.ndarray, dz: np.ndarray, **progress) -> None:
-        assert np.all(np.diff(keys.astype(np.int64)) > 0) and np.all(dn >= 0)
-        self.n[keys] += dn
-        self.z[keys] += dz
+    @property
+    def z(self) -> np.ndarray:
+        return self.store.pull(np.arange(self.store.size))[1]
+
+    def pull(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.store.pull(keys)
+
+    def pull_versioned(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self.store.pull_versioned(keys)
+
+    def push(self, keys: np.ndarray, dn: np.ndarray, dz: np.ndarray, merge: Any = None,
+             **progress: Any) -> None:
+        self.store.push(keys, dn, dz, merge)
         self.pushed_keys.append(keys)
 
     def clock(self, stats: dict[str, Any] | None = None) -> None:
@@ -65,9 +78,9 @@ def test_one_worker_equals_single_process(fetch_step: int, push_step: int) -> No
     worker.push()
     assert worker.report.rows == 600
     assert worker.report.loss_sum == pytest.approx(ref_loss, rel=1e-9)
-    # the server holds everything the worker learned (deltas cross the wire as float32)
-    np.testing.assert_allclose(server.n, ref.n, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(server.z, ref.z, rtol=1e-4, atol=1e-5)
+    # the server holds everything the worker learned (float64 end to end)
+    np.testing.assert_allclose(server.n, ref.n, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(server.z, ref.z, rtol=1e-12, atol=1e-12)
     assert server.clocks == worker.report.pushes
 
 
@@ -87,7 +100,7 @@ def test_pull_keeps_unpushed_local_updates() -> None:
     worker.train_batches(iter(as_batches(*rows, per=2)))
     assert not server.pushed_keys  # nothing pushed yet: the updates are pending
     # another worker pushes to key 3 meanwhile; this worker pulls key 3 again
-    server.push(np.array([3], np.uint32), np.array([0.5]), np.array([-0.25]))
+    server.push(np.array([3], np.uint32), np.array([0.5]), np.array([-0.25]))  # a plain push
     one = as_batches(np.array([0.0], np.float32), np.array([0, 1]), np.array([3], np.int32),
                      np.ones(1, np.float32), per=1)
     rnd = worker._open(one)
@@ -131,8 +144,9 @@ def _bsp_rounds(data: Batch, workers: int, cfg: WorkerConfig, params: FTRLParams
     return server
 
 
-def test_dense_keys_are_averaged_so_many_workers_do_not_diverge(synth_small) -> None:
-    """Summed deltas of keys every row has overshoot N-fold; averaging them does not."""
+def test_concurrent_pushes_are_composed_so_many_workers_do_not_diverge(synth_small) -> None:
+    """Summed deltas of keys every row has overshoot N-fold; the compose rule (and the
+    old threshold rule) do not."""
     from ftrl_ps.core.metrics import logloss
     from ftrl_ps.data.libsvm import read_all
 
@@ -149,9 +163,10 @@ def test_dense_keys_are_averaged_so_many_workers_do_not_diverge(synth_small) -> 
         return logloss(test.labels, model.predict_rows(test.indptr, test.indices, test.values))
 
     base = logloss(test.labels, single.predict_rows(test.indptr, test.indices, test.values))
-    averaged = WorkerConfig(batch_size=250, fetch_step=4, push_step=4, num_workers=4)
-    summed = WorkerConfig(
-        batch_size=250, fetch_step=4, push_step=4, num_workers=4, dense_fraction=2.0
-    )
-    assert test_loss(_bsp_rounds(data, 4, averaged, params)) <= base + 0.01
-    assert test_loss(_bsp_rounds(data, 4, summed, params)) > base + 0.05  # the failure it fixes
+    def config(rule: str) -> WorkerConfig:
+        return WorkerConfig(batch_size=250, fetch_step=4, push_step=4, num_workers=4,
+                            merge_rule=rule)
+
+    assert test_loss(_bsp_rounds(data, 4, config("compose"), params)) <= base + 0.002
+    assert test_loss(_bsp_rounds(data, 4, config("threshold"), params)) <= base + 0.01
+    assert test_loss(_bsp_rounds(data, 4, config("sum"), params)) > base + 0.05  # the failure

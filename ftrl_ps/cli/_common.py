@@ -196,8 +196,15 @@ def add_start_timeout_argument(parser: argparse.ArgumentParser, files: str) -> N
 
 
 def check_input(path: str, what: str = "input") -> str:
-    if path != "-" and not os.path.exists(path):
-        raise ConfigError(f"{what} file not found: {path}")
+    """``-``, an existing file, or a directory / glob / fsspec URL with files."""
+    if path == "-" or os.path.isfile(path):
+        return path
+    from ftrl_ps.data.sources import expand
+
+    try:
+        expand(path)
+    except ConfigError as exc:
+        raise ConfigError(f"{what} {exc}") from None
     return path
 
 

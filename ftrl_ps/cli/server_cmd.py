@@ -7,6 +7,7 @@ import argparse
 from ftrl_ps.cli import _common as c
 from ftrl_ps.ps.auth import TOKEN_ENV
 from ftrl_ps.ps.layout import DEFAULT_GROUP_SIZE
+from ftrl_ps.ps.merge import DEFAULT_RULE, RULES
 
 __all__ = ["DESCRIPTION", "HELP", "NAME", "add_arguments", "run"]
 
@@ -81,6 +82,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="storage dtype of n and z (default float32)")
     lay.add_argument("--init-model", default=None, metavar="PATH",
                      help="model file to start from (this shard loads its key range)")
+
+    lay.add_argument("--merge-rule", choices=RULES, default=DEFAULT_RULE,
+                     help="how the workers' deltas are merged: 'compose' (default; "
+                          "docs/algorithm.md), or for experiments 'sum' and 'threshold' "
+                          "(the rule before issue 12); the workers follow the servers")
 
     mod = parser.add_argument_group("model (owned by the servers, adopted by the workers)")
     d = c.PARAM_DEFAULTS

@@ -33,8 +33,10 @@ if TYPE_CHECKING:
 NAME = "train"
 HELP = "train a model on a libsvm file (one process, or a local cluster with --workers)"
 DESCRIPTION = """\
-Train a sparse logistic-regression model with FTRL-Proximal on a libsvm file
-(`label idx:val ...`; labels -1/+1 or 0/1; `-` reads stdin; .gz is fine).
+Train a sparse logistic-regression model with FTRL-Proximal on libsvm data
+(`label idx:val ...`; labels -1/+1 or 0/1): a file (.gz is fine), a directory
+or glob of part files, an fsspec URL (s3://..., gs://..., memory://...), or
+`-` for stdin.
 
 While it trains it shows progressive-validation log loss (each row is scored
 before the model learns from it, as Vowpal Wabbit reports it) and rows/s on
@@ -55,7 +57,8 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("train", metavar="TRAIN", help="training data (libsvm; '-' = stdin)")
+    parser.add_argument("train", metavar="TRAIN", help="training data (libsvm): a file, "
+                        "directory, glob or fsspec URL; '-' = stdin")
     parser.add_argument(
         "--test", metavar="TEST", help="evaluate on this libsvm file after training"
     )
@@ -97,6 +100,16 @@ def add_local_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--group-size", type=c.positive_int, default=None, help="keys per lock-striped group"
     )
+    from ftrl_ps.ps.merge import DEFAULT_RULE, RULES
+
+    g.add_argument(
+        "--merge-rule",
+        choices=RULES,
+        default=DEFAULT_RULE,
+        help="how the servers merge the workers' deltas: 'compose' (default, see "
+        "docs/algorithm.md); 'sum' and 'threshold' (the rule before issue 12) are kept "
+        "for experiments (benchmarks/bench_merge.py)",
+    )
     g.add_argument(
         "--worker-timeout",
         type=c.positive_float,
@@ -132,9 +145,10 @@ def add_local_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"bearer token of the servers, so that you can query them during the run "
         f"(default: ${TOKEN_ENV}, else a random one)",
     )
-    from ftrl_ps.cli.worker_cmd import add_cluster_arguments
+    from ftrl_ps.cli.worker_cmd import add_cluster_arguments, add_straggle_arguments
 
     add_cluster_arguments(parser)
+    add_straggle_arguments(parser)
 
 
 def build_model(args: argparse.Namespace) -> FTRL:

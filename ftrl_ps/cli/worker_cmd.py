@@ -6,17 +6,28 @@ import argparse
 
 from ftrl_ps.cli import _common as c
 
-__all__ = ["DESCRIPTION", "HELP", "NAME", "add_arguments", "add_cluster_arguments", "run"]
+__all__ = [
+    "DESCRIPTION",
+    "HELP",
+    "NAME",
+    "add_arguments",
+    "add_cluster_arguments",
+    "add_straggle_arguments",
+    "run",
+]
 
 NAME = "worker"
-HELP = "train on one share of a libsvm file against parameter-server shards"
+HELP = "train on units of libsvm input handed out by parameter-server shard 0"
 DESCRIPTION = """\
-Run one worker of a parameter-server cluster. Worker i of N reads the i-th of
-N line-aligned byte ranges of INPUT (no line is lost or read twice), trains a
-local FTRL copy in mini-batches of --batch-size rows (one step = one
-mini-batch), pulls the state of the keys it is about to use every
---fetch-step steps, pushes its accumulated n/z deltas every --push-step steps,
-and then ticks its SSP clock (which may wait for slower workers).
+Run one worker of a parameter-server cluster. INPUT (a file, a directory or
+glob of part files, plain or .gz, or an fsspec URL) is cut into small
+line-aligned units that shard 0 hands out as the workers ask (no line is lost
+or read twice; faster workers take more); with --split shares worker i of N
+reads the i-th of N byte ranges instead. The worker trains a local FTRL copy
+in mini-batches of --batch-size rows (one step = one mini-batch), pulls the
+state of the keys it is about to use every --fetch-step steps, pushes its
+accumulated n/z deltas every --push-step steps, and then ticks its SSP clock
+(which may wait for slower workers).
 
 The servers own the model: the layout (bits, group size, shards), --dtype and
 the hyper-parameters come from them; a flag given here must match them.
@@ -55,9 +66,9 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         type=c.finite_float,
         default=0.5,
         metavar="F",
-        help="a key present in at least this share of the rows of a push (and the bias) "
-        "is dense: its deltas are averaged over the workers instead of summed, because "
-        "every worker makes the same move on it; > 1 sums everything (default 0.5)",
+        help="only for servers running '--merge-rule threshold' (an experiment): a key "
+        "in at least this share of the rows of a push (and the bias) has its deltas "
+        "divided by the number of workers (default 0.5)",
     )
     g.add_argument(
         "--batch-size",
@@ -67,6 +78,21 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         "worker about 20 rounds, within 50..5000). A worker trains batch-size x "
         "push-step rows on state the others have not seen yet; one that does its whole "
         "share in a round or two learns little from the others",
+    )
+    g.add_argument(
+        "--split",
+        choices=("units", "shares"),
+        default="units",
+        help="'units' (default): the input is cut into small line-aligned units that "
+        "shard 0 hands out as workers ask, so faster workers take more (a .gz file is one "
+        "unit); 'shares': worker i of N reads the i-th of N byte ranges (one plain file)",
+    )
+    g.add_argument(
+        "--unit-mb",
+        type=c.positive_float,
+        default=None,
+        metavar="MB",
+        help="size of a hand-out unit (default: about 16 units per worker, 64 KiB..64 MiB)",
     )
     g.add_argument(
         "--fetch-step",
@@ -82,10 +108,47 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _worker_list(text: str) -> str:
+    from ftrl_ps.errors import ConfigError
+    from ftrl_ps.ps.straggle import parse_worker_list
+
+    try:
+        parse_worker_list(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _probability(text: str) -> float:
+    value = c.finite_float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be a probability in [0, 1], got {text!r}")
+    return value
+
+
+def add_straggle_arguments(parser: argparse.ArgumentParser) -> None:
+    """Fault injection for experiments, shared by ``worker`` and ``train --workers``."""
+    g = parser.add_argument_group(
+        "fault injection (experiment tooling: makes workers straggle on purpose)"
+    )
+    g.add_argument("--straggle-prob", type=_probability, default=0.0, metavar="P",
+                   help="before each clock tick a chosen worker sleeps with probability P "
+                   "(default 0: never)")
+    g.add_argument("--straggle-delay", type=c.non_negative_float, default=0.0,
+                   metavar="SECONDS", help="how long a straggling worker sleeps (default 0)")
+    g.add_argument("--straggle-workers", type=_worker_list, default=None, metavar="I,J,...",
+                   help="the worker indices that may straggle (default: all)")
+    g.add_argument("--seed", type=int, default=0,
+                   help="seed of the straggling draws, combined with the worker index "
+                   "(default 0)")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     c.add_server_arguments(parser)
-    parser.add_argument("--input", required=True, metavar="FILE",
-                        help="training data (libsvm); '-' = an unbounded stream on stdin")
+    parser.add_argument("--input", required=True, metavar="INPUT",
+                        help="training data (libsvm): a file, a directory or glob of part "
+                        "files (plain or .gz), an fsspec URL (s3://..., memory://...), or "
+                        "'-' for an unbounded stream on stdin")
     parser.add_argument(
         "--worker-index",
         type=_worker_index,
@@ -121,6 +184,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--supersede", action="store_true",
                    help="take over this index from a registered worker known to be gone")
     add_cluster_arguments(parser)
+    add_straggle_arguments(parser)
     c.add_model_arguments(parser, resumable=False)
     c.add_input_arguments(parser)
 

@@ -101,7 +101,7 @@ def preload() -> None:
     skip_blas_probe()
     import httpx
 
-    from ftrl_ps.ps.worker import warm_up as warm_worker
+    from ftrl_ps.ps.kernels import warm_up as warm_worker
 
     warm_worker()
     # an httpx transport imports httpcore when first made (~0.15 s)

@@ -33,11 +33,13 @@ from ftrl_ps.cluster.launch import Launcher, preload
 from ftrl_ps.cluster.supervise import Cluster
 from ftrl_ps.core.jsonfile import write_json
 from ftrl_ps.core.modelio import SavedModel, load_model, save_model
+from ftrl_ps.data.sources import estimate_rows, expand
 from ftrl_ps.errors import ConfigError, FTRLPSError, ServerError
 from ftrl_ps.learn.progress import Progress
 from ftrl_ps.ps.auth import TOKEN_ENV, resolve_token
 from ftrl_ps.ps.export import rows_applied
 from ftrl_ps.ps.kernels import load_kernels
+from ftrl_ps.ps.merge import DEFAULT_RULE
 from ftrl_ps.ps.overview import History, Overview
 from ftrl_ps.ps.worker_main import WorkerOptions, params_with_defaults
 from ftrl_ps.server.options import DEFAULT_BITS, ShardOptions
@@ -51,6 +53,7 @@ class LocalClusterOptions:
 
     Model fields left None take the defaults (or, with ``resume``, the saved
     model's values); ``batch_size`` None picks one (:func:`local_batch_size`).
+    ``straggle_*`` and ``seed``: fault injection for experiments (ftrl_ps.ps.straggle).
     """
 
     train: str
@@ -77,6 +80,7 @@ class LocalClusterOptions:
     group_size: int | None = None
     worker_timeout: float = 30.0
     dense_fraction: float = 0.5
+    merge_rule: str = DEFAULT_RULE
     batch_size: int | None = None
     fetch_step: int = 4
     push_step: int = 4
@@ -84,6 +88,12 @@ class LocalClusterOptions:
     token: str | None = field(default=None, repr=False)
     checkpoint_interval: float = 10.0
     retry_seconds: float = 120.0
+    straggle_prob: float = 0.0
+    straggle_delay: float = 0.0
+    straggle_workers: str | None = None
+    seed: int = 0
+    split: str = "units"
+    unit_mb: float | None = None
 
 
 def _shard_options(opts: LocalClusterOptions, bits: int, dtype: str, index: int,
@@ -92,20 +102,13 @@ def _shard_options(opts: LocalClusterOptions, bits: int, dtype: str, index: int,
         bits=bits, dtype=dtype, shard_index=index, num_shards=opts.servers,
         num_workers=opts.workers, worker_timeout=opts.worker_timeout,
         staleness=opts.staleness, init_model=opts.resume, checkpoint_dir=str(ckpt),
-        checkpoint_interval=opts.checkpoint_interval, **params,
+        checkpoint_interval=opts.checkpoint_interval, merge_rule=opts.merge_rule, **params,
         **({"group_size": opts.group_size} if opts.group_size else {}),
     )
 
 
-def _worker_options(
-    opts: LocalClusterOptions,
-    urls: list[str],
-    params: dict[str, float],
-    bits: int,
-    index: int,
-    metrics: Path,
-    dtype: str,
-) -> WorkerOptions:
+def _worker_options(opts: LocalClusterOptions, urls: list[str], params: dict[str, float],
+                    bits: int, index: int, metrics: Path, dtype: str) -> WorkerOptions:
     return WorkerOptions(
         server=",".join(urls), input=opts.train, worker_index=index,
         num_workers=opts.workers, epochs=opts.epochs, bits=bits,
@@ -113,24 +116,15 @@ def _worker_options(
         push_step=opts.push_step, dense_fraction=opts.dense_fraction,
         chunk_mb=opts.chunk_mb, metrics_json=str(metrics), quiet=True,
         skip_bad_lines=opts.skip_bad_lines, state_dir=str(metrics.parent / "state"),
-        retry_seconds=opts.retry_seconds, dtype=dtype, **params,
+        retry_seconds=opts.retry_seconds, dtype=dtype, straggle_prob=opts.straggle_prob,
+        straggle_delay=opts.straggle_delay, straggle_workers=opts.straggle_workers,
+        seed=opts.seed, split=opts.split, unit_mb=opts.unit_mb, **params,
     )
 
 
 #: rounds (pull, train ``fetch_step`` steps, push) each worker should get at least
 TARGET_ROUNDS = 20
 MIN_BATCH, MAX_BATCH = 50, 5000
-
-
-def estimate_rows(path: str, sample_bytes: int = 1 << 20) -> int:
-    """Rows in a libsvm file, estimated from the line length of its first MiB."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as f:
-        head = f.read(sample_bytes)
-    lines = head.count(b"\n")
-    if not lines or size <= len(head):
-        return max(lines, 1)
-    return max(1, int(size / (len(head) / lines)))
 
 
 def local_batch_size(opts: LocalClusterOptions) -> int:
@@ -159,12 +153,11 @@ def run_cluster(args: LocalClusterOptions) -> int:
     """Run ``ftrl-ps train`` as a local cluster; see the module docstring."""
     if args.train == "-":
         raise ConfigError("--workers needs a training file, not stdin")
-    with open(args.train, "rb") as f:
-        if f.read(2) == b"\x1f\x8b":
-            raise ConfigError(
-                f"{args.train} is gzip-compressed; workers split the training file by byte "
-                "ranges, so --workers needs it uncompressed (e.g. gunzip -k it first)"
-            )
+    if args.split == "shares" and expand(args.train)[0].gzip:
+        raise ConfigError(
+            f"{args.train} is gzip-compressed; '--split shares' cuts the training file into "
+            "byte ranges, so it needs it uncompressed (the default '--split units' does not)"
+        )
     if args.servers < 1:
         raise ConfigError("--servers must be >= 1")
     if args.max_restarts < 0:

@@ -55,6 +55,7 @@ import numpy as np
 from ftrl_ps._kernels import parse as _k
 from ftrl_ps.core.params import check_bits
 from ftrl_ps.data.batch import Batch
+from ftrl_ps.data.sources import open_binary
 from ftrl_ps.errors import ConfigError, DataError, ParseError
 
 __all__ = [
@@ -118,8 +119,8 @@ class LibsvmReader:
     Parameters
     ----------
     source : str, os.PathLike or binary file object
-        A path (gzip files are detected by their magic bytes), ``"-"`` for
-        standard input, or an open binary file object.
+        A path or an fsspec URL (gzip files are detected by their magic bytes),
+        ``"-"`` for standard input, or an open binary file object.
     bits : int
         Feature space ``2**bits`` slots, ``1 <= bits <= 30``.
     chunk_bytes : int
@@ -127,7 +128,7 @@ class LibsvmReader:
     skip_bad_lines : bool
         Skip and count malformed lines instead of raising ParseError.
     byte_range : (int, int), optional
-        Plain files only: read exactly the lines whose first byte lies in
+        Plain files (paths or URLs) only: read exactly the lines whose first byte lies in
         ``[start, end)`` (a line starts at 0 or right after ``\\n``); the last
         of them is read to its end even past ``end``.
 
@@ -190,10 +191,7 @@ class LibsvmReader:
             if stdin is None:
                 raise DataError("cannot read <stdin>: no standard input")
             return self._maybe_gunzip(stdin), False
-        try:
-            f = open(self.name, "rb")  # noqa: SIM115 - closed by __iter__
-        except OSError as exc:
-            raise DataError(f"cannot open {self.name}: {exc.strerror or exc}") from exc
+        f = open_binary(self.name)  # a path or an fsspec URL; closed by __iter__
         if self.byte_range is None:
             try:
                 magic = f.read(2)
@@ -242,7 +240,7 @@ class LibsvmReader:
         if self._prefix_lines is None:
             self._prefix_lines = 0
             if self.byte_range is not None and self._stream_start > 0:
-                with open(self.name, "rb") as f:
+                with open_binary(self.name) as f:
                     left = self._stream_start
                     while left > 0:
                         block = f.read(min(left, 1 << 20))

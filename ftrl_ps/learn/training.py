@@ -15,7 +15,7 @@ import numpy as np
 
 from ftrl_ps.core.ftrl import FTRL
 from ftrl_ps.core.metrics import Evaluation
-from ftrl_ps.data.libsvm import LibsvmReader
+from ftrl_ps.data.inputs import InputReader
 from ftrl_ps.data.prefetch import prefetch
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.progress import Progress
@@ -50,18 +50,10 @@ class TrainReport:
         return self.rows / self.seconds if self.seconds > 0 else float("nan")
 
 
-def _size_of(source: Source) -> int | None:
-    if isinstance(source, str | os.PathLike) and str(source) != "-":
-        try:
-            return os.path.getsize(source)
-        except OSError:
-            return None
-    return None
-
-
-def _reader(source: Source, bits: int, chunk_bytes: int, skip_bad_lines: bool) -> LibsvmReader:
-    """The reader every pass uses: parallel parsing, bad lines as asked."""
-    return LibsvmReader(
+def _reader(source: Source, bits: int, chunk_bytes: int, skip_bad_lines: bool) -> InputReader:
+    """The reader every pass uses: every part of the input (a file, directory, glob or
+    fsspec URL; see ftrl_ps.data.sources), parallel parsing, bad lines as asked."""
+    return InputReader(
         source,
         bits,
         chunk_bytes=chunk_bytes,
@@ -85,10 +77,10 @@ def train(
     if epochs > 1 and (str(source) == "-" or not isinstance(source, str | os.PathLike)):
         raise ConfigError("more than one epoch needs a file that can be read again, not stdin")
     report = TrainReport()
-    size = _size_of(source)
     start = time.perf_counter()
     for epoch in range(epochs):
         reader = _reader(source, model.bits, chunk_bytes, skip_bad_lines)
+        size = reader.size
         for batch in prefetch(reader, depth=2):
             report.loss_sum += model._fit(batch.labels, batch.indptr, batch.indices, batch.values)
             report.rows += batch.rows

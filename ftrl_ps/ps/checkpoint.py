@@ -89,12 +89,13 @@ def write_checkpoint(state: ServerState, directory: Path, version: int) -> tuple
                 total += keys.size
             streams = _records(state)
             clock = state.clock.state() if state.clock is not None else None
+            work = state.work.state() if state.clock is not None else None
         out.write(_U32.pack(_END))
         meta = json.dumps({
             "format": FORMAT, "version": version, "shard_index": settings.shard_index,
             "layout": settings.layout.to_dict(), "dtype": settings.dtype,
             "params": settings.params.as_dict(), "keys": total, "created": time.time(),
-            "streams": streams, "clock": clock,
+            "streams": streams, "clock": clock, "work": work,
         }).encode()
         out.write(meta)
         f.write(_TRAILER.pack(len(meta), out.crc, TAIL))
@@ -183,6 +184,8 @@ def restore_latest(state: ServerState, directory: Path) -> Path | None:
         state.dedup.restore(meta["streams"])
         if state.clock is not None and meta.get("clock") is not None:
             state.clock.restore(meta["clock"])
+        if state.clock is not None and meta.get("work"):
+            state.work.restore(meta["work"])  # the hand-out's units (ps.workqueue)
         age = time.time() - float(meta.get("created", time.time()))
         print(f"ftrl-ps server: shard {settings.shard_index} restored checkpoint {path} "
               f"(version {version}, {meta['keys']:,} keys, {len(meta['streams'])} worker "

@@ -50,18 +50,20 @@ from ftrl_ps.errors import (
 )
 from ftrl_ps.ps import wire
 from ftrl_ps.ps.layout import Layout
+from ftrl_ps.ps.pulling import Pulls
 from ftrl_ps.ps.pushing import StreamingPushes
 from ftrl_ps.ps.replay import PushStream
 from ftrl_ps.ps.shards import ShardConnections
-from ftrl_ps.ps.validate import check_keys, check_values
+from ftrl_ps.ps.validate import check_keys, check_merge, check_values
 
 __all__ = ["PSClient"]
 
 T = TypeVar("T")
 Arrays = tuple[np.ndarray, np.ndarray]
+Arrays3 = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
-class PSClient(StreamingPushes):
+class PSClient(StreamingPushes, Pulls):
     """Client of an M-shard parameter-server cluster.
 
     Parameters
@@ -156,23 +158,13 @@ class PSClient(StreamingPushes):
                 )
 
     # --- parameters ----------------------------------------------------------------
-    def pull(self, keys: Any) -> Arrays:
-        """``(n, z)`` at ``keys`` (sorted, unique, in ``[0, 2**bits + 1)``).
-
-        Returns fresh writable arrays of the servers' dtype.
-        """
-        k = self._check_keys(keys)
-        parts = self._by_shard(k, self.layout.split_keys(k), self._pull_shard)
-        n = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, self.dtype)
-        z = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, self.dtype)
-        return n, z
-
-    def push(self, keys: Any, delta_n: Any, delta_z: Any, *, position: int = 0,
-             loss_sum: float = 0.0) -> int:
+    def push(self, keys: Any, delta_n: Any, delta_z: Any, merge: Any = None, *,
+             position: int = 0, loss_sum: float = 0.0) -> int:
         """Add ``delta_n`` (>= 0) and ``delta_z`` at ``keys`` (sorted, unique).
 
-        Values are validated here before anything is sent, so a bad push
-        changes no shard. After :meth:`register` the push is journaled and
+        ``merge``: ``(versions pulled, rows, rho)`` for the ``compose`` rule
+        (ps.merge). Values are validated here before anything is sent, so a bad
+        push changes no shard. After :meth:`register` the push is journaled and
         applied exactly once (``position``: input rows trained up to this push,
         ``loss_sum``: their summed logloss, kept for a restarted worker); its
         sequence number is returned. Before it, the push is anonymous (0 is
@@ -181,18 +173,21 @@ class PSClient(StreamingPushes):
         k = self._check_keys(keys)
         dn = check_values(delta_n, "delta_n", k.size, self.dtype, non_negative=True)
         dz = check_values(delta_z, "delta_z", k.size, self.dtype)
+        mg = None if merge is None else check_merge(merge, k.size, self.dtype)
         splits = self.layout.split_keys(k)
         shards = [i for i in range(self.layout.num_shards) if splits[i + 1] > splits[i]]
         stream = self.stream
         if stream is None:
             def send(shard: int) -> None:
                 a, b = splits[shard], splits[shard + 1]
-                self._post_push(shard, k[a:b], dn[a:b], dz[a:b], None)
+                part = None if mg is None else tuple(m[a:b] for m in mg)
+                self._post_push(shard, k[a:b], dn[a:b], dz[a:b], None, part)
 
             self._net.each(send, shards)
             return 0
         with self._lock:
             entry = stream.record(k, dn, dz, splits, position, loss_sum)
+            entry.merge = mg  # sent with the entry (not kept in the journal file)
         try:
             self._net.each(lambda s: self._deliver(s, entry), shards)
         except UnknownWorkerError:
@@ -339,21 +334,6 @@ class PSClient(StreamingPushes):
         self.close()
 
     # --- per-shard requests ---------------------------------------------------------
-    def _pull_shard(self, shard: int, keys: np.ndarray) -> Arrays:
-        if self.wire_format == "json":
-            obj: dict[str, Any] = {"keys": keys.tolist()}
-            msg = wire.decode_json(self._net.post_json(shard, "/v1/pull", obj).content, wire.VALUES)
-        else:
-            body = wire.encode_keys(keys)
-            resp = self._net.request(shard, "POST", "/v1/pull", content=body, headers={
-                "Content-Type": wire.BINARY_MEDIA_TYPE, "Accept": wire.BINARY_MEDIA_TYPE})
-            msg = wire.decode(resp.content, wire.VALUES)
-        assert msg.values is not None
-        n, z = msg.values
-        if n.size != keys.size:
-            raise ProtocolError(f"shard {shard} returned {n.size} values for {keys.size} keys")
-        return n.astype(self.dtype, copy=True), z.astype(self.dtype, copy=True)
-
     def _pull_groups_shard(self, shard: int, groups: np.ndarray) -> tuple[np.ndarray, ...]:
         if self.wire_format == "json":
             resp = self._net.post_json(shard, "/v1/pull-groups", {"groups": groups.tolist()})

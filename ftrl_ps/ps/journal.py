@@ -60,6 +60,9 @@ class JournalEntry:
     parts: list[bool]
     digests: list[int]
     totals: list[tuple[int, int]]
+    #: the compose merge rule's sections (ftrl_ps.ps.merge), sent with the push; not
+    #: written to the journal file: a push replayed from the file is summed
+    merge: tuple[np.ndarray, ...] | None = None
 
     def has_part(self, shard: int) -> bool:
         return self.parts[shard]

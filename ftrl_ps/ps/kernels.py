@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-__all__ = ["NOTICE", "load_kernels", "warm_all"]
+__all__ = ["NOTICE", "load_kernels", "warm_all", "warm_up"]
 
 NOTICE = "compiling kernels (first run only)"
 #: when the cache cannot be inspected: say the notice if loading takes longer
@@ -37,7 +37,6 @@ def warm_all() -> None:
     from ftrl_ps.data.hashing import slots_of
     from ftrl_ps.data.libsvm import LibsvmReader
     from ftrl_ps.data.synth import SynthConfig, format_rows, make_design
-    from ftrl_ps.ps.worker import warm_up
 
     make_design(SynthConfig(rows=1, test_rows=1, bits=8, fields=3))  # mix64_array
     format_rows(np.array([1, 0], np.uint8), np.array([[1500], [0]]),
@@ -90,3 +89,35 @@ def load_kernels() -> float:
     seconds = time.perf_counter() - start
     log.info("kernels compiled in %.1f s; later runs load them from the cache", seconds)
     return seconds
+
+
+def warm_up() -> None:
+    """Load (or compile) every numba kernel a worker calls, on tiny inputs.
+
+    A launcher that forks its workers calls this once before forking, so the
+    children do not each load the kernels again.
+    """
+    from typing import Any
+
+    from ftrl_ps.core.params import FTRLParams
+    from ftrl_ps.data.libsvm import LibsvmReader as _Reader
+    from ftrl_ps.ps.worker import Worker, WorkerConfig
+
+    class _Null:
+        def pull(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            return np.zeros(keys.size, np.float32), np.zeros(keys.size, np.float32)
+
+        def pull_versioned(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            return (*self.pull(keys), np.zeros(keys.size, np.uint32))
+
+        def push(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray,
+                 merge: Any = None, **progress: Any) -> None:
+            return None
+
+        def clock(self, stats: dict[str, Any] | None = None) -> None:
+            return None
+
+    data = io.BytesIO(b"1 1:1 3:0.5\n0 2:1\n1 2:1\n")
+    worker = Worker(_Null(), 4, FTRLParams(), WorkerConfig(batch_size=1, fetch_step=2, push_step=1))
+    worker.train_batches(iter(_Reader(data, 4)))
+    worker.push()

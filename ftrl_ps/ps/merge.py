@@ -1,25 +1,173 @@
-"""The merge rule: how a worker scales its ``n``/``z`` deltas before a push.
+"""The merge rule: how a shard combines the ``n``/``z`` deltas that workers push.
 
-The servers add what workers push; this module decides what a push carries.
-Between two syncs every worker trains on its own rows from the same pulled
-state. For a key that most rows contain (the bias, numeric fields) each
-worker's delta is the same journey towards the optimum, so the servers' *sum*
-over N workers overshoots about N-fold and, with several workers, oscillates
-and diverges (measured: 4 workers on the generated CTR data reached test
-logloss 6.2 instead of 0.40). A key present in at least ``dense_fraction`` of
-the rows of a push (and the bias) is therefore *dense*: its deltas are divided
-by ``num_workers``, averaging the workers' journeys as if one learner had made
-them. Rarer keys are seen by few workers; their deltas carry separate
-information and are summed. With one worker nothing changes.
+The derivation is in ``docs/algorithm.md``; in short, a worker's push on key
+``k`` is its round's FTRL steps, taken from the state it pulled. If nobody
+else changed ``k`` since that pull, one process would have taken exactly
+these steps: the push is added as it is. If ``j`` other pushes changed ``k``
+meanwhile (*concurrent* pushes: computed from the same pulled state, none
+seeing the others), one process would have taken the steps one after the
+other, and each worker's steps would have started where the previous ones
+ended. A round contracts an error in its start by ``rho`` (``0``: the round's
+rows pin the key down, whatever the start; ``1``: the steps do not depend on
+the start), so the second worker adds ``rho`` times its steps, the third
+``rho**2`` ..., and ``j`` concurrent pushes of one (mean) update ``d`` add up
+to ``d * (1 - rho**j) / (1 - rho)``: their sum for keys a round barely
+moves, their mean for keys a round saturates (the bias), one formula between.
 
-The rule is applied on the worker side, per push; the server only adds.
+Every push carries, per key, the *version* of the key it pulled (how many
+pushes the shard had applied to it), the rows of the push that contain the
+key (its weight in the mean) and ``rho`` (:func:`saturation`, from the
+worker's own ``n`` before and after the round). The shard keeps, per key, its
+version and the current *group* of concurrent pushes (their base version,
+count, weight, mean ``rho`` and mean delta), so that every push of a group is
+merged the same way, whichever worker sends it and in whatever order
+(:class:`ComposeState`). Plain pushes (without versions) are summed.
+
+``RULES`` also names the two rules kept for the experiment of
+``benchmarks/bench_merge.py``: ``sum`` (every delta added as pushed) and
+``threshold`` (the rule before issue 12: each worker divides the deltas of
+keys in at least ``dense_fraction`` of its push's rows, and of the bias, by
+the configured number of workers).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-__all__ = ["delta_scale"]
+__all__ = [
+    "DEFAULT_RULE",
+    "RULES",
+    "ComposeState",
+    "composed",
+    "delta_scale",
+    "push_payload",
+    "saturation",
+]
+
+#: merge rules a cluster can run (``--merge-rule``); the first is the default
+RULES = ("compose", "sum", "threshold")
+DEFAULT_RULE = RULES[0]
+
+def saturation(
+    rows: np.ndarray,
+    keys: np.ndarray,
+    bias_key: int,
+    push_rows: int,
+    dense_fraction: float,
+) -> np.ndarray:
+    """``rho`` per key of a push: 0 for keys the round pins down, 1 for the others.
+
+    A key in at least ``dense_fraction`` of the rows of a full push
+    (``push_rows``: ``batch_size * push_step``; a short last push counts as a
+    full one) is corrected by most of the round's rows: every worker drives it
+    to where its rows want it, whatever the start (``rho = 0``). A rarer key
+    gets a few steps that hardly depend on its start (``rho = 1``). The bias
+    is in every row. ``rows[i]`` is how many rows of the push contain ``keys[i]``.
+
+    >>> saturation(np.array([1, 9, 3]), np.array([3, 5, 99]), 99, 10, 0.5)
+    array([1., 0., 0.])
+    """
+    dense = np.asarray(rows) >= max(1.0, dense_fraction * push_rows)
+    dense |= np.asarray(keys) == bias_key
+    return np.where(dense, 0.0, 1.0)
+
+
+def composed(rho: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """``1 + rho + ... + rho**(count - 1)``: how many single updates ``count``
+    concurrent ones add up to.
+
+    >>> composed(np.array([0.0, 0.5, 1.0]), np.array([3, 3, 3]))
+    array([1.  , 1.75, 3.  ])
+    """
+    rho = np.asarray(rho, np.float64)
+    count = np.asarray(count, np.float64)
+    one = 1.0 - rho
+    near = one < 1e-9
+    return np.where(near, count, (1.0 - rho**count) / np.where(near, 1.0, one))
+
+
+class ComposeState:
+    """Per-key versions and groups of concurrent pushes of one shard's key range.
+
+    Keys are local positions ``0..size-1``. Arrays are allocated zeroed (pages
+    of untouched keys cost no memory). Callers hold the locks of the keys'
+    parameter groups (see :class:`ftrl_ps.ps.store.ParameterStore`).
+    """
+
+    def __init__(self, size: int, dtype: np.dtype) -> None:
+        self.version = np.zeros(size, np.uint32)  # pushes applied to the key
+        self.base = np.zeros(size, np.uint32)  # version the current group started from
+        self.count = np.zeros(size, np.uint32)  # pushes in the current group
+        self.weight = np.zeros(size, dtype)  # their rows with the key
+        self.rho = np.zeros(size, dtype)  # their weighted mean rho
+        self.mean = np.zeros((size, 2), dtype)  # their weighted mean (delta n, delta z)
+
+    def bump(self, local: np.ndarray) -> None:
+        """Count a plain (summed) push of ``local`` keys."""
+        self.version[local] += np.uint32(1)
+
+    def apply(
+        self,
+        local: np.ndarray,
+        delta: np.ndarray,
+        pulled: np.ndarray,
+        rows: np.ndarray,
+        rho: np.ndarray,
+    ) -> np.ndarray:
+        """The amounts to add to ``(n, z)`` of ``local`` keys for one push; updates the groups.
+
+        ``delta`` is the push's ``(len, 2)`` deltas, ``pulled`` the versions the
+        worker pulled, ``rows`` its rows containing each key, ``rho`` its
+        :func:`saturation`. Three cases per key:
+
+        * nobody pushed since the pull (or the shard does not know the
+          version: it restarted): the push starts a new group and is added as
+          it is;
+        * only pushes of the current group, which started from the same
+          version: it joins the group, whose total becomes
+          ``mean * composed(mean rho, count)``; the difference is added;
+        * anything else (it missed pushes of older groups): it is added
+          scaled by ``rho ** missed``, as the last of ``missed + 1``.
+        """
+        version = self.version[local].astype(np.int64)
+        pulled = pulled.astype(np.int64)
+        missed = version - pulled
+        out = np.empty_like(delta, dtype=np.float64)
+        # a version this shard has not reached: it restarted from a checkpoint, which
+        # does not keep versions; nothing is known about concurrency, so a new group
+        fresh = missed <= 0
+        join = ~fresh & (pulled == self.base[local])
+        late = ~(fresh | join)
+        w = np.maximum(rows, 1).astype(np.float64)
+        if fresh.any():
+            k = local[fresh]
+            self.base[k] = version[fresh]
+            self.count[k] = 1
+            self.weight[k] = w[fresh]
+            self.rho[k] = rho[fresh]
+            self.mean[k] = delta[fresh]
+            out[fresh] = delta[fresh]
+        if join.any():
+            k = local[join]
+            count = self.count[k].astype(np.float64)
+            mean = self.mean[k].astype(np.float64)
+            before = mean * composed(self.rho[k], count)[:, None]
+            total = self.weight[k] + w[join]
+            share = (w[join] / total)[:, None]
+            mean += (delta[join] - mean) * share
+            mrho = self.rho[k] + (rho[join] - self.rho[k]) * share[:, 0]
+            after = mean * composed(mrho, count + 1)[:, None]
+            self.mean[k] = mean
+            self.rho[k] = mrho
+            self.weight[k] = total
+            self.count[k] += np.uint32(1)
+            out[join] = after - before
+        if late.any():
+            out[late] = delta[late] * (rho[late] ** missed[late])[:, None]
+        self.version[local] += np.uint32(1)
+        return out
 
 
 def delta_scale(
@@ -30,11 +178,11 @@ def delta_scale(
     num_workers: int,
     dense_fraction: float,
 ) -> np.ndarray:
-    """The factor each key's deltas are multiplied by before a push.
+    """The ``threshold`` rule (kept for the experiment): each key's delta factor.
 
     ``rows_per_key[i]`` is how many of the push's ``rows_in_push`` rows
-    contained ``keys[i]``. Dense keys (and the bias) get ``1 / num_workers``,
-    the others 1.
+    contained ``keys[i]``. Keys in at least ``dense_fraction`` of the rows
+    (and the bias) get ``1 / num_workers``, the others 1.
 
     >>> delta_scale(np.array([1, 9, 10]), np.array([3, 5, 99]), 99, 10, 2, 0.5)
     array([1. , 0.5, 0.5])
@@ -42,3 +190,28 @@ def delta_scale(
     dense = rows_per_key >= max(1.0, dense_fraction * rows_in_push)
     dense |= keys == bias_key  # every worker moves the bias alike
     return np.where(dense, 1.0 / num_workers, 1.0)
+
+
+def push_payload(
+    rule: str,
+    todo: Any,
+    bias_key: int,
+    rows_in_push: int,
+    push_rows: int,
+    num_workers: int,
+    dense_fraction: float,
+    dtype: np.dtype,
+) -> tuple[np.ndarray, np.ndarray, Any]:
+    """What a worker sends for its pending deltas ``todo`` (keys, ``(k, 2)`` delta,
+    rows, versions) under ``rule``: ``delta_n``, ``delta_z`` in the servers' float
+    type, and the merge sections (``compose``: versions, rows, rho; else None)."""
+    dn, dz = todo.delta[:, 0], todo.delta[:, 1]
+    if rule == "threshold":
+        scale = delta_scale(todo.rows, todo.keys, bias_key, rows_in_push, num_workers,
+                            dense_fraction)
+        dn, dz = dn * scale, dz * scale
+    merge = None
+    if rule == "compose":
+        rho = saturation(todo.rows, todo.keys, bias_key, push_rows, dense_fraction)
+        merge = (todo.versions, todo.rows, rho.astype(dtype))
+    return dn.astype(dtype), dz.astype(dtype), merge

@@ -11,12 +11,19 @@ import numpy as np
 
 from ftrl_ps.errors import ProtocolError
 
-__all__ = ["ENTRIES", "GROUPS", "KEYS", "KIND_NAMES", "PUSH", "UINT32_LIMIT", "VALUES",
-           "Message", "PushOrigin"]
+__all__ = ["ENTRIES", "GROUPS", "KEYS", "KIND_NAMES", "MERGE_SECTIONS", "PUSH", "UINT32_LIMIT",
+           "VALUES", "Message", "PushOrigin"]
 
 PUSH, KEYS, VALUES, GROUPS, ENTRIES = 1, 2, 3, 4, 5
 KIND_NAMES = {PUSH: "PUSH", KEYS: "KEYS", VALUES: "VALUES", GROUPS: "GROUPS", ENTRIES: "ENTRIES"}
 UINT32_LIMIT = 1 << 32
+#: the sections a message carries for the ``compose`` merge rule (ftrl_ps.ps.merge):
+#: kind -> (name, True for uint32 / False for the values' float type); a KEYS
+#: request with the merge flag asks for the keys' versions
+MERGE_SECTIONS: dict[int, tuple[tuple[str, bool], ...]] = {
+    KEYS: (), VALUES: (("versions", True),),
+    PUSH: (("versions", True), ("rows", True), ("rho", False)),
+}
 _U64 = 1 << 64
 
 
@@ -46,12 +53,15 @@ class PushOrigin:
 @dataclass(frozen=True)
 class Message:
     """A decoded body. ``keys`` holds group ids for GROUPS; ``values`` is
-    ``(delta_n, delta_z)`` for PUSH and ``(n, z)`` for VALUES/ENTRIES."""
+    ``(delta_n, delta_z)`` for PUSH and ``(n, z)`` for VALUES/ENTRIES. ``merge``
+    holds the :data:`MERGE_SECTIONS` in order (``()`` for a KEYS request that
+    asks for versions), None without them."""
 
     kind: int
     keys: np.ndarray | None = None
     values: tuple[np.ndarray, np.ndarray] | None = None
     origin: PushOrigin | None = None
+    merge: tuple[np.ndarray, ...] | None = None
 
     @property
     def delta_n(self) -> np.ndarray:

@@ -94,15 +94,15 @@ class StreamingPushes:
             self.start_heartbeat()
 
     def _post_push(self, shard: int, keys: np.ndarray, dn: np.ndarray, dz: np.ndarray,
-                   origin: wire.PushOrigin | None) -> dict[str, Any]:
+                   origin: wire.PushOrigin | None, merge: Any = None) -> dict[str, Any]:
         if self.wire_format == "json":
-            obj: dict[str, Any] = wire.to_json(wire.PUSH, keys, (dn, dz))
+            obj: dict[str, Any] = wire.to_json(wire.PUSH, keys, (dn, dz), merge)
             if origin is not None:
                 obj.update(worker=origin.worker, epoch=origin.epoch, seq=origin.seq,
                            prev_seq=origin.prev_seq, position=origin.position)
             resp = self._net.post_json(shard, "/v1/push", obj, idempotent=origin is not None)
         else:
-            body = wire.encode_push(keys, dn, dz, origin=origin, dtype=self.dtype)
+            body = wire.encode_push(keys, dn, dz, origin=origin, dtype=self.dtype, merge=merge)
             resp = self._net.request(shard, "POST", "/v1/push", content=body,
                                      headers={"Content-Type": wire.BINARY_MEDIA_TYPE},
                                      idempotent=origin is not None)
@@ -115,8 +115,9 @@ class StreamingPushes:
         a, b = self.layout.split_keys(entry.keys)[shard:shard + 2]
         origin = wire.PushOrigin(self.stream.worker, self.worker_id, entry.seq,
                                  entry.prev[shard], entry.position)
+        merge = None if entry.merge is None else tuple(m[a:b] for m in entry.merge)
         answer = self._post_push(shard, entry.keys[a:b], entry.delta_n[a:b],
-                                 entry.delta_z[a:b], origin)
+                                 entry.delta_z[a:b], origin, merge)
         if "durable_seq" not in answer:
             raise ProtocolError(f"shard {shard} answered a push without its stream record")
         self.stream.acknowledged(shard, int(answer["durable_seq"]))

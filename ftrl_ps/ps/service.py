@@ -116,7 +116,7 @@ class PredictionService:
         parse_json_rows(b'{"rows": [{"features": {"a": 1}, "label": 1}]}', model.bits,
                         labels=True)
         if self.learner is not None:
-            from ftrl_ps.ps.worker import warm_up
+            from ftrl_ps.ps.kernels import warm_up
 
             warm_up()
 

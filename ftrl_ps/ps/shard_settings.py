@@ -15,6 +15,7 @@ from ftrl_ps.core.params import FTRLParams
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.ps.auth import TOKEN_ENV, resolve_token
 from ftrl_ps.ps.layout import DEFAULT_GROUP_SIZE, Layout
+from ftrl_ps.ps.merge import DEFAULT_RULE, RULES
 
 __all__ = ["TOKEN_ENV", "ServerSettings"]
 
@@ -47,6 +48,9 @@ class ServerSettings:
         Largest accepted request body, in MiB (larger -> 413).
     init_model : str or None
         Model file whose keys (in this shard's range) initialise the store.
+    merge_rule : str
+        How workers' deltas are merged (:data:`ftrl_ps.ps.merge.RULES`); the
+        workers read it from ``/v1/status`` and push accordingly.
     alpha, beta, l1, l2 : float
         The FTRL hyper-parameters of the model this cluster trains: the servers
         own them; workers adopt them and export saves them.
@@ -75,6 +79,7 @@ class ServerSettings:
     token: str | None = field(default=None, repr=False)
     max_body_mb: float = 64.0
     init_model: str | None = None
+    merge_rule: str = DEFAULT_RULE
     alpha: float = 0.1
     beta: float = 1.0
     l1: float = 1.0
@@ -111,6 +116,8 @@ class ServerSettings:
             raise ConfigError("registration_timeout must be >= 0")
         if self.token is not None and not self.token:
             raise ConfigError("token must not be empty")
+        if self.merge_rule not in RULES:
+            raise ConfigError(f"merge_rule must be one of {RULES}, got {self.merge_rule!r}")
         for name in ("max_exports", "max_json_depth"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -164,6 +171,7 @@ class ServerSettings:
             "clock_wait_timeout": self.clock_wait_timeout,
             "max_body_mb": self.max_body_mb,
             "auth": self.token is not None,
+            "merge_rule": self.merge_rule,
             "model": self.model_dict(),
             "checkpoint_dir": self.checkpoint_dir,
             "checkpoint_interval": self.checkpoint_interval,

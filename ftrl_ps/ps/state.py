@@ -21,6 +21,7 @@ from ftrl_ps.ps.dedup import PushDeduper, push_digest
 from ftrl_ps.ps.shard_settings import ServerSettings
 from ftrl_ps.ps.store import ParameterStore
 from ftrl_ps.ps.telemetry import Telemetry
+from ftrl_ps.ps.workqueue import WorkQueue
 
 __all__ = ["PushBarrier", "ServerState", "load_initial_model"]
 
@@ -90,6 +91,7 @@ class ServerState:
         self.dedup = PushDeduper(durable_on_apply=settings.checkpoint_dir is None)
         self.barrier = PushBarrier()
         self.exports = threading.BoundedSemaphore(settings.max_exports)
+        self.work = WorkQueue()  # hand-out of input units (used on shard 0)
         #: measurements and gauge hooks exported by /metrics (see ps.telemetry)
         self.telemetry = Telemetry()
         self.started_at = time.time()
@@ -149,8 +151,9 @@ class ServerState:
             digest = push_digest(origin.seq, msg.keys, np.asarray(msg.delta_n, store.dtype),
                                  np.asarray(msg.delta_z, store.dtype), store.dtype)
         with self.barrier.shared():
-            applied, record = self.dedup.apply(
-                origin, digest, lambda: store.push(msg.keys, msg.delta_n, msg.delta_z)
+            merge = None if msg.merge is None else (msg.merge[0], msg.merge[1], msg.merge[2])
+            applied, record = self.dedup.apply(  # merged by the compose rule (ps.merge)
+                origin, digest, lambda: store.push(msg.keys, msg.delta_n, msg.delta_z, merge)
             )
         answer: dict[str, Any] = {"applied": applied, "keys": int(msg.keys.size),
                                   "seq": origin.seq if origin is not None else 0}

@@ -51,9 +51,15 @@ import numpy as np
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.ps.changes import ChangeLog
 from ftrl_ps.ps.layout import Layout
-from ftrl_ps.ps.validate import check_keys, check_values
+from ftrl_ps.ps.merge import ComposeState
+from ftrl_ps.ps.validate import check_keys, check_merge, check_values
 
-__all__ = ["ParameterStore"]
+__all__ = ["MergeInfo", "ParameterStore"]
+
+#: what a push under the ``compose`` merge rule carries besides its deltas, per
+#: key: the versions the worker pulled (uint32), its rows that contain the key
+#: and the round's saturation ``rho`` in [0, 1] (see :mod:`ftrl_ps.ps.merge`)
+MergeInfo = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 _DTYPES = {"float32": np.float32, "float64": np.float64}
 
@@ -87,6 +93,7 @@ class ParameterStore:
         # np.zeros maps fresh zero pages lazily: untouched key ranges cost no RAM
         self._n = np.zeros(size, dtype=self.dtype)
         self._z = np.zeros(size, dtype=self.dtype)
+        self._merge = ComposeState(size, self.dtype)
         self._locks = [threading.Lock() for _ in range(self.group_end - self.group_begin)]
         self._counter_lock = threading.Lock()
         #: which groups each push/load wrote (read by :meth:`changed_since`)
@@ -109,15 +116,23 @@ class ParameterStore:
 
     def pull(self, keys: Any) -> tuple[np.ndarray, np.ndarray]:
         """Current ``(n[keys], z[keys])``; keys sorted, unique, in the shard range."""
+        n, z, _ = self.pull_versioned(keys)
+        return n, z
+
+    def pull_versioned(self, keys: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(n, z, versions)`` at ``keys``: versions (uint32) count the pushes
+        applied to each key; a ``compose`` push names the versions it pulled."""
         arr = check_keys(keys, self.begin, self.end)
         local = arr.astype(np.int64) - self.begin
         out_n = np.empty(arr.size, dtype=self.dtype)
         out_z = np.empty(arr.size, dtype=self.dtype)
+        out_v = np.empty(arr.size, dtype=np.uint32)
         for lo, hi in self._locked_runs(arr):
             np.take(self._n, local[lo:hi], out=out_n[lo:hi])
             np.take(self._z, local[lo:hi], out=out_z[lo:hi])
+            np.take(self._merge.version, local[lo:hi], out=out_v[lo:hi])
         self._count(pulls=1, keys_pulled=arr.size)
-        return out_n, out_z
+        return out_n, out_z, out_v
 
     def pull_groups(self, group_ids: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """All keys of the given parameter groups with their ``n`` and ``z``.
@@ -140,20 +155,32 @@ class ParameterStore:
         self._count(group_pulls=1, keys_pulled=keys.size)
         return keys.astype(np.uint32), out_n, out_z
 
-    def push(self, keys: Any, delta_n: Any, delta_z: Any) -> None:
+    def push(self, keys: Any, delta_n: Any, delta_z: Any, merge: MergeInfo | None = None) -> None:
         """Add ``delta_n``/``delta_z`` at ``keys``, atomically per parameter group.
 
-        All inputs are validated before the first group is touched; on a
+        Without ``merge`` the deltas are added as they are; with it (the
+        ``compose`` rule) they are merged with the pushes made concurrently
+        (:meth:`ftrl_ps.ps.merge.ComposeState.apply`). All inputs are
+        validated before the first group is touched; on a
         :class:`~ftrl_ps.errors.ProtocolError` nothing is changed.
         """
         arr = check_keys(keys, self.begin, self.end)
         dn = check_values(delta_n, "delta_n", arr.size, self.dtype, non_negative=True)
         dz = check_values(delta_z, "delta_z", arr.size, self.dtype)
         local = arr.astype(np.int64) - self.begin
+        info = None if merge is None else check_merge(merge, arr.size, np.dtype(np.float64))
         for lo, hi in self._locked_runs(arr):
             seg = local[lo:hi]  # unique keys: no update is lost to a duplicate
-            self._n[seg] += dn[lo:hi]
-            self._z[seg] += dz[lo:hi]
+            if info is None:
+                self._n[seg] += dn[lo:hi]
+                self._z[seg] += dz[lo:hi]
+                self._merge.bump(seg)
+                continue
+            pulled, rows, rho = info
+            delta = np.stack([dn[lo:hi], dz[lo:hi]], axis=1)
+            add = self._merge.apply(seg, delta, pulled[lo:hi], rows[lo:hi], rho[lo:hi])
+            self._n[seg] = np.maximum(self._n[seg] + add[:, 0], 0.0)
+            self._z[seg] += add[:, 1]
         self.changes.record(np.unique(arr // self.layout.group_size))
         self._count(pushes=1, keys_pushed=arr.size)
 

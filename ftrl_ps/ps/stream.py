@@ -78,12 +78,18 @@ class _Notifying:
         self._learner = learner
         self._clocked = clocked
 
+        self.dtype = getattr(client, "dtype", np.float64)
+
     def pull(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return self._client.pull(keys)
 
+    def pull_versioned(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self._client.pull_versioned(keys)
+
     def push(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray,
-             **progress: Any) -> Any:
-        result = self._client.push(keys, delta_n, delta_z, **progress)
+             merge: Any = None, **progress: Any) -> Any:
+        extra = () if merge is None else (merge,)  # the compose rule's sections
+        result = self._client.push(keys, delta_n, delta_z, *extra, **progress)
         self._learner._pushed()
         return result
 
@@ -108,7 +114,9 @@ class StreamLearner:
         #: mini-batches between pushes (the worker's own step rule is switched off:
         #: pushes happen between rounds, where it is known which rows they carry)
         self.push_step = config.push_step
-        config = dataclasses.replace(config, push_step=1 << 62)
+        # pushes follow the servers' merge rule (ftrl_ps.ps.merge); unknown: summed
+        rule = getattr(client, "server_settings", {}).get("merge_rule", "sum")
+        config = dataclasses.replace(config, push_step=1 << 62, merge_rule=str(rule))
         self.worker = Worker(_Notifying(client, self, clocked), bits, params, config)
         self._cond = threading.Condition()
         self._queue: deque[tuple[int, float, Batch]] = deque()

@@ -18,7 +18,7 @@ import numpy as np
 
 from ftrl_ps.errors import ProtocolError
 
-__all__ = ["check_keys", "check_values"]
+__all__ = ["check_keys", "check_merge", "check_values"]
 
 
 def check_keys(
@@ -79,3 +79,24 @@ def check_values(
             i = int(neg[0])
             raise ProtocolError(f"{name}[{i}] = {arr[i]!r} is negative; it must be >= 0")
     return arr
+
+
+def check_merge(
+    merge: Any, length: int, dtype: np.dtype
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Validate the merge information of a ``compose`` push: ``(versions pulled,
+    rows, rho)``, ``length`` entries each, versions and rows non-negative
+    integers, ``rho`` in [0, 1]. Returns them as uint32, uint32 and ``dtype``."""
+    try:
+        versions, rows, rho = (np.asarray(m) for m in merge)
+    except (TypeError, ValueError) as exc:
+        raise ProtocolError("merge information must be (versions, rows, rho)") from exc
+    for name, arr in (("versions", versions), ("rows", rows)):
+        if arr.shape != (length,) or (length and arr.dtype.kind not in "iu"):
+            raise ProtocolError(f"{name} must be {length} integers, got {arr.dtype} {arr.shape}")
+        if length and (int(arr.min()) < 0 or int(arr.max()) >= 1 << 32):
+            raise ProtocolError(f"{name} must be in [0, 2**32)")
+    r = check_values(rho, "rho", length, dtype)
+    if length and (r.min() < 0 or r.max() > 1):
+        raise ProtocolError("rho must be in [0, 1]")
+    return versions.astype(np.uint32), rows.astype(np.uint32), r

@@ -7,7 +7,8 @@ Binary format (media type ``application/x-ftrl-ps``), all little-endian::
     4      1     version (2)
     5      1     kind: 1 PUSH, 2 KEYS, 3 VALUES, 4 GROUPS, 5 ENTRIES
     6      2     flags: bit 0 = values are float64 (else float32),
-                        bit 1 = the worker fields are set (PUSH only)
+                        bit 1 = the worker fields are set (PUSH only),
+                        bit 2 = merge sections (below)
     8      4     count: number of keys (uint32)
     12     4     worker: the pushing worker's index (uint32)
     16     8     epoch: the worker's registration epoch (uint64)
@@ -21,6 +22,12 @@ Binary format (media type ``application/x-ftrl-ps``), all little-endian::
                  GROUPS   group ids uint32[count]       (pull-groups request)
                  ENTRIES  keys uint32[count], n[count], z[count]
                           (pull-groups response, state dump)
+
+With flag bit 2 (the ``compose`` merge rule, :mod:`ftrl_ps.ps.merge`) a KEYS
+body asks for versions, a VALUES body ends with ``versions uint32[count]``
+and a PUSH body ends with ``versions uint32[count], rows uint32[count],
+rho[count]`` (the versions pulled, the push's rows containing each key, the
+round's saturation in the values' float type).
 
 A value section starts at the next multiple of its item size (4 bytes of zero
 padding after an odd number of keys when values are float64). The body must
@@ -61,6 +68,7 @@ from ftrl_ps.ps.messages import (
     GROUPS,
     KEYS,
     KIND_NAMES,
+    MERGE_SECTIONS,
     PUSH,
     UINT32_LIMIT,
     VALUES,
@@ -101,6 +109,7 @@ MAGIC = b"FTPS"
 VERSION = 2
 FLAG_FLOAT64 = 1
 FLAG_WORKER = 2
+FLAG_MERGE = 4
 
 _HEADER = struct.Struct("<4sBBHIIQQQQ")
 HEADER_SIZE = _HEADER.size  # 48
@@ -126,10 +135,12 @@ def encode(
     *,
     origin: PushOrigin | None = None,
     dtype: Any = None,
+    merge: tuple[Any, ...] | None = None,
 ) -> bytes:
     """Encode one message (see the module docstring for the layout).
 
-    ``dtype`` (float32, the default, or float64) picks the value encoding.
+    ``dtype`` (float32, the default, or float64) picks the value encoding;
+    ``merge`` the merge sections of a KEYS (``()``), VALUES or PUSH body.
     """
     if kind not in _SECTIONS:
         raise ProtocolError(f"unknown message kind {kind}")
@@ -145,11 +156,11 @@ def encode(
         parts.append(k.tobytes())
         offset += 4 * count
     flags = 0
+    dt = np.dtype(np.float32 if dtype is None else dtype)
+    if dt not in (np.float32, np.float64):
+        raise ProtocolError(f"values must be float32 or float64, not {dt}")
     if values is not None:
         a, b = np.asarray(values[0]), np.asarray(values[1])
-        dt = np.dtype(np.float32 if dtype is None else dtype)
-        if dt not in (np.float32, np.float64):
-            raise ProtocolError(f"values must be float32 or float64, not {dt}")
         if not has_keys:
             count = a.size
         if a.ndim != 1 or b.ndim != 1 or a.size != count or b.size != count:
@@ -164,6 +175,10 @@ def encode(
         little = dt.newbyteorder("<")
         parts.append(a.astype(little, copy=False).tobytes())
         parts.append(b.astype(little, copy=False).tobytes())
+    if merge is not None:
+        flags |= FLAG_MERGE
+        parts.extend(_encode_merge(kind, merge, count, dt,
+                                   HEADER_SIZE + sum(len(p) for p in parts)))
     fields = (0, 0, 0, 0, 0)
     if origin is not None:
         if kind != PUSH:
@@ -172,6 +187,25 @@ def encode(
         fields = (origin.worker, origin.epoch, origin.seq, origin.prev_seq, origin.position)
     header = _HEADER.pack(MAGIC, VERSION, kind, flags, count, *fields)
     return header + b"".join(parts)
+
+
+def _encode_merge(kind: int, merge: tuple[Any, ...], count: int, dt: np.dtype,
+                  offset: int) -> list[bytes]:
+    spec = MERGE_SECTIONS.get(kind)
+    if spec is None:
+        raise ProtocolError(f"{KIND_NAMES[kind]} has no merge sections")
+    if len(merge) != len(spec):
+        raise ProtocolError(f"{KIND_NAMES[kind]} takes {len(spec)} merge sections, "
+                            f"got {len(merge)}")
+    out = []
+    for (name, is_u32), arr in zip(spec, merge, strict=True):
+        a = _keys_u32(arr, name) if is_u32 else np.asarray(arr, dtype=dt.newbyteorder("<"))
+        if a.shape != (count,):
+            raise ProtocolError(f"{name} must have {count} entries, got {a.shape}")
+        pad = -offset % a.itemsize
+        out.append(b"\0" * pad + a.tobytes())
+        offset += pad + a.nbytes
+    return out
 
 
 def encode_push(keys: Any, delta_n: Any, delta_z: Any, **kw: Any) -> bytes:
@@ -222,8 +256,10 @@ def decode(body: bytes | bytearray | memoryview, expected_kind: int | None = Non
         raise ProtocolError(
             f"expected a {KIND_NAMES[expected_kind]} body, got {KIND_NAMES[kind]}"
         )
-    if flags & ~(FLAG_FLOAT64 | FLAG_WORKER):
+    if flags & ~(FLAG_FLOAT64 | FLAG_WORKER | FLAG_MERGE):
         raise ProtocolError(f"unknown flags 0x{flags:04x}")
+    if flags & FLAG_MERGE and kind not in MERGE_SECTIONS:
+        raise ProtocolError(f"{KIND_NAMES[kind]} has no merge sections (flag 0x{FLAG_MERGE:x})")
     if flags & FLAG_WORKER and kind != PUSH:
         raise ProtocolError("only a PUSH carries worker fields")
     if not flags & FLAG_WORKER and any(fields):
@@ -247,8 +283,18 @@ def decode(body: bytes | bytearray | memoryview, expected_kind: int | None = Non
         a = np.frombuffer(body, dtype=dt, count=count, offset=offset)
         b = np.frombuffer(body, dtype=dt, count=count, offset=offset + count * dt.itemsize)
         values = (a, b)
+        offset += 2 * count * dt.itemsize
+    merge = None
+    if flags & FLAG_MERGE:
+        sections = []
+        for _, is_u32 in MERGE_SECTIONS[kind]:
+            item = np.dtype("<u4") if is_u32 else dt
+            offset += -offset % item.itemsize
+            sections.append(np.frombuffer(body, dtype=item, count=count, offset=offset))
+            offset += count * item.itemsize
+        merge = tuple(sections)
     origin = PushOrigin(*fields) if flags & FLAG_WORKER else None
-    return Message(kind, keys, values, origin)
+    return Message(kind, keys, values, origin, merge)
 
 
 def _implied_size(kind: int, flags: int, count: int) -> int:
@@ -257,6 +303,9 @@ def _implied_size(kind: int, flags: int, count: int) -> int:
     size = HEADER_SIZE + (4 * count if has_keys else 0)
     if n_values:
         size += -size % itemsize + n_values * count * itemsize
+    if flags & FLAG_MERGE:
+        for _, is_u32 in MERGE_SECTIONS.get(kind, ()):
+            size += 4 * count if is_u32 else -size % itemsize + count * itemsize
     return size
 
 

@@ -3,7 +3,10 @@
 PUSH ``{"keys", "delta_n", "delta_z"}`` with optional flat worker fields, or
 ``{"entries": [[key, delta_n, delta_z], ...], "origin": {...}}`` (the form the
 OpenAPI schema documents); KEYS ``{"keys"}``, VALUES ``{"n", "z"}``, GROUPS
-``{"groups"}``, ENTRIES ``{"keys", "n", "z"}``.
+``{"groups"}``, ENTRIES ``{"keys", "n", "z"}``. The ``compose`` merge rule's
+sections (:data:`~ftrl_ps.ps.messages.MERGE_SECTIONS`): PUSH ``"versions"``,
+``"rows"``, ``"rho"`` (all or none), VALUES ``"versions"``, and a KEYS request
+``"versions": true`` to ask for them.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from ftrl_ps.ps.messages import (
     ENTRIES,
     GROUPS,
     KEYS,
+    MERGE_SECTIONS,
     PUSH,
     UINT32_LIMIT,
     VALUES,
@@ -144,6 +148,8 @@ def decode_json(body: bytes | str, kind: int) -> Message:
     required = set(allowed)
     if kind == PUSH:
         allowed |= set(_ORIGIN_FIELDS)
+    spec = MERGE_SECTIONS.get(kind, ())
+    allowed |= {name for name, _ in spec} | ({"versions"} if kind == KEYS else set())
     unknown = set(obj) - allowed
     if unknown:
         raise ProtocolError(f"unknown fields {sorted(unknown)}; expected {sorted(allowed)}")
@@ -156,10 +162,26 @@ def decode_json(body: bytes | str, kind: int) -> Message:
         a = _json_floats(obj[value_fields[0]], value_fields[0])
         b = _json_floats(obj[value_fields[1]], value_fields[1])
         values = (a, b)
-    return Message(kind, keys, values, _json_origin(obj) if kind == PUSH else None)
+    return Message(kind, keys, values, _json_origin(obj) if kind == PUSH else None,
+                   _json_merge(obj, kind, spec))
 
 
-def to_json(kind: int, keys: Any = None, values: tuple[Any, Any] | None = None) -> dict[str, Any]:
+def _json_merge(obj: dict[str, Any], kind: int, spec: tuple[tuple[str, bool], ...]
+                ) -> tuple[np.ndarray, ...] | None:
+    if kind == KEYS:
+        if obj.get("versions", False) not in (True, False):
+            raise ProtocolError("'versions' must be true or false")
+        return () if obj.get("versions") else None
+    given = [name for name, _ in spec if name in obj]
+    if not given:
+        return None
+    if len(given) != len(spec):
+        raise ProtocolError(f"merge fields {[n for n, _ in spec]} go together; got {given}")
+    return tuple(_json_ints(obj[n], n) if u32 else _json_floats(obj[n], n) for n, u32 in spec)
+
+
+def to_json(kind: int, keys: Any = None, values: tuple[Any, Any] | None = None,
+            merge: tuple[Any, ...] | None = None) -> dict[str, Any]:
     """A JSON-ready dict of a message (keys as ints, values as floats)."""
     key_field, value_fields = _JSON_FIELDS[kind]
     out: dict[str, Any] = {}
@@ -169,4 +191,9 @@ def to_json(kind: int, keys: Any = None, values: tuple[Any, Any] | None = None) 
         assert values is not None
         out[value_fields[0]] = np.asarray(values[0], dtype=np.float64).tolist()
         out[value_fields[1]] = np.asarray(values[1], dtype=np.float64).tolist()
+    if merge is not None and kind == KEYS:
+        out["versions"] = True
+    elif merge is not None:
+        for (name, u32), arr in zip(MERGE_SECTIONS[kind], merge, strict=True):
+            out[name] = np.asarray(arr, dtype=np.int64 if u32 else np.float64).tolist()
     return out

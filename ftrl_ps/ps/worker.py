@@ -17,8 +17,11 @@ when a round ends with deltas not pushed yet (``push_step`` not a multiple of
 freshly pulled values of the next round's keys (``local = pulled + unpushed``),
 and sent with the next push.
 
-How the deltas of a push are scaled (dense keys averaged over the workers,
-rare keys summed) is the merge rule of :mod:`ftrl_ps.ps.merge`.
+How the servers merge the deltas of concurrent pushes is the merge rule of
+:mod:`ftrl_ps.ps.merge` (``WorkerConfig.merge_rule``, which the servers
+announce): under ``compose`` the worker pulls the keys' versions and sends
+them back with its deltas, its rows per key and the round's saturation
+``rho``; under ``threshold`` it scales dense keys' deltas itself.
 
 The math lives in :mod:`ftrl_ps.core.ftrl`; the network in :mod:`ftrl_ps.ps.client`.
 """
@@ -41,7 +44,8 @@ from ftrl_ps.data.minibatch import minibatches, slice_rows
 from ftrl_ps.data.prefetch import prefetch
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.training import TrainReport
-from ftrl_ps.ps.merge import delta_scale
+from ftrl_ps.ps.merge import RULES, push_payload
+from ftrl_ps.ps.straggle import Straggler
 from ftrl_ps.ps.workingset import KeyNumbering, PendingDeltas, WorkingSet
 
 __all__ = [
@@ -52,7 +56,6 @@ __all__ = [
     "WorkerReport",
     "read_share",
     "share_of",
-    "warm_up",
 ]
 
 
@@ -61,8 +64,10 @@ class ParamClient(Protocol):
 
     def pull(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
 
+    def pull_versioned(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+
     def push(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray,
-             **progress: Any) -> Any: ...
+             merge: Any = None, **progress: Any) -> Any: ...
 
     def clock(self, stats: dict[str, Any] | None = None) -> Any: ...
 
@@ -77,12 +82,16 @@ class WorkerConfig:
     epochs: int = 1
     chunk_bytes: int = 4 << 20
     skip_bad_lines: bool = False
-    #: workers training concurrently: dense keys' deltas are divided by it
+    #: how the servers merge pushes (ftrl_ps.ps.merge.RULES); the servers announce it
+    merge_rule: str = "compose"
+    #: ``threshold`` rule only: workers training concurrently (dense deltas / this)
     num_workers: int = 1
-    #: a key in at least this share of a push's rows counts as dense (> 1: never)
+    #: a key in this share of a push's rows is dense (``compose``: rho = 0)
     dense_fraction: float = 0.5
 
     def __post_init__(self) -> None:
+        if self.merge_rule not in RULES:
+            raise ConfigError(f"merge_rule must be one of {RULES}, got {self.merge_rule!r}")
         if not self.dense_fraction > 0:
             raise ConfigError(f"dense_fraction must be > 0, got {self.dense_fraction}")
         for name in ("batch_size", "fetch_step", "push_step", "epochs", "chunk_bytes",
@@ -100,6 +109,11 @@ class WorkerReport(TrainReport):
     pulls: int = 0
     keys_pushed: int = 0
     keys_pulled: int = 0
+    #: seconds in clock ticks (the SSP wait for slower workers included)
+    wait_seconds: float = 0.0
+    #: seconds slept by injected straggling (ftrl_ps.ps.straggle), and how often
+    straggle_seconds: float = 0.0
+    straggles: int = 0
 
 
 class _InFlight:
@@ -107,6 +121,7 @@ class _InFlight:
 
     def __init__(self, fn: Any, *args: Any) -> None:
         self._error: BaseException | None = None
+        self.rows = 0  # rows trained when the push was made
         self._thread = threading.Thread(
             target=self._run, args=(fn, args), name="ftrl-ps-push", daemon=True
         )
@@ -137,12 +152,16 @@ class Worker:
         Hyper-parameters (the same on every worker).
     config : WorkerConfig
         Batching and communication periods.
+    straggler : Straggler, optional
+        Injected sleeps before clock ticks (experiments only).
     """
 
     def __init__(
-        self, client: ParamClient, bits: int, params: FTRLParams, config: WorkerConfig
+        self, client: ParamClient, bits: int, params: FTRLParams, config: WorkerConfig,
+        straggler: Straggler | None = None,
     ) -> None:
         self.client = client
+        self.straggler = straggler
         self.config = config
         self.params = params
         self.bits = bits
@@ -153,12 +172,12 @@ class Worker:
         self._rows_since_push = 0
         self._since_push = 0
         self._sending: _InFlight | None = None
+        self.rows_applied = 0  # rows whose push (and tick) the shards acknowledged
         self.report = WorkerReport()
         #: input rows to pass over before training (a restarted worker's position)
         self.skip_rows = 0
         self._resumed_rows, self._resumed_loss = 0, 0.0
         self._started = time.perf_counter()
-        self._clock_seconds = 0.0  # in clock ticks (round trip + SSP wait), for stats()
 
     def resume(self, position: int, loss_sum: float) -> None:
         """Continue after ``position`` rows already trained and pushed (by an
@@ -173,8 +192,12 @@ class Worker:
             self._close()
         numbered = self._numbering.number(parts)
         self._sync()  # pull only after the last push and clock tick went through
-        n, z = self.client.pull(numbered[0])
-        rnd = WorkingSet.pulled(parts, numbered, n, z)
+        versions = None
+        if self.config.merge_rule == "compose":
+            n, z, versions = self.client.pull_versioned(numbered[0])
+        else:
+            n, z = self.client.pull(numbered[0])
+        rnd = WorkingSet.pulled(parts, numbered, n, z, versions)
         self._pending = rnd.adopt(self._pending)
         self.report.pulls += 1
         self.report.keys_pulled += int(rnd.keys.size)
@@ -213,41 +236,45 @@ class Worker:
         """
         rnd = self._round
         todo = self._pending
-        if rnd is not None and rnd.dirty:
-            todo = todo.merge(rnd.unpushed())
+        part = rnd.unpushed() if rnd is not None and rnd.dirty else None
+        if part is not None:
+            todo = todo.merge(part)
         if not todo.keys.size:
             return
-        cfg = self.config
-        scale = delta_scale(todo.rows, todo.keys, self.bias_key, self._rows_since_push,
-                            cfg.num_workers, cfg.dense_fraction)
-        delta_n = (todo.delta[:, 0] * scale).astype(np.float32)
-        delta_z = (todo.delta[:, 1] * scale).astype(np.float32)
+        cfg = self.config  # the deltas as the merge rule wants them (ftrl_ps.ps.merge)
+        delta_n, delta_z, merge = push_payload(
+            cfg.merge_rule, todo, self.bias_key, self._rows_since_push, cfg.batch_size *
+            cfg.push_step, cfg.num_workers, cfg.dense_fraction,
+            np.dtype(getattr(self.client, "dtype", np.float64)))
         self._sync()
         progress = {"position": self.report.rows, "loss_sum": self.report.loss_sum}
-        self._sending = _InFlight(self._send, todo.keys, delta_n, delta_z, self.stats(),
+        self._sending = _InFlight(self._send, todo.keys, delta_n, delta_z, merge, self.stats(),
                                   progress)
+        self._sending.rows = self.report.rows
         if rnd is not None:
-            rnd.mark_pushed()
+            rnd.mark_pushed(None if part is None else part.keys)
         self._pending = PendingDeltas()
         self.report.pushes += 1
         self.report.keys_pushed += int(todo.keys.size)
         self._rows_since_push = 0
         self._since_push = 0
 
-    def _send(
-        self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray, stats: dict[str, Any],
-        progress: dict[str, Any],
-    ) -> None:
-        self.client.push(keys, delta_n, delta_z, **progress)
-        start = time.perf_counter()
+    def _send(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray, merge: Any,
+              stats: dict[str, Any], progress: dict[str, Any]) -> None:
+        self.client.push(keys, delta_n, delta_z, *(() if merge is None else (merge,)), **progress)
+        if self.straggler is not None and self.straggler.before_tick():
+            self.report.straggles += 1
+            self.report.straggle_seconds += self.straggler.config.delay
+        started = time.perf_counter()
         self.client.clock(stats)
-        self._clock_seconds += time.perf_counter() - start
+        self.report.wait_seconds += time.perf_counter() - started
 
     def _sync(self) -> None:
         """Wait for the push and tick in flight, if any (re-raising their error)."""
         sending, self._sending = self._sending, None
         if sending is not None:
             sending.wait()
+            self.rows_applied = sending.rows
 
     def stats(self) -> dict[str, Any]:
         """Progress sent with every clock tick (shard 0 shows it: status, dashboard, metrics)."""
@@ -257,7 +284,7 @@ class Worker:
         return {"rows": rows, "loss_sum": r.loss_sum - self._resumed_loss,
                 "rows_per_second": rows / elapsed,
                 "pushes": r.pushes, "pulls": r.pulls, "keys_pushed": r.keys_pushed,
-                "keys_pulled": r.keys_pulled, "wait_seconds": self._clock_seconds}
+                "keys_pulled": r.keys_pulled, "wait_seconds": r.wait_seconds}
 
     # -- training --------------------------------------------------------
     def _skipping(self, batches: Iterator[Batch]) -> Iterator[Batch]:
@@ -365,29 +392,3 @@ def share_of(path: str | os.PathLike[str], worker_index: int, num_workers: int) 
         raise ConfigError(f"worker index {worker_index} not in [0, {num_workers})")
     return split_ranges(path, num_workers)[worker_index]
 
-
-def warm_up() -> None:
-    """Load (or compile) every numba kernel a worker calls, on tiny inputs.
-
-    A launcher that forks its workers calls this once before forking, so the
-    children do not each load the kernels again.
-    """
-    from ftrl_ps.data.libsvm import LibsvmReader as _Reader
-
-    class _Null:
-        def pull(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            return np.zeros(keys.size, np.float32), np.zeros(keys.size, np.float32)
-
-        def push(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray,
-                 **progress: Any) -> None:
-            return None
-
-        def clock(self, stats: dict[str, Any] | None = None) -> None:
-            return None
-
-    import io
-
-    data = io.BytesIO(b"1 1:1 3:0.5\n0 2:1\n1 2:1\n")
-    worker = Worker(_Null(), 4, FTRLParams(), WorkerConfig(batch_size=1, fetch_step=2, push_step=1))
-    worker.train_batches(iter(_Reader(data, 4)))
-    worker.push()

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ftrl_ps.core.jsonfile import write_json
@@ -18,6 +19,7 @@ from ftrl_ps.core.params import FTRLParams
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.progress import report_bad_lines
 from ftrl_ps.ps.auth import resolve_token
+from ftrl_ps.ps.straggle import StraggleConfig, Straggler
 from ftrl_ps.ps.waiting import wait_until_ready
 
 __all__ = ["WorkerOptions", "adopt_model", "params_with_defaults", "parse_urls", "run_worker",
@@ -79,14 +81,37 @@ class WorkerOptions:
     state_dir: str | None = None
     retry_seconds: float = 120.0
     supersede: bool = False
+    #: fault injection for experiments (ftrl_ps.ps.straggle): sleep before a tick
+    straggle_prob: float = 0.0
+    straggle_delay: float = 0.0
+    straggle_workers: str | None = None
+    seed: int = 0
+    #: "units": shard 0 hands out small units of the input as workers ask
+    #: (ftrl_ps.ps.handout); "shares": worker i reads the i-th of N byte ranges
+    split: str = "units"
+    unit_mb: float | None = None  # None: about 16 units per worker
+
+    def straggle(self) -> StraggleConfig:
+        """The injected straggling (validated)."""
+        return StraggleConfig(self.straggle_prob, self.straggle_delay, self.straggle_workers,
+                              self.seed)
 
     def check(self) -> None:
         """Raise :class:`ConfigError` for options that cannot work."""
+        self.straggle()
+        if self.split not in ("units", "shares"):
+            raise ConfigError(f"split must be 'units' or 'shares', got {self.split!r}")
+        if self.unit_mb is not None and not self.unit_mb > 0:
+            raise ConfigError(f"unit_mb must be > 0, got {self.unit_mb}")
         if self.input == "-":
             if self.epochs != 1:
                 raise ConfigError("--input - (a stream) is read once: --epochs must be 1")
             if not self.push_interval > 0:
                 raise ConfigError(f"--push-interval must be > 0, got {self.push_interval}")
+        elif self.start_timeout == 0 and self.split == "units":
+            from ftrl_ps.data.sources import expand
+
+            expand(self.input)  # a file, directory, glob or fsspec URL with files
         elif self.start_timeout == 0 and not os.path.exists(self.input):
             raise ConfigError(f"input file not found: {self.input}")
         if self.start_timeout < 0:
@@ -140,6 +165,26 @@ def worker_config(options: WorkerOptions) -> Any:
     )
 
 
+def _train_units(worker: Any, client: Any, index: int, options: WorkerOptions) -> None:
+    """Load the plan of units into shard 0 and train units until none is left."""
+    from ftrl_ps.ps.handout import WorkClient, plan, train_units
+
+    units, plan_id = plan(options.input, options.num_workers, options.epochs,
+                          None if options.unit_mb is None else int(options.unit_mb * (1 << 20)))
+    work = WorkClient(client)
+    work.load(units, plan_id)
+    started = time.perf_counter()
+    train_units(worker, work, index)
+    worker.report.seconds = time.perf_counter() - started
+
+
+def _waitable(spec: str) -> list[str]:
+    """The input path ``wait_until_ready`` can wait for (not a glob or a URL)."""
+    from ftrl_ps.data.sources import is_url
+
+    return [] if spec == "-" or is_url(spec) or set("*?[") & set(spec) else [spec]
+
+
 def run_worker(options: WorkerOptions) -> dict[str, Any]:
     """Train this worker's share against the servers (or, with ``input == "-"``, the
     stream on stdin: :mod:`ftrl_ps.ps.stream_worker`); its report (also written to
@@ -153,8 +198,7 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
     load_kernels()  # a fresh machine compiles here, once, and says so
     if options.start_timeout > 0:
         who = "worker" if options.worker_index is None else f"worker {options.worker_index}"
-        wait_until_ready(parse_urls(options.server),
-                         [options.input] if options.input != "-" else [],
+        wait_until_ready(parse_urls(options.server), _waitable(options.input),
                          timeout=options.start_timeout, who=who)
     if options.input == "-":
         from ftrl_ps.ps.stream_worker import run_stream_worker
@@ -167,7 +211,7 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
     cfg = worker_config(options)
     index_wanted = options.worker_index
     started = None
-    if index_wanted is not None and options.bits is not None:
+    if options.split == "shares" and index_wanted is not None and options.bits is not None:
         # parse the first chunks while the servers start up / answer
         started = read_share(options.input, share_of(options.input, index_wanted,
                                                      options.num_workers), options.bits, cfg)
@@ -190,20 +234,30 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
             result = {"worker_index": index_wanted, "rows": 0, "already_finished": True}
             write_json(options.metrics_json, result)
             return result
+        # the servers decide how pushes are merged (servers without the setting sum)
+        cfg = replace(cfg, merge_rule=str(client.server_settings.get("merge_rule", "sum")))
         client.register(index_wanted, options.num_workers, layout, supersede=options.supersede)
         index = client.worker_index if client.worker_index is not None else index_wanted
         assert index is not None
         client.start_heartbeat()
-        byte_range = share_of(options.input, index, options.num_workers)
-        if index != index_wanted:
-            started = None  # not the share begun above (dropping it stops its thread)
-        worker = Worker(client, layout.bits, params, cfg)
+        straggle = options.straggle()
+        worker = Worker(client, layout.bits, params, cfg,
+                        Straggler(straggle, index) if straggle.enabled else None)
         resumed, loss_sum = client.resume_point()
         if resumed:
             worker.resume(resumed, loss_sum)
-            started = None  # the share is read again from its start, then skipped
             log.info("worker %d: resuming after %s rows already pushed", index, f"{resumed:,}")
-        report = worker.run(options.input, byte_range, started=started)
+        began = time.time()
+        if options.split == "units":  # the work queue knows what is left: skip nothing
+            worker.skip_rows = 0
+            _train_units(worker, client, index, options)
+            report = worker.report
+        else:
+            byte_range = share_of(options.input, index, options.num_workers)
+            if index != index_wanted or resumed:
+                started = None  # not the share begun above, or read again and skipped
+            report = worker.run(options.input, byte_range, started=started)
+        ended = time.time()
         client.finish()
     report_bad_lines(report.bad_lines, report.bad_examples)
     if not options.quiet:
@@ -223,6 +277,11 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         "keys_pushed": report.keys_pushed,
         "keys_pulled": report.keys_pulled,
         "bad_lines": report.bad_lines,
+        "wait_seconds": report.wait_seconds,
+        "straggle_seconds": report.straggle_seconds,
+        "straggles": report.straggles,
+        "started_at": began,  # wall clock (epoch seconds) of the first and the last step
+        "finished_at": ended,
         "resumed_rows": resumed,
         "stream_totals": [[c, f"{d:016x}"] for c, d in client.stream_totals()],
     }

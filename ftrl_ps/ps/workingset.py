@@ -27,11 +27,17 @@ __all__ = ["KeyNumbering", "PendingDeltas", "WorkingSet"]
 
 @dataclass
 class PendingDeltas:
-    """Deltas of sorted ``keys`` (``(len, 2)`` n/z) and the rows each key was in."""
+    """Deltas of sorted ``keys`` (``(len, 2)`` n/z), the rows each key was in, and
+    the version each key had when it was pulled (the merge rule uses it)."""
 
     keys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint32))
     delta: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
     rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    versions: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint32))
+
+    def __post_init__(self) -> None:
+        if not self.versions.size and self.keys.size:  # not given: version 0
+            self.versions = np.zeros(self.keys.size, np.uint32)
 
     def merge(self, other: PendingDeltas) -> PendingDeltas:
         """Union with ``other``, whose keys are disjoint from these."""
@@ -39,13 +45,16 @@ class PendingDeltas:
             return other
         if not other.keys.size:
             return self
-        keys = np.concatenate([self.keys, other.keys])
-        order = np.argsort(keys, kind="stable")
-        return PendingDeltas(
-            keys[order],
-            np.concatenate([self.delta, other.delta])[order],
-            np.concatenate([self.rows, other.rows])[order],
-        )
+        order = np.argsort(np.concatenate([self.keys, other.keys]), kind="stable")
+        return PendingDeltas(*(np.concatenate([a, b])[order] for a, b in zip(
+            self._arrays(), other._arrays(), strict=True)))
+
+    def _arrays(self) -> tuple[np.ndarray, ...]:
+        return self.keys, self.delta, self.rows, self.versions
+
+    def select(self, mask: np.ndarray) -> PendingDeltas:
+        """The entries where ``mask`` is true."""
+        return PendingDeltas(*(a[mask] for a in self._arrays()))
 
 
 class KeyNumbering:
@@ -101,6 +110,7 @@ class WorkingSet:
     state: np.ndarray  # (k, 2) float64: pulled values plus everything trained since
     base: np.ndarray  # (k, 2) float64: what the servers are known to hold
     carried: np.ndarray  # rows of pending deltas merged into this round, per slot
+    versions: np.ndarray  # uint32: the keys' versions at the pull (plus own pushes since)
     done: int = 0  # parts trained
     pushed: int = 0  # parts whose deltas have been pushed
 
@@ -111,9 +121,10 @@ class WorkingSet:
         numbered: tuple[np.ndarray, np.ndarray, np.ndarray],
         n: np.ndarray,
         z: np.ndarray,
+        versions: np.ndarray | None = None,
     ) -> WorkingSet:
         """The round of ``parts`` (as :meth:`KeyNumbering.number` numbered them),
-        starting from the servers' ``n``/``z`` of its keys."""
+        starting from the servers' ``n``/``z`` (and versions) of its keys."""
         keys, occurrences, local = numbered
         state = np.empty((keys.size, 2))
         state[:, 0] = n
@@ -127,6 +138,8 @@ class WorkingSet:
             state=state,
             base=state.copy(),
             carried=np.zeros(keys.size, dtype=np.int64),
+            versions=(np.zeros(keys.size, np.uint32) if versions is None
+                      else np.asarray(versions, np.uint32).copy()),
         )
 
     def rows_of(self, i: int) -> tuple[Batch, np.ndarray]:
@@ -141,8 +154,7 @@ class WorkingSet:
         hit = self.keys[pos] == pending.keys
         self.state[pos[hit]] += pending.delta[hit]
         self.carried[pos[hit]] = np.maximum(pending.rows[hit], 1)
-        miss = ~hit
-        return PendingDeltas(pending.keys[miss], pending.delta[miss], pending.rows[miss])
+        return pending.select(~hit)
 
     @property
     def dirty(self) -> bool:
@@ -160,11 +172,15 @@ class WorkingSet:
             rows += self.carried
         sel = np.flatnonzero(rows)
         if sel.size == self.keys.size:
-            return PendingDeltas(self.keys, self.state - self.base, rows)
-        return PendingDeltas(self.keys[sel], self.state[sel] - self.base[sel], rows[sel])
+            return PendingDeltas(self.keys, self.state - self.base, rows, self.versions.copy())
+        return PendingDeltas(self.keys[sel], self.state[sel] - self.base[sel], rows[sel],
+                             self.versions[sel])
 
-    def mark_pushed(self) -> None:
-        """The servers now hold everything trained so far."""
+    def mark_pushed(self, keys: np.ndarray | None = None) -> None:
+        """The servers now hold everything trained so far; ``keys`` (of this
+        round) were in the push, so their versions grew by one."""
         self.base[:] = self.state
         self.carried[:] = 0
         self.pushed = self.done
+        if keys is not None and keys.size:
+            self.versions[np.searchsorted(self.keys, keys)] += np.uint32(1)

@@ -18,6 +18,10 @@ every route but ``/health`` and ``/ready`` requires it (reads and docs too)::
     POST /v1/workers/{id}/finish       (shard 0)
     POST /v1/streams/{index}           claim an epoch: the index's push record
     GET  /v1/streams                   every push record
+    POST /v1/work/plan                 load the plan of input units (shard 0)
+    POST /v1/work/next                 finished units in, next unit out (shard 0)
+    POST /v1/work/progress             rows of held units applied (shard 0)
+    GET  /v1/work                      units pending, assigned, done (shard 0)
     GET  /v1/status                    JSON overview
     GET  /health                       liveness (no token)
     GET  /ready                        readiness: state restored, serving (no token)
@@ -50,6 +54,7 @@ from ftrl_ps.server import (
     routes_params,
     routes_status,
     routes_streams,
+    routes_work,
     routes_workers,
 )
 from ftrl_ps.server.deps import AuthMiddleware
@@ -98,6 +103,7 @@ def create_app(
     app.include_router(routes_workers.router, include_in_schema=settings.is_clock_authority)
     app.include_router(routes_streams.router)
     app.include_router(routes_status.router)
+    app.include_router(routes_work.router)
     app.include_router(routes_changes.router)
     install_openapi(app)
     observer = observe(app, state, peers)  # /metrics, /dashboard and their data

@@ -152,10 +152,12 @@ def encode_response(
     *,
     default_json: bool,
     dtype: Any = None,
+    merge: tuple[Any, ...] | None = None,
 ) -> Response:
     """Answer a message of the given kind in the negotiated format."""
     if response_is_json(request, default_json):
-        return JSONResponse(wire.to_json(kind, keys, values))
+        return JSONResponse(wire.to_json(kind, keys, values, merge))
     return Response(
-        wire.encode(kind, keys, values, dtype=dtype), media_type=wire.BINARY_MEDIA_TYPE
+        wire.encode(kind, keys, values, dtype=dtype, merge=merge),
+        media_type=wire.BINARY_MEDIA_TYPE,
     )

@@ -12,6 +12,7 @@ import ipaddress
 from dataclasses import dataclass, field
 
 from ftrl_ps.ps.layout import DEFAULT_GROUP_SIZE
+from ftrl_ps.ps.merge import DEFAULT_RULE
 from ftrl_ps.ps.shard_settings import ServerSettings
 
 __all__ = ["DEFAULT_BITS", "LOG_LEVELS", "ShardOptions", "is_loopback"]
@@ -48,6 +49,7 @@ so that its dashboard shows their keys and load. The rest is
     worker_timeout: float = 30.0
     registration_timeout: float = 60.0
     clock_wait_timeout: float = 5.0
+    merge_rule: str = DEFAULT_RULE
     alpha: float = 0.1
     beta: float = 1.0
     l1: float = 1.0
@@ -83,6 +85,7 @@ so that its dashboard shows their keys and load. The rest is
             token=self.token,
             max_body_mb=self.max_body_mb,
             init_model=self.init_model,
+            merge_rule=self.merge_rule,
             alpha=self.alpha,
             beta=self.beta,
             l1=self.l1,

@@ -64,16 +64,17 @@ def _sorted_if_json(request: Request, ids: Any) -> tuple[np.ndarray, np.ndarray 
 )
 def pull(request: Request, state: StateDep, body: BodyDep) -> Response:
     """Body: KEYS (binary: sorted unique keys) or ``{"keys": [...]}`` (unique keys
-    in any order). Answer: VALUES or ``{"n": [...], "z": [...]}``, in the
+    in any order; the merge flag or ``"versions": true`` asks for the keys'
+    versions too). Answer: VALUES or ``{"n": [...], "z": [...]}``, in the
     request's key order."""
     msg = decode_body(request, body, wire.KEYS)
     keys, order = _sorted_if_json(request, msg.keys)
-    n, z = state.store.pull(keys)
+    n, z, versions = state.store.pull_versioned(keys)
     if order is not None:
-        n[order], z[order] = n.copy(), z.copy()
+        n[order], z[order], versions[order] = n.copy(), z.copy(), versions.copy()
     return encode_response(
         request, wire.VALUES, None, (n, z), default_json=request_is_json(request),
-        dtype=state.store.dtype,
+        dtype=state.store.dtype, merge=None if msg.merge is None else (versions,),
     )
 
 

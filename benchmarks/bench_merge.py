@@ -1,0 +1,121 @@
+"""Merge rules compared: a local cluster against one process, on every data set.
+
+Usage::
+
+    python benchmarks/bench_merge.py [--rules compose,threshold,sum] [--workers 2,4,8]
+        [--staleness 0,3,inf] [--repeat 2] [--gen-rows 200000] [--json OUT]
+
+For every train/test pair of ``../shared/data`` that is present (a9a, agaricus,
+iPinYou, rcv1 small) and a generated CTR set (``ftrl-ps gen``, seed 0,
+``--gen-rows`` rows, cached in ``benchmarks/.data``), it trains one pass in one
+process, then ``ftrl-ps train --workers N --staleness S --merge-rule R`` for
+every combination, ``--repeat`` times (cluster runs are not deterministic: the
+order in which pushes reach the server varies), and prints the test log loss
+of each cluster run minus that of the one process: the median and the worst
+of the repeats. Defaults of the launcher otherwise (about 20 rounds per
+worker, 2**22 slots, alpha 0.1 beta 1 l1 1 l2 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _harness as h  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+PAIRS = {
+    "a9a": ("libsvm/a9a", "libsvm/a9a.t"),
+    "agaricus": ("libsvm/agaricus_train.txt", "libsvm/agaricus_test.txt"),
+    "ipinyou": ("ipinyou/train.fm.txt", "ipinyou/test.fm.txt"),
+    "rcv1_small": ("rcv1/rcv1_small.dat", "rcv1/rcv1_small_test.data"),
+}
+BITS = 22
+
+
+def train(train_file: Path, test_file: Path, out: Path, extra: list[str]) -> float:
+    """Test log loss of one ``ftrl-ps train`` run."""
+    cmd = [sys.executable, "-m", "ftrl_ps", "train", str(train_file), "--test", str(test_file),
+           "--bits", str(BITS), "-q", "--metrics-json", str(out), *extra]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{res.stderr}")
+    return float(json.loads(out.read_text())["test_logloss"])
+
+
+def data_sets(gen_rows: int) -> dict[str, tuple[Path, Path]]:
+    sets = {}
+    for name, (tr, te) in PAIRS.items():
+        if (DATA / tr).exists() and (DATA / te).exists():
+            sets[name] = (DATA / tr, DATA / te)
+        else:
+            print(f"skip {name}: not in {DATA}", file=sys.stderr)
+    if gen_rows:
+        folder, _, _ = h.ensure_synth_data(h.DEFAULT_DATA_DIR, gen_rows, gen_rows // 4, BITS)
+        sets[f"gen{gen_rows // 1000}k"] = (folder / "train.svm", folder / "test.svm")
+    return sets
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rules", default="compose,threshold,sum")
+    p.add_argument("--workers", default="2,4,8")
+    p.add_argument("--staleness", default="0,3,inf")
+    p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--gen-rows", type=int, default=200_000)
+    p.add_argument("--only", default="", help="comma-separated data set names")
+    p.add_argument("--json", type=Path)
+    args = p.parse_args(argv)
+    rules = args.rules.split(",")
+    workers = [int(w) for w in args.workers.split(",")]
+    stale = args.staleness.split(",")
+    sets = data_sets(args.gen_rows)
+    if args.only:
+        sets = {k: v for k, v in sets.items() if k in args.only.split(",")}
+    result: dict[str, Any] = {}
+    rows = []
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "m.json"
+        for name, (tr, te) in sets.items():
+            single = train(tr, te, out, [])
+            result[name] = {"single": single, "cluster": {}}
+            print(f"{name}: one process {single:.5f}", file=sys.stderr)
+            for n in workers:
+                for s in stale:
+                    row = [name, str(n), s]
+                    for rule in rules:
+                        d = [train(tr, te, out, ["--workers", str(n), "--staleness", s,
+                                                 "--merge-rule", rule]) - single
+                             for _ in range(args.repeat)]
+                        result[name]["cluster"][f"{rule} N={n} s={s}"] = d
+                        row += [f"{statistics.median(d):+.4f}", f"{max(d):+.4f}"]
+                    rows.append(row)
+                    print("  " + "  ".join(row), file=sys.stderr)
+    header = ["data", "N", "s"]
+    for rule in rules:
+        header += [f"{rule} med", "worst"]
+    print(f"\ntest logloss of the cluster minus one process ({args.repeat} runs each: "
+          f"median and worst); {time.perf_counter() - started:.0f} s")
+    print(h.format_table(header, rows))
+    worst = {rule: max(max(v) for k, v in ((k, v) for r in result.values()
+                                           for k, v in r["cluster"].items())
+                       if k.startswith(rule + " "))
+             for rule in rules}
+    print("worst of all: " + ", ".join(f"{r} {w:+.4f}" for r, w in worst.items()))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

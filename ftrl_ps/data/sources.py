@@ -1,0 +1,184 @@
+"""Training inputs that are more than one plain file, and the work units they split into.
+
+An input *spec* is one of:
+
+* a file path (plain or gzip, detected by its magic bytes);
+* a directory: every file below it, in sorted order (names starting with
+  ``.`` or ``_``, such as ``_SUCCESS``, are left out);
+* a glob pattern (``data/part-*.svm.gz``; ``**`` matches sub-directories);
+* an fsspec URL (``s3://bucket/day=1/``, ``gs://...``, ``memory://...``,
+  ``file:///...``), itself a file, a directory or a glob, read through
+  fsspec's own backend for the protocol (installed separately, e.g. ``s3fs``).
+
+:func:`expand` turns a spec into its :class:`Part` s; :func:`work_units` cuts
+them into line-aligned :class:`Unit` s for hand-out: a plain part into byte
+ranges of about ``unit_bytes`` (a :class:`~ftrl_ps.data.libsvm.LibsvmReader`
+with that ``byte_range`` reads exactly the lines that start inside it), a
+gzip part whole (a compressed stream cannot be entered in the middle).
+
+>>> import fsspec
+>>> with fsspec.open("memory://doc/a.svm", "wb") as f:
+...     _ = f.write(b"1 3:1\\n0 4:1\\n")
+>>> [(p.name, p.size, p.gzip) for p in expand("memory://doc/")]
+[('memory:///doc/a.svm', 12, False)]
+>>> [(u.start, u.end) for u in work_units(expand("memory://doc/"), unit_bytes=8)]
+[(0, 6), (6, 12)]
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import asdict, dataclass
+from typing import Any, BinaryIO
+
+from ftrl_ps.errors import ConfigError, DataError
+
+__all__ = ["Part", "Unit", "estimate_rows", "expand", "is_url", "open_binary", "work_units"]
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_GLOB_CHARS = set("*?[")
+
+
+@dataclass(frozen=True)
+class Part:
+    """One file of an input: its path or URL, size in bytes, and whether it is gzip."""
+
+    name: str
+    size: int
+    gzip: bool
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A piece of work: lines of ``part`` starting in bytes ``[start, end)``
+    (a gzip part: the whole file, ``start = 0, end = size``)."""
+
+    id: int
+    part: str
+    start: int
+    end: int
+    gzip: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def is_url(spec: str) -> bool:
+    """Whether ``spec`` names a file through fsspec (``protocol://...``)."""
+    return "://" in spec
+
+
+def _hidden(name: str) -> bool:
+    base = name.rstrip("/").rsplit("/", 1)[-1]
+    return base.startswith((".", "_"))
+
+
+def open_binary(name: str) -> BinaryIO:
+    """Open a local path or an fsspec URL for binary reading (seekable)."""
+    if not is_url(name):
+        try:
+            return open(name, "rb")  # noqa: SIM115 - the caller closes it
+        except OSError as exc:
+            raise DataError(f"cannot open {name}: {exc.strerror or exc}") from exc
+    import fsspec
+
+    try:
+        f: BinaryIO = fsspec.open(name, "rb").open()
+    except (OSError, ValueError, ImportError) as exc:
+        raise DataError(f"cannot open {name}: {exc}") from exc
+    return f
+
+
+def _is_gzip(name: str) -> bool:
+    with open_binary(name) as f:
+        return f.read(2) == _GZIP_MAGIC
+
+
+def _local_files(spec: str) -> list[str]:
+    if os.path.isdir(spec):
+        found = [os.path.join(root, f) for root, dirs, files in os.walk(spec) for f in files
+                 if not _hidden(f) and not any(_hidden(d) for d in
+                                               os.path.relpath(root, spec).split(os.sep)
+                                               if d != ".")]
+    elif _GLOB_CHARS & set(spec):
+        found = [p for p in glob.glob(spec, recursive=True) if os.path.isfile(p)]
+    elif os.path.isfile(spec):
+        return [spec]
+    else:
+        raise ConfigError(f"input file not found: {spec}")
+    return sorted(found)
+
+
+def _url_files(spec: str) -> tuple[Any, list[str]]:
+    try:
+        import fsspec
+
+        fs, path = fsspec.core.url_to_fs(spec)
+    except (ImportError, ValueError) as exc:
+        raise ConfigError(f"cannot read {spec}: {exc}") from exc
+    if _GLOB_CHARS & set(path):
+        found = [p for p in fs.glob(path) if fs.isfile(p)]
+    elif fs.isdir(path):
+        found = [p for p in fs.find(path) if not _hidden(p)
+                 and not any(_hidden(d) for d in p[len(path.rstrip("/")):].split("/")[:-1])]
+    elif fs.exists(path):
+        found = [path]
+    else:
+        raise ConfigError(f"input file not found: {spec}")
+    return fs, sorted(found)
+
+
+def expand(spec: str) -> list[Part]:
+    """The files of an input spec (see the module docstring), in sorted order.
+
+    Raises :class:`ConfigError` if nothing matches.
+    """
+    if is_url(spec):
+        fs, paths = _url_files(spec)
+        names = [fs.unstrip_protocol(p) for p in paths]
+        sizes = [int(fs.size(p)) for p in paths]
+    else:
+        names = _local_files(spec)
+        sizes = [os.path.getsize(n) for n in names]
+    if not names:
+        raise ConfigError(f"no input files match {spec}")
+    return [Part(n, s, _is_gzip(n) if s >= 2 else False) for n, s in zip(names, sizes,
+                                                                          strict=True)]
+
+
+def work_units(parts: list[Part], unit_bytes: int, epochs: int = 1) -> list[Unit]:
+    """Line-aligned units of about ``unit_bytes`` (gzip parts whole), ``epochs`` times
+    over, numbered 0.. in hand-out order (epoch by epoch, parts in order)."""
+    if unit_bytes < 1 or epochs < 1:
+        raise ConfigError("unit_bytes and epochs must be >= 1")
+    units: list[Unit] = []
+    for _ in range(epochs):
+        for p in parts:
+            if p.gzip or p.size <= unit_bytes:
+                if p.size:
+                    units.append(Unit(len(units), p.name, 0, p.size, p.gzip))
+                continue
+            pieces = -(-p.size // unit_bytes)
+            bounds = [p.size * i // pieces for i in range(pieces + 1)]
+            first = len(units)
+            units.extend(Unit(first + i, p.name, bounds[i], bounds[i + 1], False)
+                         for i in range(pieces))
+    return units
+
+
+def estimate_rows(spec: str, sample_bytes: int = 1 << 20) -> int:
+    """Rows of an input, estimated from the line length of the first MiB of text of
+    its first file (and, for gzip, that file's compression ratio)."""
+    import gzip
+
+    parts = expand(spec)
+    with open_binary(parts[0].name) as raw:
+        f: Any = gzip.GzipFile(fileobj=raw) if parts[0].gzip else raw
+        head = f.read(sample_bytes)
+        ratio = len(head) / max(1, raw.tell()) if parts[0].gzip else 1.0
+    size = sum(p.size * (ratio if p.gzip else 1.0) for p in parts)
+    lines = head.count(b"\n")
+    if not lines or size <= len(head):
+        return max(lines, 1)
+    return max(1, int(size / (len(head) / lines)))

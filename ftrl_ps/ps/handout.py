@@ -1,0 +1,194 @@
+"""The worker side of work handed out on demand: plan, ask, train, report.
+
+Every worker cuts the same input into the same units
+(:func:`ftrl_ps.data.sources.work_units`), loads that plan into shard 0
+(:mod:`ftrl_ps.ps.workqueue`; the first one loads it, the others are checked
+against it), then asks for a unit, trains its rows, pushes everything and
+ticks, and reports the unit done with a later request, once its pushes cover
+all the unit's rows (:class:`UnitStream`). A faster worker simply asks more
+often.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from ftrl_ps.data.batch import Batch
+from ftrl_ps.data.inputs import read_unit
+from ftrl_ps.data.minibatch import slice_rows
+from ftrl_ps.data.prefetch import prefetch
+from ftrl_ps.data.sources import Unit, expand, work_units
+from ftrl_ps.errors import ProtocolError
+from ftrl_ps.ps.worker import Worker
+
+__all__ = ["UnitStream", "WorkClient", "default_unit_bytes", "plan", "skip_rows", "train_units"]
+
+#: units per worker and pass the default unit size aims at
+UNITS_PER_WORKER = 16
+MIN_UNIT, MAX_UNIT = 64 << 10, 64 << 20
+#: the last quarter of every pass is cut into quarter-size units, so that the
+#: last unit a slow worker takes holds up the end of the pass less
+TAIL_FRACTION, TAIL_SPLIT = 0.25, 4
+
+
+def default_unit_bytes(total_bytes: int, num_workers: int) -> int:
+    """About :data:`UNITS_PER_WORKER` units per worker, within 64 KiB .. 64 MiB.
+
+    >>> default_unit_bytes(100 << 20, 4)
+    1638400
+    """
+    return min(MAX_UNIT, max(MIN_UNIT, total_bytes // max(1, num_workers * UNITS_PER_WORKER)))
+
+
+def plan(spec: str, num_workers: int, epochs: int, unit_bytes: int | None = None
+         ) -> tuple[list[Unit], str]:
+    """The units of ``spec`` for ``epochs`` passes and the plan's id (a digest of them)."""
+    parts = expand(spec)
+    size = unit_bytes or default_unit_bytes(sum(p.size for p in parts), num_workers)
+    units = _finer_tail(work_units(parts, size, epochs), epochs)
+    text = json.dumps([u.as_dict() for u in units], sort_keys=True).encode()
+    return units, hashlib.sha256(text).hexdigest()[:16]
+
+
+def _finer_tail(units: list[Unit], epochs: int) -> list[Unit]:
+    """Cut the plain units in the last :data:`TAIL_FRACTION` of each pass's bytes
+    into :data:`TAIL_SPLIT` pieces (ids renumbered in order)."""
+    per_epoch = len(units) // epochs
+    out: list[Unit] = []
+    for e in range(epochs):
+        epoch = units[e * per_epoch:(e + 1) * per_epoch]
+        total = sum(u.end - u.start for u in epoch)
+        seen = 0
+        for u in epoch:
+            pieces = 1 if u.gzip or seen < (1 - TAIL_FRACTION) * total else TAIL_SPLIT
+            seen += u.end - u.start
+            cuts = [u.start + (u.end - u.start) * i // pieces for i in range(pieces + 1)]
+            out.extend(Unit(len(out) + i, u.part, cuts[i], cuts[i + 1], u.gzip)
+                       for i in range(pieces) if cuts[i + 1] > cuts[i])
+    return [Unit(i, u.part, u.start, u.end, u.gzip) for i, u in enumerate(out)]
+
+
+class WorkClient:
+    """The ``/v1/work`` calls of shard 0 through a :class:`~ftrl_ps.ps.client.PSClient`."""
+
+    def __init__(self, client: Any) -> None:
+        self._net = client._net  # the client's connections (retries, error mapping)
+
+    def load(self, units: list[Unit], plan_id: str) -> int:
+        body = {"plan_id": plan_id, "units": [u.as_dict() for u in units]}
+        answer = self._net.post_json(0, "/v1/work/plan", body, idempotent=True).json()
+        return int(answer["units"])
+
+    def progress(self, worker_index: int, progress: list[tuple[int, int]]) -> None:
+        body = {"worker_index": worker_index, "progress": progress}
+        self._net.post_json(0, "/v1/work/progress", body, idempotent=True)
+
+    def next(self, worker_index: int, done: list[tuple[int, int]], holding: list[int]
+             ) -> tuple[Unit, int] | None:
+        """The next unit and the rows of it already applied, or None when none is left."""
+        body = {"worker_index": worker_index, "done": done, "holding": holding}
+        got = self._net.post_json(0, "/v1/work/next", body, idempotent=True).json()["unit"]
+        if got is None:
+            return None
+        try:
+            skip = int(got.pop("rows_done"))
+            return Unit(**got), skip
+        except (KeyError, TypeError) as exc:
+            raise ProtocolError(f"shard 0 answered a malformed work unit: {got!r}") from exc
+
+
+def skip_rows(batches: Iterator[Batch], rows: int) -> Iterator[Batch]:
+    """``batches`` without their first ``rows`` rows (a resumed unit)."""
+    for b in batches:
+        if rows >= b.rows:
+            rows -= b.rows
+            continue
+        yield slice_rows(b, rows, b.rows) if rows else b
+        rows = 0
+
+
+class UnitStream:
+    """The batches of the units shard 0 hands this worker, one unit after the other.
+
+    A unit is asked for when the previous one is read to its end, so a worker
+    holds one unit at a time (a straggler cannot sit on work the others could
+    do). A unit is reported done with the next request once the worker's
+    pushes cover all its rows (``Worker.rows_applied``); the worker's rounds run
+    on across unit boundaries, no push is forced at the end of a unit.
+    """
+
+    def __init__(self, worker: Worker, work: WorkClient, worker_index: int) -> None:
+        self.worker, self.work, self.index = worker, work, worker_index
+        #: units read but not all applied yet: unit, its rows, rows yielded at its end,
+        #: rows yielded before it, rows of it skipped (resumed)
+        self.held: list[tuple[Unit, int, int, int, int]] = []
+        self.yielded = 0
+        self.units = 0
+        self._reported = 0  # rows applied (of this stream) when progress was last reported
+        self._base = worker.report.rows  # rows counted before (a resumed worker's)
+        self._current: tuple[Unit, int, int] | None = None  # unit, rows skipped, yielded before
+
+    def _applied(self) -> int:
+        """Rows of this stream whose pushes the shards acknowledged."""
+        return max(0, self.worker.rows_applied - self._base)
+
+    def _confirmed(self) -> list[tuple[int, int]]:
+        applied = self._applied()
+        done = [(h[0].id, h[1]) for h in self.held if h[2] <= applied]
+        self.held = [h for h in self.held if h[2] > applied]
+        return done
+
+    def _report_progress(self) -> None:
+        """After each acknowledged push: the rows applied of the unit being read."""
+        applied = self._applied()
+        if applied <= self._reported:
+            return
+        self._reported = applied
+        spans = [(h[0], h[4], h[3], h[2]) for h in self.held]  # unit, skip, start, end
+        if self._current is not None:
+            spans.append((*self._current, self.yielded))
+        report = [(u.id, skip + min(applied, end) - start)
+                  for u, skip, start, end in spans if start < applied]
+        if report:
+            self.work.progress(self.index, report)
+
+    def next_unit(self) -> tuple[Unit, int] | None:
+        return self.work.next(self.index, self._confirmed(), [h[0].id for h in self.held])
+
+    def batches(self, first: tuple[Unit, int] | None = None) -> Iterator[Batch]:
+        """Batches of ``first`` (if given) and of every unit asked for after it."""
+        cfg = self.worker.config
+        got = first if first is not None else self.next_unit()
+        while got is not None:
+            unit, skip = got
+            reader = read_unit(unit, self.worker.bits, chunk_bytes=cfg.chunk_bytes,
+                               skip_bad_lines=cfg.skip_bad_lines)
+            start = self.yielded
+            self._current = (unit, skip, start)
+            for batch in skip_rows(prefetch(reader, depth=2), skip):
+                self._report_progress()
+                self.yielded += batch.rows
+                yield batch
+            self._current = None
+            self.held.append((unit, reader.stats.rows, self.yielded, start, skip))
+            self.worker.report.bad_lines += reader.stats.bad_lines
+            self.worker.report.bad_examples.extend(reader.stats.bad_examples)
+            self.units += 1
+            got = self.next_unit()
+
+
+def train_units(worker: Worker, work: WorkClient, worker_index: int) -> int:
+    """Train the units shard 0 hands out until none is left; returns how many."""
+    stream = UnitStream(worker, work, worker_index)
+    got = None
+    while True:
+        worker.train_batches(stream.batches(got))
+        worker.push()  # every row trained is applied: the next request reports the rest
+        got = stream.next_unit()  # None, unless a dead worker's unit was freed meanwhile
+        if got is None:
+            break
+    worker.report.epochs = worker.config.epochs
+    return stream.units

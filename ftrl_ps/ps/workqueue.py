@@ -1,0 +1,182 @@
+"""Work handed out on demand (shard 0): the input's units, who has which, which are done.
+
+The workers cut the input into line-aligned units
+(:func:`ftrl_ps.data.sources.work_units`) and load that *plan* into shard 0
+(every worker sends the same plan; a different one is refused). Then each
+worker asks for its next unit whenever it has finished one, so faster
+workers take more. Every unit is handed to one worker index at a time and
+recorded as done exactly once, when its worker reports that the pushes of all
+its rows were applied (the worker reports it with its next request):
+
+* a worker asks (``next``) with the units it finished (and their rows) and
+  the units it still holds;
+* a unit assigned to this worker index that it no longer holds (the worker
+  restarted) is handed to it again first, with the rows already recorded
+  for it (``rows_done``), so a restarted worker resumes where it stood;
+* then the next pending unit, in plan order (epoch by epoch);
+* then a unit held by a worker index that the SSP clock has marked dead;
+* otherwise nothing is left for this worker (``None``): it finishes.
+
+>>> q = WorkQueue()
+>>> q.load([{"id": 0, "part": "a", "start": 0, "end": 9, "gzip": False},
+...         {"id": 1, "part": "a", "start": 9, "end": 20, "gzip": False}], "p1")
+2
+>>> q.next(0)["id"], q.next(1)["id"], q.next(0, done=[(0, 5)], holding=[])
+(0, 1, None)
+>>> q.summary()["done"], q.summary()["rows_done"]
+(1, 5)
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from ftrl_ps.errors import ConfigError, WorkerStateError
+
+__all__ = ["WorkQueue"]
+
+PENDING, ASSIGNED, DONE = "pending", "assigned", "done"
+_UNIT_FIELDS = {"id", "part", "start", "end", "gzip"}
+
+
+class WorkQueue:
+    """The plan, each unit's state and owner, and the rows recorded per unit."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._units: list[dict[str, Any]] = []
+        self._plan_id: str | None = None
+        self._state: list[str] = []
+        self._owner: list[int | None] = []
+        self._rows: list[int] = []
+        self._cursor = 0  # every unit before it has left PENDING
+
+    def load(self, units: list[dict[str, Any]], plan_id: str) -> int:
+        """Load the plan (idempotent for the same ``plan_id``); returns its size."""
+        with self._lock:
+            if self._plan_id is not None:
+                if plan_id != self._plan_id:
+                    raise WorkerStateError(
+                        f"shard 0 hands out plan {self._plan_id}; this worker's input gives "
+                        f"plan {plan_id}: every worker must read the same input"
+                    )
+                return len(self._units)
+            for i, u in enumerate(units):
+                if set(u) != _UNIT_FIELDS or u["id"] != i or not 0 <= u["start"] <= u["end"]:
+                    raise ConfigError(f"work unit {i} is malformed: {u!r}")
+            self._units = [dict(u) for u in units]
+            self._plan_id = plan_id
+            self._state = [PENDING] * len(units)
+            self._owner = [None] * len(units)
+            self._rows = [0] * len(units)
+            return len(units)
+
+    def next(
+        self,
+        worker_index: int,
+        done: Iterable[tuple[int, int]] = (),
+        holding: Iterable[int] | None = None,
+        dead: Iterable[int] = (),
+        progress: Iterable[tuple[int, int]] = (),
+    ) -> dict[str, Any] | None:
+        """Record ``done`` units of ``worker_index`` and hand it its next unit (or None).
+
+        ``holding`` lists the units the worker is still working on (None: all
+        units assigned to it, i.e. do not hand any back); ``dead`` the worker
+        indices whose units may be taken over; ``progress`` the rows whose
+        pushes were applied so far of units it holds (a resumed unit starts
+        after them).
+        """
+        with self._lock:
+            if self._plan_id is None:
+                raise ConfigError("no work plan loaded on shard 0; load one first")
+            for unit, rows in done:
+                self._finish(worker_index, int(unit), int(rows))
+            self._progress(worker_index, progress)
+            held = None if holding is None else {int(u) for u in holding}
+            if held is not None:
+                for i, owner in enumerate(self._owner):
+                    if owner == worker_index and self._state[i] == ASSIGNED and i not in held:
+                        return self._answer(i)  # a restarted worker resumes its unit
+            while self._cursor < len(self._units) and self._state[self._cursor] != PENDING:
+                self._cursor += 1
+            if self._cursor < len(self._units):
+                return self._assign(self._cursor, worker_index)
+            dead_set = set(dead) - {worker_index}
+            for i, owner in enumerate(self._owner):
+                if self._state[i] == ASSIGNED and owner in dead_set:
+                    return self._assign(i, worker_index)
+            return None
+
+    def progress(self, worker_index: int, progress: Iterable[tuple[int, int]]) -> None:
+        """Record the rows of held units whose pushes were applied (a unit taken
+        over or resumed later starts after them)."""
+        with self._lock:
+            self._progress(worker_index, progress)
+
+    def state(self) -> dict[str, Any] | None:
+        """Everything to restore the queue from a checkpoint (None: no plan)."""
+        with self._lock:
+            if self._plan_id is None:
+                return None
+            return {"plan_id": self._plan_id, "units": self._units, "state": self._state,
+                    "owner": self._owner, "rows": self._rows}
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        """Take back a :meth:`state` (a shard restarted from its checkpoint)."""
+        with self._lock:
+            self._plan_id = str(saved["plan_id"])
+            self._units = [dict(u) for u in saved["units"]]
+            self._state = list(saved["state"])
+            self._owner = list(saved["owner"])
+            self._rows = [int(r) for r in saved["rows"]]
+            self._cursor = 0
+
+    def summary(self) -> dict[str, Any]:
+        """Counts for the status page."""
+        with self._lock:
+            return {
+                "plan": self._plan_id,
+                "units": len(self._units),
+                "pending": self._state.count(PENDING),
+                "assigned": self._state.count(ASSIGNED),
+                "done": self._state.count(DONE),
+                "rows_done": sum(r for r, s in zip(self._rows, self._state, strict=True)
+                                 if s == DONE),
+            }
+
+    # --- internals (lock held) ----------------------------------------------------
+    def _finish(self, worker_index: int, unit: int, rows: int) -> None:
+        if not 0 <= unit < len(self._units):
+            raise ConfigError(f"unknown work unit {unit}")
+        if self._state[unit] == DONE:
+            if self._owner[unit] == worker_index:
+                return  # a retried report
+            raise WorkerStateError(f"work unit {unit} was done by worker {self._owner[unit]}")
+        self._check_owner(worker_index, unit)
+        self._state[unit] = DONE
+        self._rows[unit] = max(self._rows[unit], rows)
+
+    def _progress(self, worker_index: int, progress: Iterable[tuple[int, int]]) -> None:
+        for unit, rows in progress:
+            self._check_owner(worker_index, int(unit))
+            self._rows[int(unit)] = max(self._rows[int(unit)], int(rows))
+
+    def _check_owner(self, worker_index: int, unit: int) -> None:
+        if not 0 <= unit < len(self._units):
+            raise ConfigError(f"unknown work unit {unit}")
+        if self._owner[unit] != worker_index or self._state[unit] != ASSIGNED:
+            raise WorkerStateError(
+                f"work unit {unit} is not held by worker {worker_index} "
+                f"({self._state[unit]}, worker {self._owner[unit]})"
+            )
+
+    def _assign(self, unit: int, worker_index: int) -> dict[str, Any]:
+        self._state[unit] = ASSIGNED
+        self._owner[unit] = worker_index
+        return self._answer(unit)
+
+    def _answer(self, unit: int) -> dict[str, Any]:
+        return {**self._units[unit], "rows_done": self._rows[unit]}

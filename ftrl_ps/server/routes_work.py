@@ -1,0 +1,93 @@
+"""``/v1/work``: the input's units handed out to workers as they ask (shard 0 only).
+
+See :mod:`ftrl_ps.ps.workqueue`. Other shards answer 400 (ConfigError) naming
+shard 0, as the worker routes do.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from ftrl_ps.ps.clock import DEAD
+from ftrl_ps.ps.state import ServerState
+from ftrl_ps.server.deps import AuthDep, StateDep
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/work", tags=["work"])
+
+Count = Annotated[int, Field(ge=0)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class UnitModel(_Strict):
+    id: Count
+    part: Annotated[str, StringConstraints(min_length=1, max_length=4096)]
+    start: Count
+    end: Count
+    gzip: bool
+
+
+class PlanRequest(_Strict):
+    plan_id: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    units: list[UnitModel] = Field(max_length=1_000_000)
+
+
+class NextRequest(_Strict):
+    worker_index: Count
+    done: list[tuple[Count, Count]] = Field(
+        default_factory=list, description="(unit, rows) of units whose pushes all applied")
+    holding: list[Count] = Field(default_factory=list, description="units still in work")
+    progress: list[tuple[Count, Count]] = Field(
+        default_factory=list, description="(unit, rows applied so far) of held units")
+
+
+def _queue(state: ServerState) -> Any:
+    state.require_clock()  # shard 0 only
+    return state.work
+
+
+@router.post("/plan", summary="load the plan of work units", dependencies=[AuthDep])
+def load_plan(req: PlanRequest, state: StateDep) -> dict[str, Any]:
+    """Every worker sends the same plan; the first loads it, the others are checked
+    against it (409 for a different plan)."""
+    units = _queue(state).load([u.model_dump() for u in req.units], req.plan_id)
+    return {"plan_id": req.plan_id, "units": units}
+
+
+@router.post("/next", summary="report finished units, get the next one",
+             dependencies=[AuthDep])
+def next_unit(req: NextRequest, state: StateDep) -> dict[str, Any]:
+    """Answer ``{"unit": {...}}``, or ``{"unit": null}`` when nothing is left."""
+    clock = state.require_clock()
+    workers = clock.snapshot()["workers"]
+    latest: dict[int, str] = {}
+    for w in sorted(workers, key=lambda w: w["worker_id"]):
+        latest[w["index"]] = w["state"]
+    dead = [i for i, s in latest.items() if s == DEAD]
+    unit = state.work.next(req.worker_index, req.done, req.holding, dead, req.progress)
+    return {"unit": unit}
+
+
+class ProgressRequest(_Strict):
+    worker_index: Count
+    progress: list[tuple[Count, Count]] = Field(
+        description="(unit, rows applied so far) of units the worker holds")
+
+
+@router.post("/progress", summary="rows of held units applied so far", dependencies=[AuthDep])
+def progress(req: ProgressRequest, state: StateDep) -> dict[str, Any]:
+    """A unit whose worker dies is handed on after these rows (no row trained twice)."""
+    _queue(state).progress(req.worker_index, req.progress)
+    return {"recorded": len(req.progress)}
+
+
+@router.get("", summary="units pending, assigned and done")
+def summary(state: StateDep) -> dict[str, Any]:
+    return dict(_queue(state).summary())

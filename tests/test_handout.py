@@ -1,0 +1,218 @@
+"""Work handed out on demand: the queue on shard 0, its routes, and clusters that use it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+import fsspec
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from ftrl_ps.core.ftrl import FTRLParams
+from ftrl_ps.data.sources import expand
+from ftrl_ps.errors import ConfigError, WorkerStateError
+from ftrl_ps.ps.client import PSClient
+from ftrl_ps.ps.handout import WorkClient, plan, skip_rows, train_units
+from ftrl_ps.ps.worker import Worker, WorkerConfig
+from ftrl_ps.ps.workqueue import WorkQueue
+from tests._servers import in_process_cluster
+from tests.test_sources import _lines, parts  # noqa: F401  (fixture)
+from tests.test_worker import as_batches
+
+
+def _plan(n: int) -> list[dict]:
+    return [{"id": i, "part": "p", "start": 10 * i, "end": 10 * i + 10, "gzip": False}
+            for i in range(n)]
+
+
+def test_every_unit_is_handed_out_once_and_done_once() -> None:
+    q = WorkQueue()
+    assert q.load(_plan(5), "x") == 5 and q.load(_plan(5), "x") == 5  # idempotent
+    got = {0: q.next(0, holding=[])["id"], 1: q.next(1, holding=[])["id"]}
+    assert got == {0: 0, 1: 1}
+    seen = [0, 1]
+    a = q.next(0, done=[(0, 7)], holding=[])["id"]
+    b = q.next(0, done=[(a, 7)], holding=[])["id"]
+    c = q.next(1, done=[(1, 7)], holding=[])["id"]
+    seen += [a, b, c]
+    assert sorted(seen) == [0, 1, 2, 3, 4]
+    assert q.next(0, done=[(b, 7)], holding=[]) is None
+    assert q.next(0, done=[(b, 7)], holding=[]) is None  # a retried report is fine
+    assert q.next(1, done=[(c, 7)], holding=[]) is None
+    assert q.summary() == {"plan": "x", "units": 5, "pending": 0, "assigned": 0, "done": 5,
+                           "rows_done": 35}
+
+
+def test_a_restarted_worker_resumes_its_unit_and_dead_workers_units_are_taken() -> None:
+    q = WorkQueue()
+    q.load(_plan(3), "x")
+    first = q.next(0, holding=[])["id"]
+    q.next(0, holding=[first], progress=[(first, 4)])  # holds two units now
+    # the worker restarts: it holds nothing, so it gets its units back, with the rows
+    # already applied of the first
+    again = q.next(0, holding=[])
+    assert again["id"] == first and again["rows_done"] == 4
+    q.next(1, holding=[])  # takes the last pending unit
+    assert q.next(1, done=[(2, 10)], holding=[]) is None  # worker 0's units are its own
+    taken = q.next(1, holding=[], dead=[0])
+    assert taken is not None and taken["id"] in (0, 1)
+
+
+@pytest.mark.parametrize("call, error", [
+    (lambda q: q.load(_plan(2), "other"), WorkerStateError),
+    (lambda q: q.next(1, done=[(0, 3)]), WorkerStateError),  # not its unit
+    (lambda q: q.next(0, done=[(9, 3)]), ConfigError),  # no such unit
+])
+def test_bad_requests_are_refused(call, error) -> None:
+    q = WorkQueue()
+    q.load(_plan(2), "x")
+    q.next(0, holding=[])
+    with pytest.raises(error):
+        call(q)
+    with pytest.raises(ConfigError, match="malformed"):
+        WorkQueue().load([{"id": 1, "part": "p", "start": 0, "end": 1, "gzip": False}], "y")
+    with pytest.raises(ConfigError, match="no work plan"):
+        WorkQueue().next(0)
+
+
+def test_skip_rows_drops_exactly_the_first_rows() -> None:
+    labels = np.arange(10, dtype=np.float32)
+    batches = as_batches(labels % 2, np.arange(11), np.arange(10, dtype=np.int32),
+                         np.ones(10, np.float32), per=4)
+    for k in (0, 3, 4, 9, 10):
+        kept = [b for b in skip_rows(iter(batches), k)]
+        assert sum(b.rows for b in kept) == 10 - k
+
+
+def _memory_input(d: Path) -> str:
+    root = f"memory://h{uuid.uuid4().hex}"
+    for f in d.rglob("*"):
+        if f.is_file():
+            with fsspec.open(f"{root}/{f.relative_to(d).as_posix()}", "wb") as out:
+                out.write(f.read_bytes())
+    return root + "/"
+
+
+@pytest.mark.parametrize("where", ["local", "memory"])
+def test_workers_in_threads_train_every_row_once(parts, where: str) -> None:  # noqa: F811
+    d, lines = parts
+    spec = str(d) if where == "local" else _memory_input(d)
+    units, plan_id = plan(spec, num_workers=3, epochs=1, unit_bytes=2000)
+    assert len(units) > 6
+    reports = {}
+    with in_process_cluster(2, bits=12, group_size=64, staleness=1) as shards:
+        def work(index: int) -> None:
+            own = [TestClient(s.app, base_url="http://shard") for s in shards]  # per thread
+            with PSClient(["http://s0", "http://s1"], http_clients=own) as ps:
+                ps.register(index, 3)
+                wc = WorkClient(ps)
+                assert wc.load(units, plan_id) == len(units)
+                w = Worker(ps, 12, FTRLParams(), WorkerConfig(batch_size=25, fetch_step=2,
+                                                               push_step=2))
+                reports[index] = (train_units(w, wc, index), w.report.rows)
+                ps.finish()
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        summary = shards[0].get("/v1/work").json()
+    assert sum(n for n, _ in reports.values()) == len(units)
+    assert sum(r for _, r in reports.values()) == len(lines)  # every row exactly once
+    assert summary["done"] == len(units) and summary["rows_done"] == len(lines)
+
+
+def test_local_cluster_trains_a_directory_of_parts(parts, tmp_path) -> None:  # noqa: F811
+    d, lines = parts
+    out = tmp_path / "m.json"
+    res = subprocess.run([sys.executable, "-m", "ftrl_ps", "train", str(d), "--workers", "2",
+                          "--bits", "12", "-q", "--unit-mb", "0.002", "--metrics-json",
+                          str(out)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    metrics = json.loads(out.read_text())
+    assert metrics["rows"] == len(lines)
+    assert sum(r["rows"] for r in metrics["worker_reports"]) == len(lines)
+    assert len(expand(str(d))) == 3
+
+
+def test_a_worker_with_other_input_is_refused(parts, tmp_path) -> None:  # noqa: F811
+    d, _ = parts
+    other = tmp_path / "other.svm"
+    other.write_bytes(b"".join(_lines(50, 2)))
+    with in_process_cluster(1, bits=12, group_size=64) as shards:
+        with PSClient("http://s0", http_clients=shards) as ps:
+            ps.register(0, 2)
+            wc = WorkClient(ps)
+            wc.load(*plan(str(d), 2, 1))
+            with pytest.raises(WorkerStateError, match="same input"):
+                wc.load(*plan(str(other), 2, 1))
+
+
+def test_a_plan_reads_every_line_once_with_a_finer_tail(parts) -> None:  # noqa: F811
+    from ftrl_ps.data.inputs import read_unit
+
+    d, lines = parts
+    units, plan_id = plan(str(d), num_workers=2, epochs=2, unit_bytes=3000)
+    assert plan(str(d), 2, 2, 3000)[1] == plan_id  # the same input gives the same plan
+    assert [u.id for u in units] == list(range(len(units)))
+    sizes = [u.end - u.start for u in units if not u.gzip]
+    assert min(sizes) < max(sizes) / 3  # the last quarter of a pass is cut finer
+    rows = sum(b.rows for u in units for b in read_unit(u, 12))
+    assert rows == 2 * len(lines)
+
+
+def test_a_dead_workers_unit_is_taken_over_after_its_applied_rows(parts) -> None:  # noqa: F811
+    """Worker 0 trains part of a unit, pushes, then dies: worker 1 trains the rest of
+    that unit (after the rows recorded as applied) and everything else; no row twice."""
+    import itertools
+    import time
+
+    from ftrl_ps.ps.handout import UnitStream
+
+    d, lines = parts
+    units, plan_id = plan(str(d), num_workers=2, epochs=1, unit_bytes=20_000)
+    cfg = WorkerConfig(batch_size=10, fetch_step=1, push_step=1, chunk_bytes=300)
+    with in_process_cluster(1, bits=12, group_size=64, worker_timeout=0.5,
+                            staleness=None) as shards:
+        own = [TestClient(shards[0].app, base_url="http://shard") for _ in range(2)]
+        with PSClient("http://s0", http_clients=own[:1]) as a, \
+                PSClient("http://s0", http_clients=own[1:]) as b:
+            a.register(0, 2)
+            b.register(1, 2)
+            b.start_heartbeat(0.1)  # worker 1 stays alive, worker 0 will not
+            wa, wc_a = Worker(a, 12, FTRLParams(), cfg), WorkClient(a)
+            wc_a.load(units, plan_id)
+            stream = UnitStream(wa, wc_a, 0)
+            batches = stream.batches()
+            wa.train_batches(itertools.islice(batches, 7))  # some rows of the first unit
+            wa.push()
+            next(batches)  # pulled (not trained): reports the progress
+            applied = wa.rows_applied
+            assert 0 < applied < 300 and stream.units == 0  # still inside the first unit
+            time.sleep(1.0)  # no heartbeat from worker 0: the clock declares it dead
+            wb, wc_b = Worker(b, 12, FTRLParams(), cfg), WorkClient(b)
+            wc_b.load(units, plan_id)
+            train_units(wb, wc_b, 1)
+            summary = own[1].get("/v1/work").json()
+    assert applied + wb.report.rows == len(lines)
+    assert summary["done"] == len(units)
+
+
+def test_the_queue_survives_a_checkpoint() -> None:
+    q = WorkQueue()
+    q.load(_plan(3), "x")
+    q.next(0, holding=[], progress=[])
+    q.next(1, holding=[])
+    q.next(0, done=[(0, 10)], holding=[], progress=[])
+    again = WorkQueue()
+    again.restore(q.state())
+    assert again.summary() == q.summary()
+    assert again.next(1, holding=[], progress=[(1, 4)])["id"] == 1  # its unit, resumed
+    assert WorkQueue().state() is None

@@ -1,0 +1,113 @@
+"""Inputs as directories, globs and fsspec URLs (data/sources.py, data/inputs.py), for one
+process; their units read every line exactly once."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import uuid
+from pathlib import Path
+
+import fsspec
+import numpy as np
+import pytest
+
+from ftrl_ps.core.ftrl import FTRL
+from ftrl_ps.data.inputs import InputReader, read_unit
+from ftrl_ps.data.libsvm import read_all
+from ftrl_ps.data.sources import estimate_rows, expand, work_units
+from ftrl_ps.errors import ConfigError
+from ftrl_ps.learn.training import train
+
+
+def _lines(count: int, seed: int) -> list[bytes]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        feats = sorted(set(rng.integers(0, 500, rng.integers(1, 12)).tolist()))
+        out.append((f"{rng.integers(0, 2)} " + " ".join(f"{f}:{rng.random():.3f}"
+                                                         for f in feats) + "\n").encode())
+    return out
+
+
+@pytest.fixture
+def parts(tmp_path: Path) -> tuple[Path, list[bytes]]:
+    """A directory of three parts (one gzip, one in a sub-directory) plus junk to skip."""
+    lines = _lines(900, 1)
+    d = tmp_path / "in"
+    (d / "sub").mkdir(parents=True)
+    (d / "a.svm").write_bytes(b"".join(lines[:300]))
+    (d / "b.svm.gz").write_bytes(gzip.compress(b"".join(lines[300:600])))
+    (d / "sub" / "c.svm").write_bytes(b"".join(lines[600:]))
+    (d / "_SUCCESS").write_bytes(b"")
+    (d / ".crc").write_bytes(b"junk")
+    return d, lines
+
+
+def _memory_copy(d: Path) -> str:
+    root = f"memory://t{uuid.uuid4().hex}"
+    for f in d.rglob("*"):
+        if f.is_file():
+            with fsspec.open(f"{root}/{f.relative_to(d).as_posix()}", "wb") as out:
+                out.write(f.read_bytes())
+    return root
+
+
+def test_expand_lists_sorted_files_and_detects_gzip(parts) -> None:
+    d, _ = parts
+    got = expand(str(d))
+    assert [Path(p.name).relative_to(d).as_posix() for p in got] == [
+        "a.svm", "b.svm.gz", "sub/c.svm"]
+    assert [p.gzip for p in got] == [False, True, False]
+    assert [p.name for p in expand(str(d / "*.svm*"))] == [str(d / "a.svm"), str(d / "b.svm.gz")]
+    assert len(expand(str(d / "**" / "*.svm"))) == 2
+    url = _memory_copy(d)
+    assert [p.name.rsplit("/", 1)[1] for p in expand(url + "/")] == ["a.svm", "b.svm.gz",
+                                                                    "c.svm"]
+    assert len(expand(url + "/*.svm")) == 1
+
+
+@pytest.mark.parametrize("spec", ["/nonexistent/x.svm", "/nonexistent/*.svm",
+                                  "memory://nothing/here.svm"])
+def test_no_files_is_a_clear_error(spec: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found|no input files"):
+        expand(spec)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ConfigError, match="no input files"):
+        expand(str(empty))
+
+
+@pytest.mark.parametrize("where", ["local", "memory"])
+@pytest.mark.parametrize("unit_bytes", [1000, 7777, 1 << 20])
+def test_units_read_every_line_exactly_once(parts, where: str, unit_bytes: int) -> None:
+    d, lines = parts
+    spec = str(d) if where == "local" else _memory_copy(d)
+    units = work_units(expand(spec), unit_bytes, epochs=2)
+    assert [u.id for u in units] == list(range(len(units)))
+    gz = [u for u in units if u.gzip]
+    assert len(gz) == 2 and all(u.start == 0 for u in gz)  # a .gz part is one unit per epoch
+    got = [b for u in units for b in read_unit(u, 12)]
+    expect = read_all(io.BytesIO(b"".join(lines * 2)), 12)
+    np.testing.assert_array_equal(np.concatenate([b.labels for b in got]), expect.labels)
+    np.testing.assert_array_equal(np.concatenate([b.indices for b in got]), expect.indices)
+
+
+@pytest.mark.parametrize("where", ["local", "memory"])
+def test_one_process_trains_a_directory_as_the_concatenated_file(parts, tmp_path, where) -> None:
+    d, lines = parts
+    whole = tmp_path / "whole.svm"
+    whole.write_bytes(b"".join(lines))
+    spec = str(d) if where == "local" else _memory_copy(d) + "/"
+    a, b = FTRL(12), FTRL(12)
+    ra, rb = train(a, str(whole)), train(b, spec)
+    assert ra.rows == rb.rows == 900
+    np.testing.assert_array_equal(a.state, b.state)
+    reader = InputReader(spec, 12)
+    assert sum(x.rows for x in reader) == 900 and reader.stats.rows == 900
+    assert reader.size == sum(p.size for p in expand(spec))
+
+
+def test_estimate_rows_counts_gzip_parts_by_their_text(parts) -> None:
+    d, _ = parts
+    assert 600 <= estimate_rows(str(d)) <= 1300
