@@ -35,10 +35,14 @@
 #
 # Fault mode (FAULTS=1; GEN_ROWS defaults to 150000 there so that training lasts long
 # enough): once server-0's /v1/status shows pushes and not every worker has finished,
-# `podman kill -s KILL` the container of FAULT_SERVER (server-1) and of one worker
-# replica; the restart policies, shard checkpoints and push journals must bring the
-# run to the same checks as the normal mode. The report gives every container's
-# restart count and exit code ("containers") and what was killed when ("faults").
+# kill -9 the container of FAULT_SERVER (server-1) and of one worker replica; the
+# restart policies, shard checkpoints and push journals must bring the run to the same
+# checks as the normal mode, and both killed containers must have restarted. The report
+# gives every container's restart count and exit code ("containers") and what was
+# killed when ("faults"); FAULT_SERVER= (empty) or FAULT_WORKER=0 leave one out. FAULT_KILL=process (default) sends SIGKILL to the container's
+# main process from the host, as a crash or the OOM killer would; FAULT_KILL=podman
+# uses `podman kill -s KILL`, which podman counts as a stop by the user: it applies no
+# restart policy then (podman 4.3), so that run is expected to time out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
@@ -60,12 +64,18 @@ BASE=docker.io/library/python:3.11-slim
 STATE=${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/ftrl-ps-compose-test
 CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
 FAULTS=${FAULTS:-}
-FAULT_SERVER=${FAULT_SERVER:-server-1}
+FAULT_SERVER=${FAULT_SERVER-server-1}   # empty: kill no server
 if [ -n "$FAULTS" ]; then DEFAULT_ROWS=150000; else DEFAULT_ROWS=20000; fi
 export GEN_ROWS=${GEN_ROWS:-$DEFAULT_ROWS} GEN_TEST_ROWS=${GEN_TEST_ROWS:-5000}
-WORK=$STATE/last-run     # logs of the last run stay here (docs/deployment.md)
+# logs of each run stay in runs/PROJECT (a day), last-run points to the newest: two
+# runs at once (other worktrees) must not share a folder
+WORK=$STATE/runs/$PROJECT
+mkdir -p "$STATE/runs"
+find "$STATE/runs" -mindepth 1 -maxdepth 1 -mmin +1440 -exec rm -rf {} + 2>/dev/null || true
 rm -rf "$WORK"
 mkdir -p "$WORK"
+# (a real last-run folder belongs to a run of an older version of this script: keep it)
+[ -d "$STATE/last-run" ] && [ ! -L "$STATE/last-run" ] || ln -sfn "runs/$PROJECT" "$STATE/last-run"
 T0=$(date +%s)
 log() { echo "compose-test: $*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -202,14 +212,18 @@ print(s["counters"]["pushes"], done, c.get("num_workers"))' 2>/dev/null || true)
     sleep 1
   done
   [ -n "$FAULT_AT" ] || die "training did not start within $TIMEOUT s"
-  KILLED_SERVER=$(names "$FAULT_SERVER"); KILLED_WORKER=$(names worker | head -1)
+  KILLED_SERVER=; [ -z "$FAULT_SERVER" ] || KILLED_SERVER=$(names "$FAULT_SERVER")
+  KILLED_WORKER=; [ "${FAULT_WORKER:-1}" = 0 ] || KILLED_WORKER=$(names worker | head -1)
   log "faults $FAULT_AT s after up (server-0: $PUSHES pushes, $FINISHED/$NUM workers" \
-      "finished): podman kill -s KILL $KILLED_SERVER $KILLED_WORKER"
-  podman kill -s KILL "$KILLED_SERVER" "$KILLED_WORKER" >/dev/null
+      "finished): kill -9 (${FAULT_KILL:-process}) $KILLED_SERVER $KILLED_WORKER"
+  for c in $KILLED_SERVER $KILLED_WORKER; do
+    if [ "${FAULT_KILL:-process}" = podman ]; then podman kill -s KILL "$c" >/dev/null
+    else kill -KILL "$(podman inspect -f '{{.State.Pid}}' "$c")"; fi
+  done
   python3 -c 'import json, sys; json.dump({"seconds_after_up": int(sys.argv[2]),
       "server0_pushes": int(sys.argv[3]), "workers_finished": int(sys.argv[4]),
       "killed": sys.argv[5:]}, open(sys.argv[1], "w"))' "$WORK/faults.json" \
-    "$FAULT_AT" "$PUSHES" "$FINISHED" "$KILLED_SERVER" "$KILLED_WORKER"
+    "$FAULT_AT" "$PUSHES" "$FINISHED" $KILLED_SERVER $KILLED_WORKER
 fi
 EXPORT_RC=$(timeout "$TIMEOUT" podman wait "$EXPORT" || echo timeout)
 T_DONE=$(date +%s)
