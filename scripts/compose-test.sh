@@ -25,7 +25,8 @@
 #     exit code, trains the same data in one process (same image, `ftrl-ps train`),
 #     then `podman-compose down -v --remove-orphans` (the documented way to stop) and
 #     checks that nothing of the project is left;
-#  6. writes a JSON report (COMPOSE_TEST_REPORT) and exits 1 if a check failed.
+#  6. writes a JSON report (COMPOSE_TEST_REPORT) and exits 1 if a check failed; the
+#     logs stay a day in runs/PROJECT of the cache folder (last-run: the newest).
 #
 # Settings (environment): COMPOSE_TEST_WORKERS (3), GEN_ROWS (20000), GEN_TEST_ROWS (5000),
 # COMPOSE_TEST_TOLERANCE (0.005: largest |export - one process| test logloss),
@@ -33,7 +34,7 @@
 # COMPOSE_TEST_IMAGE (ftrl-ps:compose-test), COMPOSE_TEST_REPORT (a JSON file, default none),
 # COMPOSE_TEST_KEEP=1 (leave the project running; you clean up).
 #
-# Fault mode (FAULTS=1; GEN_ROWS defaults to 150000 there so that training lasts long
+# Fault mode (FAULTS=1; GEN_ROWS defaults to 400000 there so that training lasts long
 # enough): once server-0's /v1/status shows pushes and not every worker has finished,
 # kill -9 the container of FAULT_SERVER (server-1) and of one worker replica; the
 # restart policies, shard checkpoints and push journals must bring the run to the same
@@ -65,7 +66,7 @@ STATE=${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/ftrl-ps-compose-test
 CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
 FAULTS=${FAULTS:-}
 FAULT_SERVER=${FAULT_SERVER-server-1}   # empty: kill no server
-if [ -n "$FAULTS" ]; then DEFAULT_ROWS=150000; else DEFAULT_ROWS=20000; fi
+if [ -n "$FAULTS" ]; then DEFAULT_ROWS=400000; else DEFAULT_ROWS=20000; fi
 export GEN_ROWS=${GEN_ROWS:-$DEFAULT_ROWS} GEN_TEST_ROWS=${GEN_TEST_ROWS:-5000}
 # logs of each run stay in runs/PROJECT (a day), last-run points to the newest: two
 # runs at once (other worktrees) must not share a folder
