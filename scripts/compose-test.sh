@@ -25,13 +25,25 @@
 #     exit code, trains the same data in one process (same image, `ftrl-ps train`),
 #     then `podman-compose down -v --remove-orphans` (the documented way to stop) and
 #     checks that nothing of the project is left;
-#  6. writes a JSON report (COMPOSE_TEST_REPORT) and exits 1 if a check failed.
+#  6. writes a JSON report (COMPOSE_TEST_REPORT) and exits 1 if a check failed; the
+#     logs stay a day in runs/PROJECT of the cache folder (last-run: the newest).
 #
 # Settings (environment): COMPOSE_TEST_WORKERS (3), GEN_ROWS (20000), GEN_TEST_ROWS (5000),
 # COMPOSE_TEST_TOLERANCE (0.005: largest |export - one process| test logloss),
 # COMPOSE_TEST_TIMEOUT (900 s for the export), COMPOSE_TEST_PROJECT (ftrl-ps-test-PID),
 # COMPOSE_TEST_IMAGE (ftrl-ps:compose-test), COMPOSE_TEST_REPORT (a JSON file, default none),
 # COMPOSE_TEST_KEEP=1 (leave the project running; you clean up).
+#
+# Fault mode (FAULTS=1; GEN_ROWS defaults to 400000 there so that training lasts long
+# enough): once server-0's /v1/status shows pushes and not every worker has finished,
+# kill -9 the container of FAULT_SERVER (server-1) and of one worker replica; the
+# restart policies, shard checkpoints and push journals must bring the run to the same
+# checks as the normal mode, and both killed containers must have restarted. The report
+# gives every container's restart count and exit code ("containers") and what was
+# killed when ("faults"); FAULT_SERVER= (empty) or FAULT_WORKER=0 leave one out. FAULT_KILL=process (default) sends SIGKILL to the container's
+# main process from the host, as a crash or the OOM killer would; FAULT_KILL=podman
+# uses `podman kill -s KILL`, which podman counts as a stop by the user: it applies no
+# restart policy then (podman 4.3), so that run is expected to time out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
@@ -52,10 +64,19 @@ IMAGE=${COMPOSE_TEST_IMAGE:-ftrl-ps:compose-test}
 BASE=docker.io/library/python:3.11-slim
 STATE=${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/ftrl-ps-compose-test
 CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
-export GEN_ROWS=${GEN_ROWS:-20000} GEN_TEST_ROWS=${GEN_TEST_ROWS:-5000}
-WORK=$STATE/last-run     # logs of the last run stay here (docs/deployment.md)
+FAULTS=${FAULTS:-}
+FAULT_SERVER=${FAULT_SERVER-server-1}   # empty: kill no server
+if [ -n "$FAULTS" ]; then DEFAULT_ROWS=400000; else DEFAULT_ROWS=20000; fi
+export GEN_ROWS=${GEN_ROWS:-$DEFAULT_ROWS} GEN_TEST_ROWS=${GEN_TEST_ROWS:-5000}
+# logs of each run stay in runs/PROJECT (a day), last-run points to the newest: two
+# runs at once (other worktrees) must not share a folder
+WORK=$STATE/runs/$PROJECT
+mkdir -p "$STATE/runs"
+find "$STATE/runs" -mindepth 1 -maxdepth 1 -mmin +1440 -exec rm -rf {} + 2>/dev/null || true
 rm -rf "$WORK"
 mkdir -p "$WORK"
+# (a real last-run folder belongs to a run of an older version of this script: keep it)
+[ -d "$STATE/last-run" ] && [ ! -L "$STATE/last-run" ] || ln -sfn "runs/$PROJECT" "$STATE/last-run"
 T0=$(date +%s)
 log() { echo "compose-test: $*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -170,17 +191,52 @@ names() {  # container names of one service of the project
 }
 EXPORT=$(names export)
 [ -n "$EXPORT" ] || die "no export container"
+server0_status() {  # server-0's /v1/status (reads need the token too: the container has it)
+  podman exec "$(names server-0)" python -c "import os, urllib.request as u; print(u.urlopen(
+    u.Request('http://127.0.0.1:7000/v1/status', headers={'Authorization': 'Bearer '
+    + os.environ['FTRL_PS_TOKEN']}), timeout=10).read().decode())" 2>/dev/null
+}
+echo '{}' > "$WORK/faults.json"
+if [ -n "$FAULTS" ]; then
+  # training under way: pushes applied and not every worker finished, then kill -9
+  FAULT_AT=
+  while [ $(( $(date +%s) - T_UP )) -lt "$TIMEOUT" ]; do
+    PROGRESS=$(server0_status | python3 -c 'import json, sys
+s = json.load(sys.stdin); c = s.get("clock") or {}
+done = sum(w.get("state") == "finished" for w in c.get("workers", []))
+print(s["counters"]["pushes"], done, c.get("num_workers"))' 2>/dev/null || true)
+    read -r PUSHES FINISHED NUM <<<"${PROGRESS:-0 0 0}"
+    if [ "$PUSHES" -gt 0 ] 2>/dev/null; then
+      [ "$FINISHED" -lt "$NUM" ] || die "every worker finished before the faults (raise GEN_ROWS)"
+      FAULT_AT=$(( $(date +%s) - T_UP )); break
+    fi
+    sleep 1
+  done
+  [ -n "$FAULT_AT" ] || die "training did not start within $TIMEOUT s"
+  KILLED_SERVER=; [ -z "$FAULT_SERVER" ] || KILLED_SERVER=$(names "$FAULT_SERVER")
+  KILLED_WORKER=; [ "${FAULT_WORKER:-1}" = 0 ] || KILLED_WORKER=$(names worker | head -1)
+  log "faults $FAULT_AT s after up (server-0: $PUSHES pushes, $FINISHED/$NUM workers" \
+      "finished): kill -9 (${FAULT_KILL:-process}) $KILLED_SERVER $KILLED_WORKER"
+  for c in $KILLED_SERVER $KILLED_WORKER; do
+    if [ "${FAULT_KILL:-process}" = podman ]; then podman kill -s KILL "$c" >/dev/null
+    else kill -KILL "$(podman inspect -f '{{.State.Pid}}' "$c")"; fi
+  done
+  python3 -c 'import json, sys; json.dump({"seconds_after_up": int(sys.argv[2]),
+      "server0_pushes": int(sys.argv[3]), "workers_finished": int(sys.argv[4]),
+      "killed": sys.argv[5:]}, open(sys.argv[1], "w"))' "$WORK/faults.json" \
+    "$FAULT_AT" "$PUSHES" "$FINISHED" $KILLED_SERVER $KILLED_WORKER
+fi
 EXPORT_RC=$(timeout "$TIMEOUT" podman wait "$EXPORT" || echo timeout)
 T_DONE=$(date +%s)
 log "export exited ($EXPORT_RC) $((T_DONE - T_UP)) s after up"
 podman logs "$EXPORT" >"$WORK/export.log" 2>&1 || true
 podman cp "$EXPORT:/models/metrics.json" "$WORK/metrics.json" 2>/dev/null || echo '{}' > "$WORK/metrics.json"
-SERVER0=$(names server-0)
-# reads need the token too (the container has it as FTRL_PS_TOKEN)
-podman exec "$SERVER0" python -c "import os, urllib.request as u; print(u.urlopen(u.Request(
-    'http://127.0.0.1:7000/v1/status', headers={'Authorization': 'Bearer '
-    + os.environ['FTRL_PS_TOKEN']}), timeout=10).read().decode())" >"$WORK/status.json" \
-  2>/dev/null || echo '{}' > "$WORK/status.json"
+server0_status >"$WORK/status.json" || echo '{}' > "$WORK/status.json"
+# every container of the project: name, status, exit code, restarts
+podman ps -a --filter "label=io.podman.compose.project=$PROJECT" --format '{{.Names}}' | sort |
+  while read -r c; do
+    podman inspect -f '{{.Name}} {{.State.Status}} {{.State.ExitCode}} {{.RestartCount}}' "$c"
+  done >"$WORK/containers.txt" 2>/dev/null || true
 : > "$WORK/workers.txt"
 for w in $(names worker); do
   podman inspect -f '{{.Name}} {{.State.Status}} {{.State.ExitCode}} {{.RestartCount}}' "$w" \
@@ -217,11 +273,14 @@ def load(name):
     except ValueError:
         return {}
 single = load("single.json")
-workers = []
-for line in (work / "workers.txt").read_text().splitlines():
-    name, status, code, restarts = line.split()
-    workers.append({"name": name, "status": status, "exit_code": int(code),
+def containers(name):
+    out = []
+    for line in (work / name).read_text().splitlines():
+        name, status, code, restarts = line.split()
+        out.append({"name": name, "status": status, "exit_code": int(code),
                     "restarts": int(restarts)})
+    return out
+workers = containers("workers.txt")
 clock = (load("status.json").get("clock") or {})
 report = {
     "project": "$PROJECT", "image": "$IMAGE", "workers_configured": $WORKERS,
@@ -233,6 +292,8 @@ report = {
                            for w in clock.get("workers", [])],
     "server_num_workers": clock.get("num_workers"),
     "worker_containers": workers,
+    "containers": containers("containers.txt"),
+    "faults": load("faults.json"),
     "left_after_down": (work / "left.txt").read_text().split("\n")[:-1],
     "seconds": {"prepare": $T_BUILD - $T0, "base_image": $T_BASE - $T0,
                 "build": $T_BUILD - $T_BASE, "up_to_export_done": $T_DONE - $T_UP,
@@ -257,12 +318,20 @@ if indices != list(range(n)):
 codes = [w["exit_code"] for w in r["worker_containers"]]
 if len(codes) != n or any(codes):
     problems.append(f"worker containers' exit codes {codes}, expected {n} zeros")
+restarts = {c["name"]: c["restarts"] for c in r["containers"]}
+for name in r["faults"].get("killed", []):
+    if restarts.get(name, 0) < 1:
+        problems.append(f"killed container {name} was not restarted ({restarts.get(name)})")
 if r["left_after_down"]:
     problems.append(f"left after podman-compose down: {r['left_after_down']}")
 print(f"compose-test: export test logloss {got} vs one process {ref}; workers finished "
       f"{indices}; worker exit codes {codes}; {r['seconds']['total']} s in all "
       f"(prepare {r['seconds']['prepare']} s, run {r['seconds']['up_to_export_done']} s)",
       file=sys.stderr)
+if r["faults"]:
+    print(f"compose-test: faults {r['faults']}; containers (status, exit code, restarts): "
+          + ", ".join(f"{c['name']} {c['status']} {c['exit_code']} {c['restarts']}"
+                      for c in r["containers"]), file=sys.stderr)
 for p in problems:
     print(f"compose-test: FAILED: {p}", file=sys.stderr)
 if problems:

@@ -22,7 +22,7 @@ from typing import Any
 
 from ftrl_ps.server.options import ShardOptions
 from ftrl_ps.server.run import run_shard
-from services._common import Service
+from services._common import START_TIMEOUT, Service
 
 __all__ = ["SERVICE", "main", "ordinal"]
 
@@ -50,7 +50,7 @@ SERVICE = Service(
     command="server",
     options=ShardOptions,
     runner=run_shard,
-    defaults={"host": "0.0.0.0", "port": 7000},
+    defaults={"host": "0.0.0.0", "port": 7000, "start_timeout": START_TIMEOUT},
     derive=_derive,
     notes={
         "shard_index": "Kubernetes (KUBERNETES_SERVICE_HOST set): when unset, the "

@@ -176,6 +176,8 @@ def test_compose_renamed_flag_is_reported(compose: dict[str, Any]) -> None:
         ("services/worker/deploy/replicas", 4, "4 replicas"),
         ("services/worker/environment/FTRL_PS_WORKER_INDEX", "0", "WORKER_INDEX=auto"),
         ("services/worker/restart", _DELETE, "on-failure"),
+        ("services/worker/depends_on", {"gen": {"condition": "service_completed_successfully"}},
+         "has a restart policy, so no depends_on"),
         ("services/server-1/restart", _DELETE, "a killed shard must come back"),
         ("services/server-0/environment/FTRL_PS_CHECKPOINT_DIR", _DELETE,
          "no FTRL_PS_CHECKPOINT_DIR"),

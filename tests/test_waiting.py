@@ -124,3 +124,46 @@ def test_export_refuses_an_incomplete_run(tmp_path: Path,
     assert model.exists() and results["complete"] is False
     assert json.loads(metrics.read_text())["workers_finished"] == [0]
     assert "INCOMPLETE RUN: 1 of 2 configured workers finished" in capsys.readouterr().err
+
+
+# --- a server waits for its checkpoint volume (server/run.py) ---------------------------
+
+
+def test_server_waits_for_its_checkpoint_dir(tmp_path: Path) -> None:
+    from ftrl_ps.server.options import ShardOptions
+    from ftrl_ps.server.run import wait_for_checkpoint_dir
+
+    ckpt = tmp_path / "checkpoints"
+    threading.Timer(0.6, ckpt.mkdir).start()
+    out = io.StringIO()
+    options = ShardOptions(checkpoint_dir=str(ckpt), start_timeout=20, shard_index=1)
+    waited = wait_for_checkpoint_dir(options, interval=0.1, out=out)
+    assert 0.4 < waited < 10
+    lines = out.getvalue().splitlines()
+    assert lines[0] == (f"ftrl-ps server shard 1: --checkpoint-dir (a volume not mounted yet?): "
+                        f"waiting (up to 20 s) for file {ckpt}")
+    assert lines[-1].startswith("ftrl-ps server shard 1: --checkpoint-dir (a volume not "
+                                "mounted yet?): ready after ")
+    # nothing to wait for: no directory, or start_timeout 0 (the command line's default)
+    assert wait_for_checkpoint_dir(ShardOptions(start_timeout=20), out=None) == 0.0
+    assert wait_for_checkpoint_dir(ShardOptions(checkpoint_dir=str(tmp_path / "new")),
+                                   out=None) == 0.0
+
+
+def test_server_gives_up_on_a_missing_checkpoint_dir_without_creating_it(
+        tmp_path: Path) -> None:
+    from ftrl_ps.server.options import ShardOptions
+    from ftrl_ps.server.run import run_shard
+
+    ckpt = tmp_path / "checkpoints"
+    options = ShardOptions(checkpoint_dir=str(ckpt), start_timeout=0.3)
+    start = time.monotonic()
+    with pytest.raises(StartupTimeoutError, match=r"still missing after 0\.3 s: file .*checkp"):
+        run_shard(options)
+    assert time.monotonic() - start < 5
+    assert not ckpt.exists()  # not silently created in the wrong place
+    ckpt.write_text("not a directory")
+    with pytest.raises(ConfigError, match="exists but is not a directory"):
+        run_shard(options)
+    with pytest.raises(ConfigError, match="start_timeout must be >= 0"):
+        run_shard(ShardOptions(checkpoint_dir=str(tmp_path), start_timeout=-1))

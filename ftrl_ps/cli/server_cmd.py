@@ -105,6 +105,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "one at start (default: none, the state lives in memory only)")
     dur.add_argument("--checkpoint-interval", type=c.positive_float, default=30.0,
                      metavar="SECONDS", help="seconds between checkpoints (default 30)")
+    dur.add_argument("--start-timeout", type=c.non_negative_float, default=0.0,
+                     metavar="SECONDS",
+                     help="wait up to this long at start for --checkpoint-dir to exist (a "
+                          "volume being mounted) instead of creating it, then fail; 0 "
+                          "(default): create it when missing")
 
     ssp = parser.add_argument_group("SSP clock (used by shard 0)")
     ssp.add_argument("--staleness", type=c.staleness_arg, default=None, metavar="S",

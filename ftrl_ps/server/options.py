@@ -56,6 +56,9 @@ so that its dashboard shows their keys and load. The rest is
     l2: float = 1.0
     checkpoint_dir: str | None = None
     checkpoint_interval: float = 30.0
+    #: > 0: wait up to this long at start for ``checkpoint_dir`` to exist (a volume
+    #: not mounted yet) instead of creating it; 0: create it when missing
+    start_timeout: float = 0.0
     max_exports: int = 2
     body_timeout: float = 30.0
     #: URLs of shards 1..M-1 (comma-separated), for shard 0's dashboard

@@ -151,6 +151,14 @@ def check_compose(doc: Mapping[str, Any], variables: Mapping[str, str] | None = 
             problems.append(f"compose service {name}: token differs from the servers'")
         problems += start_order_problems(la)
         deps = services[name].get("depends_on") or {}
+        if services[name].get("restart", "no") != "no":
+            # podman-compose turns depends_on into `podman run --requires`, and podman
+            # will not restart a container whose required ones are not running (gen has
+            # exited by design; a server may be down too): a restarted worker would fail
+            if deps:
+                problems.append(f"compose service {name}: has a restart policy, so no "
+                                "depends_on (podman cannot restart it: --requires)")
+            continue
         for server in servers:
             cond = (deps.get(server) or {}).get("condition") if isinstance(deps, dict) else None
             if cond != "service_healthy":
