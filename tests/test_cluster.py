@@ -213,7 +213,7 @@ def test_gzip_input_is_refused_with_fixed_shares_and_trained_with_units(tmp_path
     res = run_cli("train", str(data), "--workers", "2", "--bits", "4", "-q", "--split", "shares")
     assert res.returncode == 2
     assert "gzip-compressed" in res.stderr and "worker 0" not in res.stderr
-    res = run_cli("train", str(data), "--workers", "2", "--bits", "4", "-q")  # one unit
+    res = run_cli("train", str(data), "--workers", "2", "--bits", "4", "-q", "--split", "units")
     assert res.returncode == 0, res.stderr
     assert "trained 2 rows" in res.stdout
 

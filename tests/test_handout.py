@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 
 from ftrl_ps.core.ftrl import FTRLParams
 from ftrl_ps.data.sources import expand
-from ftrl_ps.errors import ConfigError, WorkerStateError
+from ftrl_ps.errors import WorkerStateError
 from ftrl_ps.ps.client import PSClient
 from ftrl_ps.ps.handout import WorkClient, plan, skip_rows, train_units
 from ftrl_ps.ps.worker import Worker, WorkerConfig
@@ -67,7 +67,7 @@ def test_a_restarted_worker_resumes_its_unit_and_dead_workers_units_are_taken() 
 @pytest.mark.parametrize("call, error", [
     (lambda q: q.load(_plan(2), "other"), WorkerStateError),
     (lambda q: q.next(1, done=[(0, 3)]), WorkerStateError),  # not its unit
-    (lambda q: q.next(0, done=[(9, 3)]), ConfigError),  # no such unit
+    (lambda q: q.next(0, done=[(9, 3)]), WorkerStateError),  # no such unit
 ])
 def test_bad_requests_are_refused(call, error) -> None:
     q = WorkQueue()
@@ -75,9 +75,9 @@ def test_bad_requests_are_refused(call, error) -> None:
     q.next(0, holding=[])
     with pytest.raises(error):
         call(q)
-    with pytest.raises(ConfigError, match="malformed"):
+    with pytest.raises(WorkerStateError, match="malformed"):
         WorkQueue().load([{"id": 1, "part": "p", "start": 0, "end": 1, "gzip": False}], "y")
-    with pytest.raises(ConfigError, match="no work plan"):
+    with pytest.raises(WorkerStateError, match="no work plan"):
         WorkQueue().next(0)
 
 
@@ -133,7 +133,8 @@ def test_local_cluster_trains_a_directory_of_parts(parts, tmp_path) -> None:  # 
     d, lines = parts
     out = tmp_path / "m.json"
     res = subprocess.run([sys.executable, "-m", "ftrl_ps", "train", str(d), "--workers", "2",
-                          "--bits", "12", "-q", "--unit-mb", "0.002", "--metrics-json",
+                          "--bits", "12", "-q", "--split", "units", "--unit-mb", "0.002",
+                          "--metrics-json",
                           str(out)], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     metrics = json.loads(out.read_text())

@@ -17,13 +17,13 @@ __all__ = [
 ]
 
 NAME = "worker"
-HELP = "train on units of libsvm input handed out by parameter-server shard 0"
+HELP = "train on a share of libsvm input (or units handed out) against parameter servers"
 DESCRIPTION = """\
-Run one worker of a parameter-server cluster. INPUT (a file, a directory or
-glob of part files, plain or .gz, or an fsspec URL) is cut into small
-line-aligned units that shard 0 hands out as the workers ask (no line is lost
-or read twice; faster workers take more); with --split shares worker i of N
-reads the i-th of N byte ranges instead. The worker trains a local FTRL copy
+Run one worker of a parameter-server cluster. Worker i of N reads the i-th
+of N line-aligned byte ranges of INPUT (no line is lost or read twice); with
+--split units INPUT (a file, a directory or glob of part files, plain or .gz,
+or an fsspec URL) is cut into small units that shard 0 hands out as the
+workers ask (faster workers take more). The worker trains a local FTRL copy
 in mini-batches of --batch-size rows (one step = one mini-batch), pulls the
 state of the keys it is about to use every --fetch-step steps, pushes its
 accumulated n/z deltas every --push-step steps, and then ticks its SSP clock
@@ -81,11 +81,13 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--split",
-        choices=("units", "shares"),
-        default="units",
-        help="'units' (default): the input is cut into small line-aligned units that "
-        "shard 0 hands out as workers ask, so faster workers take more (a .gz file is one "
-        "unit); 'shares': worker i of N reads the i-th of N byte ranges (one plain file)",
+        choices=("shares", "units"),
+        default="shares",
+        help="'shares' (default): worker i of N reads the i-th of N byte ranges of one "
+        "plain file; 'units': the input (also a directory, glob, fsspec URL or .gz parts) "
+        "is cut into small line-aligned units that shard 0 hands out as workers ask, so "
+        "faster workers take more. Units survive worker restarts but not yet a restart "
+        "of shard 0 (docs/durability.md)",
     )
     g.add_argument(
         "--unit-mb",

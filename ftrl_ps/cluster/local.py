@@ -92,7 +92,7 @@ class LocalClusterOptions:
     straggle_delay: float = 0.0
     straggle_workers: str | None = None
     seed: int = 0
-    split: str = "units"
+    split: str = "shares"
     unit_mb: float | None = None
 
 

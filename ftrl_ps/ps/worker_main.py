@@ -86,9 +86,9 @@ class WorkerOptions:
     straggle_delay: float = 0.0
     straggle_workers: str | None = None
     seed: int = 0
-    #: "units": shard 0 hands out small units of the input as workers ask
-    #: (ftrl_ps.ps.handout); "shares": worker i reads the i-th of N byte ranges
-    split: str = "units"
+    #: "shares": worker i reads the i-th of N byte ranges of one file; "units": shard 0
+    #: hands out small units of the input as workers ask (ftrl_ps.ps.handout)
+    split: str = "shares"
     unit_mb: float | None = None  # None: about 16 units per worker
 
     def straggle(self) -> StraggleConfig:
@@ -112,8 +112,9 @@ class WorkerOptions:
             from ftrl_ps.data.sources import expand
 
             expand(self.input)  # a file, directory, glob or fsspec URL with files
-        elif self.start_timeout == 0 and not os.path.exists(self.input):
-            raise ConfigError(f"input file not found: {self.input}")
+        elif self.start_timeout == 0 and not os.path.isfile(self.input):
+            raise ConfigError(f"input file not found: {self.input} (a directory, glob or "
+                              "URL needs --split units)")
         if self.start_timeout < 0:
             raise ConfigError(f"start_timeout must be >= 0, got {self.start_timeout}")
         if self.num_workers < 1:

@@ -33,7 +33,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from ftrl_ps.errors import ConfigError, WorkerStateError
+from ftrl_ps.errors import WorkerStateError
 
 __all__ = ["WorkQueue"]
 
@@ -65,7 +65,7 @@ class WorkQueue:
                 return len(self._units)
             for i, u in enumerate(units):
                 if set(u) != _UNIT_FIELDS or u["id"] != i or not 0 <= u["start"] <= u["end"]:
-                    raise ConfigError(f"work unit {i} is malformed: {u!r}")
+                    raise WorkerStateError(f"work unit {i} is malformed: {u!r}")
             self._units = [dict(u) for u in units]
             self._plan_id = plan_id
             self._state = [PENDING] * len(units)
@@ -91,7 +91,7 @@ class WorkQueue:
         """
         with self._lock:
             if self._plan_id is None:
-                raise ConfigError("no work plan loaded on shard 0; load one first")
+                raise WorkerStateError("no work plan loaded on shard 0; load one first")
             for unit, rows in done:
                 self._finish(worker_index, int(unit), int(rows))
             self._progress(worker_index, progress)
@@ -150,7 +150,7 @@ class WorkQueue:
     # --- internals (lock held) ----------------------------------------------------
     def _finish(self, worker_index: int, unit: int, rows: int) -> None:
         if not 0 <= unit < len(self._units):
-            raise ConfigError(f"unknown work unit {unit}")
+            raise WorkerStateError(f"unknown work unit {unit}")
         if self._state[unit] == DONE:
             if self._owner[unit] == worker_index:
                 return  # a retried report
@@ -166,7 +166,7 @@ class WorkQueue:
 
     def _check_owner(self, worker_index: int, unit: int) -> None:
         if not 0 <= unit < len(self._units):
-            raise ConfigError(f"unknown work unit {unit}")
+            raise WorkerStateError(f"unknown work unit {unit}")
         if self._owner[unit] != worker_index or self._state[unit] != ASSIGNED:
             raise WorkerStateError(
                 f"work unit {unit} is not held by worker {worker_index} "

@@ -103,7 +103,7 @@ def create_app(
     app.include_router(routes_workers.router, include_in_schema=settings.is_clock_authority)
     app.include_router(routes_streams.router)
     app.include_router(routes_status.router)
-    app.include_router(routes_work.router)
+    app.include_router(routes_work.router, include_in_schema=settings.is_clock_authority)
     app.include_router(routes_changes.router)
     install_openapi(app)
     observer = observe(app, state, peers)  # /metrics, /dashboard and their data

@@ -41,6 +41,7 @@ _ERRORS: dict[str, dict[int, str]] = {
     "/v1/workers": {404: "unknown worker id", 408: "clock wait timed out",
                     409: "layout/worker conflict, dead or finished worker"},
     "/v1/streams": {409: "superseded epoch, or not the live registration"},
+    "/v1/work": {409: "no plan or another plan loaded, or a unit that is not this worker's"},
     "/v1/status": {},
     "/ready": {503: "not ready"},
 }

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StringConstraints
 
 from ftrl_ps.ps.clock import DEAD
 from ftrl_ps.ps.state import ServerState
@@ -19,7 +19,16 @@ __all__ = ["router"]
 
 router = APIRouter(prefix="/v1/work", tags=["work"])
 
-Count = Annotated[int, Field(ge=0)]
+def _integer(value: Any) -> Any:
+    """JSON Schema's integer: ``3`` or ``3.0``, never ``true``."""
+    if isinstance(value, bool):
+        raise ValueError("must be an integer, not a boolean")
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+Count = Annotated[int, Field(ge=0, le=(1 << 53) - 1), BeforeValidator(_integer)]
 
 
 class _Strict(BaseModel):
@@ -31,7 +40,7 @@ class UnitModel(_Strict):
     part: Annotated[str, StringConstraints(min_length=1, max_length=4096)]
     start: Count
     end: Count
-    gzip: bool
+    gzip: StrictBool
 
 
 class PlanRequest(_Strict):
