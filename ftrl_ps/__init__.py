@@ -1,7 +1,8 @@
 """ftrl-ps: sparse FTRL-Proximal logistic regression, single process or parameter-server cluster.
 
 The public face of the library: single-process training (FTRL, FTRLParams,
-LibsvmReader, train/evaluate/predict, load_model/save_model), the cluster's
+LibsvmReader, train/evaluate/predict, load_model/save_model), the Python APIs
+(FTRLClassifier, a scikit-learn estimator; OnlineFTRL, river-style), the cluster's
 pieces (PSClient, Worker, ParameterStore, SSPClock, Layout, create_app and the
 options/runners of each process) and the error tree. The layers behind them are
 described in docs/architecture.md.
@@ -56,6 +57,9 @@ _LAZY = {
     "run_shard": "ftrl_ps.server.run",
     "run_worker": "ftrl_ps.ps.worker_main",
     "FTRL": "ftrl_ps.core.ftrl",
+    # needs scikit-learn (the "sklearn" extra); imported only when asked for
+    "FTRLClassifier": "ftrl_ps.learn.estimator",
+    "OnlineFTRL": "ftrl_ps.learn.online",
     "Batch": "ftrl_ps.data.batch",
     "LibsvmReader": "ftrl_ps.data.libsvm",
     "read_all": "ftrl_ps.data.libsvm",
@@ -78,7 +82,15 @@ def __getattr__(name: str) -> object:
         raise AttributeError(f"module 'ftrl_ps' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(module), name)
+    try:
+        imported = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name in ("sklearn", "scipy"):
+            raise ImportError(
+                f"ftrl_ps.{name} needs scikit-learn: pip install 'ftrl-ps[sklearn]'"
+            ) from exc
+        raise
+    value = getattr(imported, name)
     globals()[name] = value
     return value
 
@@ -95,6 +107,7 @@ __all__ = [
     "ConfigError",
     "DataError",
     "FTRL",
+    "FTRLClassifier",
     "FTRLPSError",
     "FTRLParams",
     "Layout",
@@ -102,6 +115,7 @@ __all__ = [
     "LibsvmReader",
     "LocalClusterOptions",
     "ModelFormatError",
+    "OnlineFTRL",
     "PSClient",
     "ParameterStore",
     "ParseError",

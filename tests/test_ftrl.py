@@ -130,3 +130,21 @@ def test_load_state_roundtrip() -> None:
     b = FTRL(6)
     b.load_state(keys, a.n[keys], a.z[keys])
     np.testing.assert_array_equal(a.state, b.state)
+
+
+def test_margins_match_the_reference_and_the_probabilities() -> None:
+    rng = np.random.default_rng(21)
+    labels, indptr, indices, values = random_rows(rng, 300, 64)
+    params = FTRLParams(alpha=0.7, l1=0.2)
+    model = FTRL(6, params)
+    model.fit_rows(labels, indptr, indices, values)
+    ref = ReferenceFTRL(params.alpha, params.beta, params.l1, params.l2, bias_key=64)
+    for r in range(300):
+        ref.update([(int(indices[j]), float(values[j])) for j in range(indptr[r], indptr[r + 1])],
+                   float(labels[r]))
+    margins = model.margin_rows(indptr, indices, values)
+    expected = [ref.weight(64) + sum(ref.weight(int(indices[j])) * float(values[j])
+                                     for j in range(indptr[r], indptr[r + 1])) for r in range(300)]
+    np.testing.assert_allclose(margins, expected, rtol=1e-4, atol=1e-5)
+    probs = model.predict_rows(indptr, indices, values)
+    np.testing.assert_allclose(1 / (1 + np.exp(-margins)), probs, rtol=1e-12)

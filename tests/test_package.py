@@ -53,3 +53,32 @@ def test_lazy_package_attributes_resolve() -> None:
         assert getattr(ftrl_ps, name) is not None
     with pytest.raises(AttributeError):
         ftrl_ps.no_such_name  # noqa: B018
+
+
+def test_the_estimator_needs_only_the_sklearn_extra() -> None:
+    """``import ftrl_ps`` and the online API work without scikit-learn; asking for
+    FTRLClassifier without it says which extra to install."""
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('sklearn', 'scipy'):\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import ftrl_ps\n"
+        "m = ftrl_ps.OnlineFTRL(bits=8); m.learn_one({'a': 1}, 1)\n"
+        "try:\n"
+        "    ftrl_ps.FTRLClassifier\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "pip install 'ftrl-ps[sklearn]'" in out.stdout
+
+
+def test_one_default_feature_space() -> None:
+    """core.params.DEFAULT_BITS (library, estimator, tune) is the servers' default."""
+    from ftrl_ps.core.params import DEFAULT_BITS
+    from ftrl_ps.server.options import DEFAULT_BITS as SERVER_BITS
+
+    assert DEFAULT_BITS == SERVER_BITS == 22

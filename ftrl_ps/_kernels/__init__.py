@@ -5,7 +5,8 @@ validate their inputs first (the kernels assume valid inputs):
 * ``parse`` and ``mix`` -- the libsvm parser and the one feature hash:
   :mod:`ftrl_ps.data.libsvm`, :mod:`ftrl_ps.data.hashing`;
 * ``synth`` -- formatting generated rows: :mod:`ftrl_ps.data.synth`;
-* ``worker`` -- numbering a round's keys: :mod:`ftrl_ps.ps.workingset`.
+* ``worker`` -- numbering a round's keys: :mod:`ftrl_ps.ps.workingset`;
+* ``tune`` -- K models over the same rows: :mod:`ftrl_ps.core.multi`.
 
 The parameter store uses numpy only. JIT flags live in ``_config``.
 """

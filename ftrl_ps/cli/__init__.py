@@ -30,6 +30,7 @@ log = logging.getLogger("ftrl_ps.cli")
 #: sub-command modules, in the order ``--help`` lists them
 COMMANDS: tuple[str, ...] = (
     "train",
+    "tune",
     "eval",
     "predict",
     "gen",

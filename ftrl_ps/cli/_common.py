@@ -106,8 +106,11 @@ def bits_arg(text: str) -> int:
         ) from exc
 
 
-def add_model_arguments(parser: argparse.ArgumentParser, *, resumable: bool = True) -> None:
-    """``--bits``, hyper-parameters and ``--dtype`` (defaults None so a resumed model wins)."""
+def add_model_arguments(
+    parser: argparse.ArgumentParser, *, resumable: bool = True, params_from: bool = False
+) -> None:
+    """``--bits``, hyper-parameters and ``--dtype`` (defaults None so a resumed model, or
+    the one of ``--params-from``, fills what is not given)."""
     g = parser.add_argument_group("model")
     g.add_argument(
         "--bits",
@@ -128,6 +131,13 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, resumable: bool = Tr
     g.add_argument(
         "--dtype", choices=DTYPES, help="storage type of the n/z state (default float32)"
     )
+    if params_from:
+        g.add_argument(
+            "--params-from",
+            metavar="MODEL",
+            help="take alpha, beta, l1, l2, the passes, bits and dtype from MODEL (those "
+            "'ftrl-ps tune' chose, or any model's); flags given explicitly win",
+        )
     if resumable:
         g.add_argument(
             "--resume",

@@ -19,6 +19,7 @@ __all__ = [
     "NAME",
     "add_arguments",
     "add_local_cluster_arguments",
+    "apply_params_from",
     "build_model",
     "run",
 ]
@@ -50,6 +51,7 @@ fresh Python interpreter instead.
 examples:
   ftrl-ps train data/train.svm --test data/test.svm --model model.ftrl
   ftrl-ps train data/train.svm --bits 24 --l1 2 --epochs 2 --model model.ftrl
+  ftrl-ps train data/train.svm --params-from tuned.ftrl --workers 4 --model model.ftrl
   zcat big.svm.gz | ftrl-ps train - --model model.ftrl
 """
 
@@ -61,14 +63,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--test", metavar="TEST", help="evaluate on this libsvm file after training"
     )
     parser.add_argument(
-        "--epochs", type=c.positive_int, default=1, help="passes over TRAIN (default 1)"
+        "--epochs", type=c.positive_int, default=None,
+        help="passes over TRAIN (default 1, or the passes of --params-from)",
     )
     parser.add_argument("--model", metavar="OUT", help="save the trained model here (atomic write)")
     parser.add_argument(
         "--metrics-json", metavar="FILE", help="also write the results as JSON ('-' = stdout)"
     )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress display")
-    c.add_model_arguments(parser)
+    c.add_model_arguments(parser, params_from=True)
     c.add_input_arguments(parser)
     add_local_cluster_arguments(parser)
 
@@ -170,10 +173,29 @@ def build_model(args: argparse.Namespace) -> FTRL:
     return FTRL(bits, c.params_from(args), dtype=args.dtype or "float32")
 
 
+def apply_params_from(args: argparse.Namespace) -> None:
+    """Fill the hyper-parameters, passes, bits and dtype not given from ``--params-from``."""
+    if args.params_from:
+        if args.resume:
+            raise ConfigError("--params-from and --resume exclude each other: a resumed "
+                              "model keeps its own settings")
+        from ftrl_ps.learn.tune import tuned_settings
+
+        tuned = tuned_settings(args.params_from)
+        given = {**tuned.params.as_dict(), "epochs": tuned.epochs, "bits": tuned.bits,
+                 "dtype": tuned.dtype}
+        for name, value in given.items():
+            if getattr(args, name, None) is None:
+                setattr(args, name, value)
+    if args.epochs is None:
+        args.epochs = 1
+
+
 def run(args: argparse.Namespace) -> int:
     c.check_input(args.train, "training")
     if args.test:
         c.check_input(args.test, "test")
+    apply_params_from(args)
     if getattr(args, "workers", 0):
         from ftrl_ps.cluster.local import LocalClusterOptions, run_cluster
 
@@ -227,6 +249,7 @@ def run(args: argparse.Namespace) -> int:
             epochs=report.epochs,
             train=str(args.train),
             progressive_logloss=report.progressive_logloss,
+            **({"params_from": str(args.params_from)} if args.params_from else {}),
         )
         results["save_seconds"] = time.perf_counter() - t_save
         print(f"model saved to {path} ({model.touched_keys().size:,} keys with state)")

@@ -70,6 +70,9 @@ class LocalClusterOptions:
     l2: float | None = None
     dtype: str | None = None
     resume: str | None = None
+    #: the model the hyper-parameters came from (``train --params-from``; recorded
+    #: in the saved model's header, the values themselves arrive in the fields above)
+    params_from: str | None = None
     skip_bad_lines: bool = False
     chunk_mb: int = 4
     servers: int = 1
@@ -319,6 +322,7 @@ def _finish(
             workers=args.workers,
             servers=args.servers,
             progressive_logloss=plog,
+            **({"params_from": str(args.params_from)} if args.params_from else {}),
         )
         print(f"model saved to {path} ({saved.keys.size:,} keys with state)")
         results["saved_seconds"] = time.perf_counter() - started

@@ -165,6 +165,26 @@ class FTRL:
         _k.predict_rows(self._flat, indptr, indices, values, self.bias_key, *self._hp(), out)
         return out
 
+    def margin_rows(
+        self, indptr: npt.ArrayLike, indices: npt.ArrayLike, values: npt.ArrayLike
+    ) -> np.ndarray:
+        """The margin ``w . x + bias`` of every CSR row (float64; ``predict_rows``
+        is its sigmoid, with the margin clipped to +-35)."""
+        indptr, indices, values = check_rows(indptr, indices, values, self.num_slots)
+        return self._margins(indptr, indices, values)
+
+    def _margins(self, indptr: np.ndarray, indices: np.ndarray, values: np.ndarray) -> np.ndarray:
+        # the weights of the keys these rows use (the weight kernel on their state),
+        # then w . x per row; no kernel of its own
+        keys, pos = np.unique(indices, return_inverse=True)
+        keys = np.append(keys, self.bias_key)
+        w = np.empty(keys.size, dtype=np.float64)
+        _k.weights(np.ascontiguousarray(self.state[keys]).reshape(-1), *self._hp(), w)
+        rows = indptr.size - 1
+        row_of = np.repeat(np.arange(rows), np.diff(indptr))
+        dots = np.bincount(row_of, weights=w[pos.reshape(-1)] * values, minlength=rows)
+        return w[-1] + dots
+
     def weights(self) -> np.ndarray:
         """The dense weight vector (float64), bias last."""
         out = np.empty(self.state.shape[0], dtype=np.float64)

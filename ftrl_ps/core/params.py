@@ -19,12 +19,23 @@ import numpy as np
 
 from ftrl_ps.errors import ConfigError
 
-__all__ = ["DTYPES", "MAX_BITS", "MIN_BITS", "FTRLParams", "check_bits", "num_keys"]
+__all__ = [
+    "DEFAULT_BITS",
+    "DTYPES",
+    "MAX_BITS",
+    "MIN_BITS",
+    "FTRLParams",
+    "check_bits",
+    "num_keys",
+]
 
 #: smallest and largest ``bits`` (``2**bits`` feature slots plus the bias), checked by
 #: :func:`check_bits`; at 30 every key is below ``2**31`` (int32 indices, uint32 wire keys)
 MIN_BITS = 1
 MAX_BITS = 30
+#: the feature space of a new model (``ftrl-ps train``; the servers' own default,
+#: ``ftrl_ps.server.options.DEFAULT_BITS``, is the same)
+DEFAULT_BITS = 22
 DTYPES = ("float32", "float64")
 
 

@@ -6,6 +6,8 @@
   :mod:`ftrl_ps._kernels.mix`);
 * :mod:`~ftrl_ps.data.batch`, :mod:`~ftrl_ps.data.minibatch` -- CSR batches and
   their slicing; :mod:`~ftrl_ps.data.prefetch` -- parse ahead in a thread;
+* :mod:`~ftrl_ps.data.features` -- dicts, sparse and dense matrices to the rows
+  the reader makes from the same examples;
 * :mod:`~ftrl_ps.data.synth`, :mod:`~ftrl_ps.data.gen` -- the seeded synthetic
   CTR generator with a known true model.
 

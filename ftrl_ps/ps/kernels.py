@@ -53,6 +53,9 @@ def warm_all() -> None:
 
     logloss_sum(np.array([1.0, 0.0]), np.array([0.9, 0.2]))
     warm_up()  # the worker's round: key numbering and compact training
+    from ftrl_ps.core.multi import warm_up as warm_multi
+
+    warm_multi()  # ftrl-ps tune's K-model kernels
 
 
 def load_kernels() -> float:

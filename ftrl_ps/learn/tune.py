@@ -1,0 +1,196 @@
+"""``ftrl-ps tune``: find FTRL settings for a training file, then train the model with them.
+
+:func:`run_tune` takes :class:`TuneOptions`. It parses TRAIN once into memory
+(about 12 bytes per feature), searches alpha, beta, l1, l2 and the number of
+passes with the validation scheme, candidates and successive halving of
+:mod:`ftrl_ps.learn.search` (held-back rows of TRAIN, never test data), all
+candidates trained in the same passes by the K-model kernel, prints the table
+of settings and held-back losses, then trains a fresh model with the winning
+setting on **all** rows of TRAIN, in file order, for the winning number of
+passes (exactly what ``ftrl-ps train TRAIN --params-from OUT`` does) and saves
+it. The model header records the choice under ``training.tuned``
+(:func:`tuned_settings` reads it back).
+
+This module loads no numba until :func:`run_tune` runs (the command line and
+``train --params-from`` import it before forking servers).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from ftrl_ps.core.jsonfile import write_json
+from ftrl_ps.core.modelio import load_model
+from ftrl_ps.core.params import DEFAULT_BITS, FTRLParams
+from ftrl_ps.errors import ConfigError, DataError, ModelFormatError
+
+__all__ = ["TuneOptions", "TunedSettings", "run_tune", "tuned_settings"]
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    """What ``ftrl-ps tune`` is told; field names are the flags' names."""
+
+    train: str
+    model: str
+    budget: float = 8.0
+    max_epochs: int = 16
+    holdout: float = 0.2
+    validation: str = "every"
+    bits: int | None = None
+    dtype: str | None = None
+    skip_bad_lines: bool = False
+    chunk_mb: int = 4
+    metrics_json: str | None = None
+    quiet: bool = False
+    threads: int = 1
+
+
+@dataclass(frozen=True)
+class TunedSettings:
+    """The settings a model file carries: hyper-parameters, passes, feature space."""
+
+    params: FTRLParams
+    epochs: int
+    bits: int
+    dtype: str
+    tuned: bool
+
+
+def tuned_settings(path: str | os.PathLike[str]) -> TunedSettings:
+    """Settings of the model file ``path``: those ``ftrl-ps tune`` chose, or for any
+    other model its hyper-parameters and the passes it was trained with."""
+    saved = load_model(path)
+    tuned = saved.training.get("tuned")
+    epochs = (tuned or {}).get("epochs", saved.training.get("epochs", 1))
+    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+        raise ModelFormatError(f"model file {path}: bad number of passes {epochs!r}")
+    return TunedSettings(saved.params, epochs, saved.bits, saved.dtype, tuned is not None)
+
+
+def _read(opts: TuneOptions, bits: int) -> tuple[Any, int, list[Any]]:
+    from ftrl_ps.data.batch import Batch
+    from ftrl_ps.data.libsvm import LibsvmReader
+    from ftrl_ps.learn.training import PARSE_THREADS
+
+    reader = LibsvmReader(opts.train, bits, chunk_bytes=opts.chunk_mb << 20,
+                          skip_bad_lines=opts.skip_bad_lines, threads=PARSE_THREADS)
+    rows = Batch.concat(list(reader))
+    return rows, reader.stats.bad_lines, reader.stats.bad_examples
+
+
+#: lines of the printed table (the JSON report has every candidate)
+SHOWN = 15
+
+
+def _table(result: Any, best: Any, out: TextIO) -> list[dict[str, Any]]:
+    """Print the best :data:`SHOWN` candidates and the defaults, best first;
+    return every candidate as a dict."""
+    rows = []
+    for c in sorted({t.candidate for t in result.trials}):
+        mine = [t for t in result.trials if t.candidate == c]
+        top = result.best_of(c)
+        rows.append({**top.params.as_dict(), "candidate": c, "passes_trained": len(mine),
+                     "best_passes": top.epochs, "holdout_logloss": top.holdout_logloss,
+                     "pass1_logloss": mine[0].holdout_logloss})
+    rows.sort(key=lambda r: (r["holdout_logloss"], r["candidate"]))
+    print(f"{'':2}{'alpha':>9} {'beta':>8} {'l1':>9} {'l2':>9} {'passes':>7} {'best':>5} "
+          f"{'held-out logloss':>17} {'after 1 pass':>13}", file=out)
+    for i, r in enumerate(rows):
+        if i >= SHOWN and r["candidate"] != 0:
+            continue
+        if i == SHOWN or (i > SHOWN and r["candidate"] == 0):
+            print(f"{'':2}... {len(rows) - SHOWN} more (all in --metrics-json)", file=out)
+        mark = "*" if r["candidate"] == best.candidate else " "
+        note = "  (defaults)" if r["candidate"] == 0 else ""
+        print(f"{mark:2}{r['alpha']:9.4g} {r['beta']:8.4g} {r['l1']:9.4g} {r['l2']:9.4g} "
+              f"{r['passes_trained']:7d} {r['best_passes']:5d} {r['holdout_logloss']:17.5f} "
+              f"{r['pass1_logloss']:13.5f}{note}", file=out)
+    return rows
+
+
+def run_tune(opts: TuneOptions) -> int:
+    """Run ``ftrl-ps tune``; see the module docstring. Returns the exit code (0)."""
+    from ftrl_ps.core.ftrl import FTRL
+    from ftrl_ps.core.modelio import save_model
+    from ftrl_ps.core.multi import compact_keys
+    from ftrl_ps.data.batch import Batch
+    from ftrl_ps.learn import search
+    from ftrl_ps.learn.progress import report_bad_lines
+
+    if opts.train == "-":
+        raise ConfigError("tune reads TRAIN several times: give a file, not stdin")
+    if opts.budget <= 0 or opts.max_epochs < 1:
+        raise ConfigError("--budget must be > 0 and --max-epochs >= 1")
+    search.holdout_split(10, opts.holdout, opts.validation)  # checks both before parsing
+    bits = opts.bits if opts.bits is not None else DEFAULT_BITS
+    dtype = opts.dtype or "float32"
+    started = time.perf_counter()
+    data, bad_lines, bad_examples = _read(opts, bits)
+    report_bad_lines(bad_lines, bad_examples)
+    if data.rows < 2:
+        raise DataError(f"{opts.train}: {data.rows} row(s); tune needs rows to train and score")
+    parsed = time.perf_counter()
+    slots, compact = compact_keys(data.indices, 1 << bits)
+    rows = Batch(data.labels, data.indptr, compact, data.values)
+    train, held = search.holdout_split(data.rows, opts.holdout, opts.validation)
+    row_features = data.indptr[1:] - data.indptr[:-1] + 1
+    features = int(row_features.sum())
+    schedule = search.plan(opts.budget, opts.max_epochs, features,
+                           int(row_features[train].sum()), int(row_features[held].sum()))
+    settings = search.candidates(schedule.candidates)
+    what = (f"one row in {max(2, round(1 / opts.holdout))}" if opts.validation == "every"
+            else f"the last {opts.holdout:.0%} of the rows")
+    if not opts.quiet:
+        print(f"tuning on {data.rows:,} rows ({train.size:,} train, {held.size:,} held back: "
+              f"{what}); {schedule.candidates} settings, passes "
+              f"{'/'.join(map(str, schedule.rungs))} (successive halving), budget "
+              f"{opts.budget:g} default runs", file=sys.stderr)
+
+    def on_pass(epoch: int, models: int) -> None:
+        if not opts.quiet:
+            print(f"tune: pass {epoch} of {models} setting(s) "
+                  f"({time.perf_counter() - started:.1f} s)", file=sys.stderr, flush=True)
+
+    result = search.successive_halving(rows, slots.size + 1, train, held, settings, schedule,
+                                       dtype="float32", threads=opts.threads,
+                                       on_pass=on_pass)
+    searched = time.perf_counter()
+    best = result.best
+    table = _table(result, best, sys.stdout)
+    model = FTRL(bits, best.params, dtype=dtype)
+    loss_sum = 0.0  # as ftrl-ps train reports it: over every pass
+    for _ in range(best.epochs):
+        loss_sum += model._fit(data.labels, data.indptr, data.indices, data.values)
+    final_cost = best.epochs * features
+    cost = search.START + search.PARSE * features + result.cost + final_cost
+    budget_cost = opts.budget * search.default_run_cost(features)
+    tuned = {**best.params.as_dict(), "epochs": best.epochs,
+             "holdout_logloss": best.holdout_logloss,
+             "defaults_holdout_logloss": result.best_of(0).holdout_logloss,
+             "validation": opts.validation, "holdout": opts.holdout, "budget": opts.budget,
+             "candidates": schedule.candidates, "rungs": list(schedule.rungs),
+             "trials": len(result.trials), "cost_default_runs": cost / search.default_run_cost(
+                 features)}
+    path = save_model(opts.model, model, rows=data.rows * best.epochs, epochs=best.epochs,
+                      train=str(opts.train),
+                      progressive_logloss=loss_sum / (data.rows * best.epochs), tuned=tuned)
+    done = time.perf_counter()
+    p = best.params
+    print(f"best: alpha {p.alpha:g} beta {p.beta:g} l1 {p.l1:g} l2 {p.l2:g}, {best.epochs} "
+          f"pass(es): held-out logloss {best.holdout_logloss:.5f} (defaults "
+          f"{result.best_of(0).holdout_logloss:.5f}); {len(result.trials)} trials in "
+          f"{searched - parsed:.2f} s, cost {cost / budget_cost:.0%} of the budget")
+    print(f"model trained on all {data.rows:,} rows x {best.epochs} pass(es) saved to {path} "
+          f"({model.touched_keys().size:,} keys with state); total {done - started:.2f} s")
+    write_json(opts.metrics_json, {
+        "rows": data.rows, "features": features, "bad_lines": bad_lines, "best": tuned,
+        "table": table, "parse_seconds": parsed - started, "search_seconds": searched - parsed,
+        "final_seconds": done - searched, "seconds": done - started, "bits": bits,
+        "cost": cost, "budget_cost": budget_cost,
+    })
+    return 0

@@ -1,0 +1,205 @@
+"""ftrl-ps tune: the search (learn/search.py) against single-model training, the
+budget, the command, and train --params-from (one process and a local cluster)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ftrl_ps.core.ftrl import FTRL
+from ftrl_ps.core.metrics import logloss
+from ftrl_ps.core.modelio import load_model
+from ftrl_ps.core.multi import compact_keys
+from ftrl_ps.core.params import FTRLParams
+from ftrl_ps.data.batch import Batch
+from ftrl_ps.data.libsvm import read_all
+from ftrl_ps.errors import ConfigError
+from ftrl_ps.learn import search
+from ftrl_ps.learn.tune import tuned_settings
+from tests.conftest import run_cli
+from tests.test_ftrl import random_rows
+
+
+def _rows(seed: int = 0, rows: int = 1500, slots: int = 200) -> Batch:
+    rng = np.random.default_rng(seed)
+    labels, indptr, indices, values = random_rows(rng, rows, slots, max_nnz=10)
+    w = rng.normal(size=slots)  # labels from a true model, so there is signal
+    margin = np.add.reduceat(w[indices] * values, indptr[:-1]) * (np.diff(indptr) > 0)
+    labels = (rng.random(rows) < 1 / (1 + np.exp(-margin))).astype(np.float32)
+    return Batch(labels, indptr, indices, values)
+
+
+def _take(rows: Batch, order: np.ndarray) -> Batch:
+    """The rows ``order`` of ``rows``, copied in that order."""
+    parts = [slice(rows.indptr[r], rows.indptr[r + 1]) for r in order]
+    indptr = np.concatenate([[0], np.cumsum([p.stop - p.start for p in parts])])
+    return Batch(rows.labels[order], indptr.astype(np.int64),
+                 np.concatenate([rows.indices[p] for p in parts]),
+                 np.concatenate([rows.values[p] for p in parts]))
+
+
+def test_candidates_start_with_the_defaults_and_stay_in_range() -> None:
+    cands = search.candidates(40)
+    assert cands[0] == FTRLParams()
+    assert len(set(cands)) == 40
+    for p in cands[1:]:
+        for name, (lo, hi) in search.RANGES.items():
+            assert lo * 0.999 <= getattr(p, name) <= hi * 1.001
+    alphas = sorted(p.alpha for p in cands[1:])  # spread over the whole range
+    assert alphas[0] < 0.02 and alphas[-1] > 10
+
+
+@settings(max_examples=40, deadline=None)
+@given(budget=st.floats(0.5, 50), max_epochs=st.integers(1, 20),
+       features=st.integers(10**3, 10**9))
+def test_plan_stays_within_the_budget(budget: float, max_epochs: int, features: int) -> None:
+    train, held = int(features * 0.8), features - int(features * 0.8)
+    try:
+        p = search.plan(budget, max_epochs, features, train, held)
+    except ConfigError:
+        return
+    fixed = search.START + search.PARSE * features + p.rungs[-1] * features
+    assert fixed + p.cost(train, held) <= budget * search.default_run_cost(features) + 1e-6
+    assert p.rungs[0] == 1 and p.rungs[-1] <= max_epochs
+    assert 1 <= p.candidates <= search.MAX_CANDIDATES
+
+
+def test_a_small_budget_tries_fewer_settings() -> None:
+    big = search.plan(10, 16, 10**8, 8 * 10**7, 2 * 10**7)
+    small = search.plan(4, 16, 10**8, 8 * 10**7, 2 * 10**7)
+    assert small.rungs[-1] * small.candidates < big.rungs[-1] * big.candidates
+    with pytest.raises(ConfigError, match="too small"):
+        search.plan(0.5, 4, 10**8, 8 * 10**7, 2 * 10**7)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_every_trial_equals_training_that_setting_alone(threads: int) -> None:
+    rows = _rows()
+    slots, compact = compact_keys(rows.indices)
+    data = Batch(rows.labels, rows.indptr, compact, rows.values)
+    train, held = search.holdout_split(rows.rows, 0.25, "every")
+    schedule = search.Plan(8, (1, 2, 4))
+    cands = search.candidates(8)
+    result = search.successive_halving(data, slots.size + 1, train, held, cands, schedule,
+                                       threads=threads)
+    # successive halving: 8 settings x 1 pass, 4 x 2 passes, 2 x 4 passes
+    per_candidate = {c: len([t for t in result.trials if t.candidate == c]) for c in range(8)}
+    assert sorted(per_candidate.values()) == [1, 1, 1, 1, 2, 2, 4, 4]
+    # each trial's held-out loss is that of the setting trained alone (float64 kernel)
+    tr, he = _take(rows, train), _take(rows, held)
+    for trial in result.trials:
+        model = FTRL(8, trial.params, dtype="float64")
+        for _ in range(trial.epochs):
+            model.fit_rows(tr.labels, tr.indptr, tr.indices, tr.values)
+        expected = logloss(he.labels, model.predict_rows(he.indptr, he.indices, he.values))
+        assert trial.holdout_logloss == pytest.approx(expected, rel=1e-4)
+    # the survivors of each rung were the best of the one before
+    first = sorted((t.holdout_logloss, t.candidate) for t in result.trials if t.epochs == 1)
+    assert {c for _, c in first[:4]} == {t.candidate for t in result.trials if t.epochs == 2}
+    best = result.best
+    assert best.holdout_logloss == min(t.holdout_logloss for t in result.trials)
+    assert best.holdout_logloss <= result.best_of(0).holdout_logloss
+
+
+def test_holdout_split_rejects_bad_settings() -> None:
+    with pytest.raises(ConfigError, match="validation"):
+        search.holdout_split(10, 0.2, "random")
+    with pytest.raises(ConfigError, match="between 0 and 1"):
+        search.holdout_split(10, 1.0, "every")
+    with pytest.raises(ConfigError, match="too few"):
+        search.holdout_split(1, 0.2, "tail")
+
+
+def test_tune_command_and_train_params_from(tmp_path: Path, synth_small: Path) -> None:
+    train = synth_small / "train.svm"
+    tuned = tmp_path / "tuned.ftrl"
+    report = tmp_path / "tune.json"
+    res = run_cli("tune", str(train), "--model", str(tuned), "--bits", "18",
+                  "--metrics-json", str(report), "--max-epochs", "4")
+    assert res.returncode == 0, res.stderr
+    assert "held-out logloss" in res.stdout and "(defaults)" in res.stdout
+    assert "held back: one row in 5" in res.stderr
+    out = json.loads(report.read_text())
+    chosen = out["best"]
+    assert chosen["holdout_logloss"] <= chosen["defaults_holdout_logloss"]
+    assert out["cost"] <= out["budget_cost"]
+    assert len(out["table"]) == chosen["candidates"]
+    saved = load_model(tuned)
+    assert saved.training["tuned"]["epochs"] == chosen["epochs"] <= 4
+    assert saved.params.as_dict() == {k: chosen[k] for k in ("alpha", "beta", "l1", "l2")}
+    settings_ = tuned_settings(tuned)
+    assert settings_.tuned and settings_.epochs == chosen["epochs"] and settings_.bits == 18
+    # the tuned model beats the defaults on the test rows
+    test = read_all(synth_small / "test.svm", 18)
+    model = saved.to_ftrl()
+    tuned_loss = logloss(test.labels, model.predict_rows(test.indptr, test.indices, test.values))
+    default = FTRL(18)
+    rows = read_all(train, 18)
+    default.fit_rows(rows.labels, rows.indptr, rows.indices, rows.values)
+    default_loss = logloss(test.labels,
+                           default.predict_rows(test.indptr, test.indices, test.values))
+    assert tuned_loss < default_loss + 0.001
+    # train --params-from rebuilds exactly the model tune saved
+    again = tmp_path / "again.ftrl"
+    res = run_cli("train", str(train), "--params-from", str(tuned), "--model", str(again), "-q")
+    assert res.returncode == 0, res.stderr
+    rebuilt = load_model(again)
+    assert rebuilt.bits == 18 and rebuilt.training["epochs"] == chosen["epochs"]
+    np.testing.assert_array_equal(rebuilt.keys, saved.keys)
+    np.testing.assert_array_equal(rebuilt.n, saved.n)
+    np.testing.assert_array_equal(rebuilt.z, saved.z)
+    # an explicit flag wins over the tuned value
+    res = run_cli("train", str(train), "--params-from", str(tuned), "--epochs", "1",
+                  "--l1", "0.5", "--model", str(again), "-q")
+    assert res.returncode == 0, res.stderr
+    assert load_model(again).training["epochs"] == 1
+    assert load_model(again).params.l1 == 0.5
+
+
+@pytest.mark.slow
+def test_a_local_cluster_takes_the_tuned_settings(tmp_path: Path, synth_small: Path) -> None:
+    train = synth_small / "train.svm"
+    tuned = tmp_path / "tuned.ftrl"
+    res = run_cli("tune", str(train), "--model", str(tuned), "--bits", "18", "-q",
+                  "--max-epochs", "2", "--budget", "4")
+    assert res.returncode == 0, res.stderr
+    out = tmp_path / "cluster.ftrl"
+    res = run_cli("train", str(train), "--params-from", str(tuned), "--workers", "2",
+                  "--model", str(out), "-q")
+    assert res.returncode == 0, res.stderr
+    cluster, chosen = load_model(out), load_model(tuned)
+    assert cluster.params == chosen.params and cluster.bits == 18
+    assert cluster.training["epochs"] == chosen.training["tuned"]["epochs"]
+    assert cluster.training["params_from"] == str(tuned)
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--holdout", "1.5"], 2, "between 0 and 1"),
+        (["--budget", "0"], 2, "positive number"),
+        (["--validation", "random"], 2, "invalid choice"),
+        (["--budget", "0.01"], 2, "too small"),
+    ],
+)
+def test_bad_tune_arguments(tmp_path: Path, synth_small: Path, args: list[str], code: int,
+                            message: str) -> None:
+    res = run_cli("tune", str(synth_small / "train.svm"), "--model", str(tmp_path / "m"), *args)
+    assert res.returncode == code and message in res.stderr
+    assert not (tmp_path / "m").exists()
+
+
+def test_tune_needs_a_file_with_rows(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.svm"
+    empty.write_text("# nothing\n")
+    res = run_cli("tune", str(empty), "--model", str(tmp_path / "m"))
+    assert res.returncode == 1 and "0 row(s)" in res.stderr
+    res = run_cli("tune", "-", "--model", str(tmp_path / "m"))
+    assert res.returncode == 2 and "not stdin" in res.stderr
+    res = run_cli("train", str(empty), "--params-from", str(tmp_path / "none.ftrl"))
+    assert res.returncode == 1 and "cannot read model" in res.stderr
