@@ -54,6 +54,7 @@ from ftrl_ps.ps import wire  # noqa: E402
 BITS = 20
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 SPLIT = ["shares"]  # --split of the runs (see --split)
+TOKEN = "bench-ssp-token"  # the servers' token, so that the state can be read
 SCENARIOS = {
     "transient": ["--straggle-prob", "0.25", "--straggle-delay", "0.3"],
     "persistent": ["--straggle-workers", "0", "--straggle-prob", "1", "--straggle-delay", "0.3"],
@@ -71,16 +72,18 @@ class Snapshots:
         self._thread.start()
 
     def _loop(self) -> None:
+        headers = {"Accept": wire.BINARY_MEDIA_TYPE, "Authorization": f"Bearer {TOKEN}"}
         with httpx.Client(base_url=self.url, trust_env=False, timeout=10) as c:
             while not self._stop.wait(self.every):
-                try:
-                    body = c.get("/v1/state", headers={"Accept": wire.BINARY_MEDIA_TYPE}).content
-                    msg = wire.decode(body, wire.ENTRIES)
+                try:  # the state comes as a stream of ENTRIES messages
+                    body = c.get("/v1/state", headers=headers).content
+                    msgs = [m for m in wire.iter_messages([body], wire.ENTRIES) if m.keys.size]
                 except (httpx.HTTPError, Exception):  # the server has stopped
                     return
-                assert msg.keys is not None and msg.values is not None
-                self.taken.append((time.time(), msg.keys.copy(), msg.values[0].copy(),
-                                   msg.values[1].copy()))
+                if not msgs:
+                    continue
+                self.taken.append((time.time(), *(np.concatenate(a) for a in zip(
+                    *[(m.keys, m.values[0], m.values[1]) for m in msgs], strict=True))))
 
     def stop(self) -> None:
         self._stop.set()
@@ -93,7 +96,7 @@ def run(train: Path, test: Path, staleness: str, extra: list[str], every: float,
     out = work / "m.json"
     cmd = [sys.executable, "-m", "ftrl_ps", "train", str(train), "--test", str(test),
            "--bits", str(BITS), "--workers", "4", "--staleness", staleness, "--split", SPLIT[0],
-           "--seed", str(seed), "--metrics-json", str(out), *extra]
+           "--seed", str(seed), "--token", TOKEN, "--metrics-json", str(out), *extra]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     snaps = None
