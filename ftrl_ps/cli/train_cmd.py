@@ -200,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
         from ftrl_ps.cluster.local import LocalClusterOptions, run_cluster
 
         return run_cluster(c.options_from(LocalClusterOptions, args))
-    from ftrl_ps.core.modelio import save_model
+    from ftrl_ps.core.modelio import SavedModel, save_model
     from ftrl_ps.learn.training import evaluate, train
     from ftrl_ps.ps.kernels import load_kernels
 
@@ -231,8 +231,11 @@ def run(args: argparse.Namespace) -> int:
         "bad_lines": report.bad_lines,
         "bits": model.bits,
         "params": model.params.as_dict(),
-        "nonzero_weights": int((model.weights() != 0).sum()),
     }
+    # the keys with state, found once (a pass over all 2**bits keys): for the count of
+    # non-zero weights and for the model file
+    saved = SavedModel.from_ftrl(model)
+    results["nonzero_weights"] = model.count_nonzero_weights(saved.keys)
     if args.test:
         ev = evaluate(model, args.test, chunk_bytes=chunk, skip_bad_lines=args.skip_bad_lines)
         print(
@@ -244,7 +247,7 @@ def run(args: argparse.Namespace) -> int:
         t_save = time.perf_counter()
         path = save_model(
             args.model,
-            model,
+            saved,
             rows=report.rows,
             epochs=report.epochs,
             train=str(args.train),
@@ -252,7 +255,7 @@ def run(args: argparse.Namespace) -> int:
             **({"params_from": str(args.params_from)} if args.params_from else {}),
         )
         results["save_seconds"] = time.perf_counter() - t_save
-        print(f"model saved to {path} ({model.touched_keys().size:,} keys with state)")
+        print(f"model saved to {path} ({saved.keys.size:,} keys with state)")
     write_json(args.metrics_json, results)
     sys.stdout.flush()
     return 0
