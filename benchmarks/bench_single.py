@@ -4,6 +4,7 @@ Usage::
 
     python benchmarks/bench_single.py [--rows 1000000] [--test-rows 100000] [--bits 22]
                                       [--data-dir DIR] [--repeat N] [--json OUT]
+                                      [--before-cmd "env PYTHONPATH=OLD_TREE python -m ftrl_ps"]
 
 Steps (data are cached in ``--data-dir``, default ``benchmarks/.data``):
 
@@ -12,8 +13,12 @@ Steps (data are cached in ``--data-dir``, default ``benchmarks/.data``):
    (``±1 |f idx:val ...``) and a 10,000-row prefix are made (not timed).
 2. ftrl-ps: ``python -m ftrl_ps train TRAIN --test TEST --bits B --epochs 1
    --model OUT --metrics-json M.json``, one warm-up on the prefix first (fills
-   numba's cache), then the full file ``--repeat`` times (best wall time kept),
-   each run followed by a VW training run (interleaved, for fair noise).
+   numba's cache), then the full file ``--repeat`` times (best wall time kept,
+   and the median of the per-round ratios to VW), each run followed by a VW
+   training run (interleaved, for fair noise). With ``--before-cmd`` an older
+   ftrl-ps (e.g. a checkout of the previous commit on ``PYTHONPATH``) runs in
+   every round too, right before the current one: a before/after comparison
+   under the same machine load.
 3. Vowpal Wabbit (pip package, C++ driver): ``--ftrl --ftrl_alpha 0.1
    --ftrl_beta 1 --l1 1 --l2 1 -b B --loss_function logistic``, one pass with
    parsing, ``-f model``; then ``-t -i model -p preds --link logistic`` on the
@@ -28,7 +33,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -57,6 +64,9 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--json", type=Path, help="also write the results to this JSON file")
     p.add_argument("--ftrl-ps-cmd", default=f"{shlex.quote(sys.executable)} -m ftrl_ps",
                    help="command prefix that runs ftrl-ps (default: this python -m ftrl_ps)")
+    p.add_argument("--before-cmd", default=None,
+                   help="command prefix of an older ftrl-ps to compare with, run in every "
+                        "round as well (e.g. \"env PYTHONPATH=/tmp/old python -m ftrl_ps\")")
     args = p.parse_args(argv)
     if args.rows < 1 or args.test_rows < 1 or args.repeat < 1:
         p.error("--rows, --test-rows and --repeat must be >= 1")
@@ -114,27 +124,38 @@ def _measure(args: argparse.Namespace, folder: Path, work: Path) -> dict[str, An
     train_vw, test_vw = h.libsvm_to_vw(train, folder / "train.vw"), h.libsvm_to_vw(
         test, folder / "test.vw")
     prefix_file = h.head_lines(train, folder / f"train_head{PREFIX_ROWS}.svm", PREFIX_ROWS)
-    ftrl_prefix = shlex.split(args.ftrl_ps_cmd)
-    has_train = subprocess.run([*ftrl_prefix, "train", "--help"], capture_output=True
-                               ).returncode == 0
-    if has_train:
-        print("ftrl-ps: warm-up run on the prefix (fills numba's cache)", file=sys.stderr)
-        _run_ftrl(ftrl_prefix, prefix_file, test, args.bits, work, "warmup")
-    else:
-        print("WARNING: `ftrl-ps train` is not available; only VW is measured", file=sys.stderr)
-    ftrl_runs, vw_runs = [], []
+    systems = {"ftrl_ps": shlex.split(args.ftrl_ps_cmd)}
+    if args.before_cmd:
+        systems = {"ftrl_ps_before": shlex.split(args.before_cmd), **systems}
+    for key, prefix in list(systems.items()):
+        if subprocess.run([*prefix, "train", "--help"], capture_output=True).returncode != 0:
+            print(f"WARNING: `{shlex.join(prefix)} train` is not available; not measured",
+                  file=sys.stderr)
+            del systems[key]
+            continue
+        print(f"{key}: warm-up run on the prefix (fills numba's cache)", file=sys.stderr)
+        _run_ftrl(prefix, prefix_file, test, args.bits, work, f"warmup_{key}")
+    runs: dict[str, list[tuple[h.Measured, dict[str, Any]]]] = {k: [] for k in systems}
+    vw_runs = []
     for i in range(args.repeat):
-        print(f"round {i + 1}/{args.repeat}: ftrl-ps and VW on the full file", file=sys.stderr)
-        if has_train:
-            ftrl_runs.append(_run_ftrl(ftrl_prefix, train, test, args.bits, work, f"full{i}"))
+        print(f"round {i + 1}/{args.repeat}: {', '.join(systems)} and VW on the full file",
+              file=sys.stderr)
+        for key, prefix in systems.items():
+            runs[key].append(_run_ftrl(prefix, train, test, args.bits, work, f"{key}_full{i}"))
         vw_runs.append(_train_vw(train_vw, args.bits, work, f"vw_train{i}"))
-    result: dict[str, Any] = {}
-    if has_train:
+    result: dict[str, Any] = {"load_average": os.getloadavg()}
+    for key, prefix in systems.items():
+        ftrl_runs = runs[key]
         full, fm = min(ftrl_runs, key=lambda r: r[0].wall_seconds)
-        small, _ = _run_ftrl(ftrl_prefix, prefix_file, test, args.bits, work, "prefix")
-        result["ftrl_ps"] = {
+        small, _ = _run_ftrl(prefix, prefix_file, test, args.bits, work, f"{key}_prefix")
+        ratios = [v.wall_seconds / r.wall_seconds
+                  for (r, _), v in zip(ftrl_runs, vw_runs, strict=True)]
+        result[key] = {
+            "command": shlex.join(prefix),
             "wall_seconds": full.wall_seconds, "rows_per_s": args.rows / full.wall_seconds,
             "all_wall_seconds": [r.wall_seconds for r, _ in ftrl_runs],
+            "median_wall_seconds": statistics.median(r.wall_seconds for r, _ in ftrl_runs),
+            "vw_ratios": ratios, "median_vw_ratio": statistics.median(ratios),
             "train_seconds": fm["train_seconds"],
             "phase_seconds": min(m["phase_seconds"] for _, m in ftrl_runs),
             "progressive_logloss": fm["progressive_logloss"],
@@ -142,6 +163,7 @@ def _measure(args: argparse.Namespace, folder: Path, work: Path) -> dict[str, An
             "max_rss_mib": full.max_rss_mib, "prefix_rows": min(PREFIX_ROWS, args.rows),
             "prefix_max_rss_mib": small.max_rss_mib,
             "rss_growth_mib": full.max_rss_mib - small.max_rss_mib,
+            "all_max_rss_mib": [r.max_rss_mib for r, _ in ftrl_runs],
         }
     best = min(vw_runs, key=lambda r: r.wall_seconds)
     scored, vw_logloss, vw_auc = _score_vw(test_vw, test, work)
@@ -149,6 +171,7 @@ def _measure(args: argparse.Namespace, folder: Path, work: Path) -> dict[str, An
         "wall_seconds": best.wall_seconds, "rows_per_s": args.rows / best.wall_seconds,
         "phase_seconds": min(h.phase_seconds(r.stderr) for r in vw_runs),
         "all_wall_seconds": [r.wall_seconds for r in vw_runs],
+        "median_wall_seconds": statistics.median(r.wall_seconds for r in vw_runs),
         "test_wall_seconds": scored.wall_seconds,
         "progressive_logloss": h.vw_progressive_loss(best.stderr),
         "test_logloss": vw_logloss, "test_auc": vw_auc, "max_rss_mib": best.max_rss_mib,
@@ -180,43 +203,53 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+_SYSTEMS = (("ftrl_ps_before", "ftrl-ps before (1 process)"), ("ftrl_ps", "ftrl-ps (1 process)"))
+
+
 def _print_report(r: dict[str, Any]) -> None:
     vw = r["vw"]
     n = r["rows"]
     header = ["system", "rows/s (parse+train)", "vs VW", "rows/s (wall)", "vs VW",
-              "test logloss", "test AUC", "peak RSS MiB"]
+              "median vs VW", "test logloss", "test AUC", "peak RSS MiB"]
     rows = []
-    if "ftrl_ps" in r:
-        f = r["ftrl_ps"]
-        rows.append(["ftrl-ps (1 process)", f"{n / f['phase_seconds']:,.0f}",
-                     f"{vw['phase_seconds'] / f['phase_seconds']:.2f}x",
-                     f"{f['rows_per_s']:,.0f}", f"{f['rows_per_s'] / vw['rows_per_s']:.2f}x",
-                     f"{f['test_logloss']:.4f}", f"{f['test_auc']:.4f}",
-                     f"{f['max_rss_mib']:.0f}"])
+    for key, name in _SYSTEMS:
+        if key in r:
+            f = r[key]
+            rows.append([name, f"{n / f['phase_seconds']:,.0f}",
+                         f"{vw['phase_seconds'] / f['phase_seconds']:.2f}x",
+                         f"{f['rows_per_s']:,.0f}", f"{f['rows_per_s'] / vw['rows_per_s']:.2f}x",
+                         f"{f['median_vw_ratio']:.2f}x",
+                         f"{f['test_logloss']:.5f}", f"{f['test_auc']:.5f}",
+                         f"{f['max_rss_mib']:.0f}"])
     rows.append(["vowpal wabbit", f"{n / vw['phase_seconds']:,.0f}", "1.00x",
-                 f"{vw['rows_per_s']:,.0f}", "1.00x", f"{vw['test_logloss']:.4f}",
-                 f"{vw['test_auc']:.4f}", f"{vw['max_rss_mib']:.0f}"])
-    rows.append(["true model (Bayes)", "", "", "", "", f"{r['bayes_test_logloss']:.4f}",
-                 f"{r['bayes_test_auc']:.4f}", ""])
-    rows.append(["constant predictor", "", "", "", "", f"{r['constant_test_logloss']:.4f}",
-                 "0.5000", ""])
+                 f"{vw['rows_per_s']:,.0f}", "1.00x", "1.00x", f"{vw['test_logloss']:.5f}",
+                 f"{vw['test_auc']:.5f}", f"{vw['max_rss_mib']:.0f}"])
+    rows.append(["true model (Bayes)", "", "", "", "", "", f"{r['bayes_test_logloss']:.5f}",
+                 f"{r['bayes_test_auc']:.5f}", ""])
+    rows.append(["constant predictor", "", "", "", "", "", f"{r['constant_test_logloss']:.5f}",
+                 "0.50000", ""])
     print(f"\n{n:,} train rows, {r['test_rows']:,} test rows, 2^{r['bits']} slots, one pass.")
     print("rows/s (parse+train): timed inside each process, from opening the file to the model "
           "written (interpreter, imports and JIT-cache loading excluded);\n"
           "rows/s (wall): train rows / wall time of the whole training process, start-up "
-          "included. Test scoring is a separate process for both.")
+          "included (fastest round); median vs VW: median over rounds of VW's wall time / "
+          "ftrl-ps's in the same round.\nTest scoring is a separate process for both.")
     print(h.format_table(header, rows))
-    if "ftrl_ps" in r:
-        f = r["ftrl_ps"]
-        print(f"ftrl-ps: progressive logloss {f['progressive_logloss']:.4f}; memory: peak RSS "
-              f"{f['prefix_max_rss_mib']:.0f} MiB on {f['prefix_rows']:,} rows, "
-              f"{f['max_rss_mib']:.0f} MiB on {n:,} rows "
-              f"(difference {round(f['rss_growth_mib']):+d} MiB)")
-    print(f"vw: progressive logloss {vw['progressive_logloss']:.4f}")
+    for key, name in _SYSTEMS:
+        if key in r:
+            f = r[key]
+            print(f"{name}: progressive logloss {f['progressive_logloss']:.5f}; memory: peak "
+                  f"RSS {f['prefix_max_rss_mib']:.0f} MiB on {f['prefix_rows']:,} rows, "
+                  f"{f['max_rss_mib']:.0f} MiB on {n:,} rows "
+                  f"(difference {round(f['rss_growth_mib']):+d} MiB)")
+    print(f"vw: progressive logloss {vw['progressive_logloss']:.5f}")
     if len(vw["all_wall_seconds"]) > 1:
         walls = {name: ", ".join(f"{w:.2f}" for w in r[key]["all_wall_seconds"])
-                 for name, key in (("ftrl-ps", "ftrl_ps"), ("VW", "vw")) if key in r}
+                 for key, name in (*_SYSTEMS, ("vw", "VW")) if key in r}
         print("wall seconds of every round: " + "; ".join(f"{k} {v}" for k, v in walls.items()))
+    load = r.get("load_average")
+    if load:
+        print(f"load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     if r["generator_rows_per_s"]:
         print(f"generator: {r['generator_rows_per_s']:,.0f} rows/s (train + test)")
 

@@ -1,0 +1,246 @@
+"""Scale benchmark (issue 12 item 6): a long generated run, watched from outside.
+
+Usage::
+
+    python benchmarks/bench_scale.py [--mode single|cluster] [--rows 20000000] [--bits 26]
+                                     [--data DIR | --data-dir DIR] [--delete-data]
+                                     [--interval 0.2] [--json OUT] [-- EXTRA TRAIN FLAGS]
+
+Steps:
+
+1. Data: ``ftrl-ps gen`` (the project's generator) writes ``train.svm`` /
+   ``test.svm`` into ``--data`` (default ``DATA_DIR/scale_r{rows}_b{bits}_s{seed}``,
+   ``DATA_DIR`` = ``benchmarks/.data``, git-ignored), unless it is there already.
+   20M rows are about 7 GB of text at ``--bits 26``; ``--delete-data`` removes
+   the folder at the end.
+2. Training, one pass, as a user runs it: ``--mode single`` runs ``ftrl-ps
+   train TRAIN --bits B`` (one process); ``--mode cluster`` runs it with
+   ``--servers S --workers W`` (a local cluster: servers and workers are child
+   processes of the command).
+3. While it runs, every ``--interval`` seconds, the script samples (psutil)
+   the resident memory of every process of the run, and (single mode) the
+   position of the training file in the trainer's open files: the reader runs
+   at most a few 4 MiB chunks ahead of the trainer (a bounded queue), so the
+   position over time gives the rows/s of the run at any moment (rows are
+   spread evenly over the generated file).
+
+Reported: wall time and rows/s of the whole run; rows/s over the first and
+the last tenth of the training file (goal: within 10 %); RSS of each process
+at 20 %, 50 % and 100 % of the run and its peak (goal: flat after warm-up,
+i.e. the growth from 20 % to the end small against the state's size).
+
+Cluster mode samples the RSS of the servers and workers the same way; its
+rows/s over time is left to the cluster's own progress output (the workers
+read hand-out units, not one file front to back): the first/last-tenth
+figures are reported only where the file position is meaningful (single).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _harness as h  # noqa: E402
+
+#: fractions of the run at which RSS is reported
+RSS_POINTS = (0.2, 0.5, 1.0)
+
+
+def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--mode", choices=("single", "cluster"), default="single",
+                   help="one process (default) or a local cluster (--servers, --workers)")
+    p.add_argument("--rows", type=int, default=20_000_000, help="training rows (default 2e7)")
+    p.add_argument("--test-rows", type=int, default=100_000, help="test rows (default 1e5)")
+    p.add_argument("--bits", type=int, default=26, help="hash bits of data and model (26)")
+    p.add_argument("--seed", type=int, default=0, help="generator seed")
+    p.add_argument("--data", type=Path, help="folder with train.svm (made by ftrl-ps gen if "
+                   "missing); default DATA_DIR/scale_r{rows}_b{bits}_s{seed}")
+    p.add_argument("--data-dir", type=Path, default=h.DEFAULT_DATA_DIR,
+                   help="parent of the default --data folder (default benchmarks/.data)")
+    p.add_argument("--delete-data", action="store_true", help="delete --data at the end")
+    p.add_argument("--servers", type=int, default=2, help="cluster mode: shards (default 2)")
+    p.add_argument("--workers", type=int, default=2, help="cluster mode: workers (default 2)")
+    p.add_argument("--interval", type=float, default=0.2, help="sampling period, seconds")
+    p.add_argument("--json", type=Path, help="also write the results (and samples) here")
+    p.add_argument("--ftrl-ps-cmd", default=f"{shlex.quote(sys.executable)} -m ftrl_ps",
+                   help="command prefix that runs ftrl-ps (default: this python -m ftrl_ps)")
+    args, extra = p.parse_known_args(argv)
+    if extra and extra[0] == "--":
+        extra = extra[1:]
+    if args.rows < 10 or args.interval <= 0:
+        p.error("--rows must be >= 10 and --interval > 0")
+    return args, extra
+
+
+def ensure_data(args: argparse.Namespace) -> Path:
+    folder = args.data or args.data_dir / f"scale_r{args.rows}_b{args.bits}_s{args.seed}"
+    if not (folder / "train.svm").exists():
+        cmd = [*shlex.split(args.ftrl_ps_cmd), "gen", str(folder), "--rows", str(args.rows),
+               "--test-rows", str(args.test_rows), "--bits", str(args.bits),
+               "--seed", str(args.seed), "--quiet"]
+        print(f"generating {folder} ({args.rows:,} rows)", file=sys.stderr)
+        t = time.perf_counter()
+        subprocess.run(cmd, check=True)
+        print(f"generated in {time.perf_counter() - t:.0f} s", file=sys.stderr)
+    return folder
+
+
+def _file_position(proc: psutil.Process, path: str) -> int | None:
+    """Largest read position of ``path`` among the open files of ``proc`` (None if shut)."""
+    try:
+        positions = [f.position for f in proc.open_files() if f.path == path]
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+    return max(positions) if positions else None
+
+
+def _tree(proc: psutil.Process) -> list[psutil.Process]:
+    try:
+        return [proc, *proc.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _role(proc: psutil.Process) -> str:
+    try:
+        cmd = proc.cmdline()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return "?"
+    for role in ("server", "worker"):
+        if role in cmd or any(part.endswith(f"ftrl-ps-{role}") for part in cmd):
+            return f"{role}:{proc.pid}"
+    return f"main:{proc.pid}" if "train" in cmd else f"other:{proc.pid}"
+
+
+def watch(cmd: list[str], train: Path, interval: float, log: Path) -> dict[str, Any]:
+    """Run ``cmd``; sample RSS of its process tree and the train file position."""
+    samples: list[dict[str, Any]] = []
+    path = str(train.resolve())
+    with open(log, "wb") as out:
+        start = time.perf_counter()
+        child = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        proc = psutil.Process(child.pid)
+        while child.poll() is None:
+            now = time.perf_counter() - start
+            rss: dict[str, float] = {}
+            for p in _tree(proc):
+                try:
+                    rss[_role(p)] = p.memory_info().rss / 2**20
+                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                    continue
+            samples.append({"t": now, "pos": _file_position(proc, path), "rss_mib": rss})
+            time.sleep(interval)
+        wall = time.perf_counter() - start
+    if child.returncode != 0:
+        tail = log.read_text(errors="replace").splitlines()[-20:]
+        raise RuntimeError(f"{shlex.join(cmd)} failed ({child.returncode}):\n" + "\n".join(tail))
+    return {"wall_seconds": wall, "samples": samples}
+
+
+def _time_at(samples: list[dict[str, Any]], pos: float) -> float | None:
+    """First time the file position reached ``pos`` (linear between samples)."""
+    prev = None
+    for s in samples:
+        if s["pos"] is None:
+            continue
+        if s["pos"] >= pos:
+            if prev is None or s["pos"] == prev["pos"]:
+                return float(s["t"])
+            frac = (pos - prev["pos"]) / (s["pos"] - prev["pos"])
+            return float(prev["t"] + frac * (s["t"] - prev["t"]))
+        prev = s
+    return None
+
+
+def summarize(run: dict[str, Any], size: int, rows: int) -> dict[str, Any]:
+    samples = run["samples"]
+    result: dict[str, Any] = {"wall_seconds": run["wall_seconds"],
+                              "rows_per_s_wall": rows / run["wall_seconds"]}
+    seen = [s for s in samples if s["pos"] is not None]
+    if seen:
+        # the first tenth starts where the file was first seen open (the reader may
+        # be a little way in already); both windows are a tenth of the file
+        p0, t0 = seen[0]["pos"], seen[0]["t"]
+        t = {"a": _time_at(samples, p0 + 0.1 * size), "b": _time_at(samples, 0.9 * size),
+             "c": _time_at(samples, size)}
+        if all(v is not None for v in t.values()) and p0 < 0.05 * size:
+            first = 0.1 * rows / max(t["a"] - t0, 1e-9)  # type: ignore[operator]
+            last = 0.1 * rows / max(t["c"] - t["b"], 1e-9)  # type: ignore[operator]
+            result.update(first_tenth_rows_per_s=first, last_tenth_rows_per_s=last,
+                          last_over_first=last / first,
+                          read_seconds=t["c"] - t0)  # type: ignore[operator]
+    # RSS by process at fractions of the run (by time: the cluster has no file position)
+    end = samples[-1]["t"] if samples else 0.0
+    roles = sorted({r for s in samples for r in s["rss_mib"] if r != "?"})
+    rss: dict[str, dict[str, float]] = {}
+    for role in roles:
+        seen = [(s["t"], s["rss_mib"][role]) for s in samples if role in s["rss_mib"]]
+        point = {}
+        for f in RSS_POINTS:
+            at = [v for tt, v in seen if tt <= f * end]
+            point[f"at_{round(f * 100)}pct"] = at[-1] if at else float("nan")
+        point["peak"] = max(v for _, v in seen)
+        point["growth_after_20pct"] = point["at_100pct"] - point["at_20pct"]
+        rss[role] = point
+    result["rss_mib"] = rss
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, extra = _parse_args(argv)
+    folder = ensure_data(args)
+    train = folder / "train.svm"
+    size = train.stat().st_size
+    prefix = shlex.split(args.ftrl_ps_cmd)
+    cmd = [*prefix, "train", str(train), "--bits", str(args.bits), "--epochs", "1"]
+    if args.mode == "cluster":
+        cmd += ["--servers", str(args.servers), "--workers", str(args.workers)]
+    cmd += extra
+    print(f"$ {shlex.join(cmd)}", file=sys.stderr)
+    log = folder / f"bench_scale_{args.mode}.log"
+    load_before = psutil.getloadavg()
+    run = watch(cmd, train, args.interval, log)
+    result = {"mode": args.mode, "rows": args.rows, "bits": args.bits, "command": shlex.join(cmd),
+              "file_bytes": size, "load_average_before": load_before,
+              "load_average_after": psutil.getloadavg(),
+              **summarize(run, size, args.rows)}
+    result["train_output"] = log.read_text(errors="replace").splitlines()[-6:]
+    _print(result)
+    if args.json:
+        args.json.write_text(json.dumps({**result, "samples": run["samples"]}, indent=1) + "\n")
+    if args.delete_data:
+        shutil.rmtree(folder)
+    return 0
+
+
+def _print(r: dict[str, Any]) -> None:
+    print(f"\n{r['mode']}: {r['rows']:,} rows, 2^{r['bits']} slots, one pass: "
+          f"{r['wall_seconds']:.1f} s wall, {r['rows_per_s_wall']:,.0f} rows/s (start-up "
+          f"included)")
+    if "last_over_first" in r:
+        print(f"rows/s over the first tenth of the file {r['first_tenth_rows_per_s']:,.0f}, "
+              f"over the last tenth {r['last_tenth_rows_per_s']:,.0f} "
+              f"(last/first {r['last_over_first']:.3f}; goal within 10 %)")
+    header = ["process", "RSS MiB at 20 %", "at 50 %", "at 100 %", "peak", "growth after 20 %"]
+    rows = [[role, *(f"{p[k]:.0f}" for k in ("at_20pct", "at_50pct", "at_100pct", "peak")),
+             f"{p['growth_after_20pct']:+.0f}"] for role, p in r["rss_mib"].items()]
+    print(h.format_table(header, rows))
+    print("load average before {:.2f} {:.2f} {:.2f}, after {:.2f} {:.2f} {:.2f}".format(
+        *r["load_average_before"], *r["load_average_after"]))
+    print("train output (last lines):\n  " + "\n  ".join(r["train_output"]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
