@@ -151,3 +151,27 @@ def test_command_exit_codes_and_output_survive_the_fast_exit(tmp_path: Path) -> 
         capture_output=True, text=True,
     )
     assert bad.returncode == 1 and "error" in bad.stderr
+
+
+def test_train_loads_only_what_it_needs(tmp_path: Path) -> None:
+    """Start-up: `ftrl-ps train` builds its own parser only, and neither the other
+    commands, the HTTP stack nor scipy/yaml (numba's optional probes) are imported."""
+    parser = build_parser("train")
+    sub = next(a for a in parser._actions if a.dest == "command")
+    assert list(sub.choices) == ["train"]  # type: ignore[union-attr]
+    data = tmp_path / "d.svm"
+    data.write_text("1 1:1 2:0.5\n0 3:1\n" * 20)
+    probe = (
+        "import sys; from ftrl_ps.cli import main; "
+        f"code = main(['train', {str(data)!r}, '--bits', '8', '-q']); "
+        "tops = {m.split('.')[0] for m in sys.modules}; "
+        "print(sorted(m for m in sys.modules if m.startswith('ftrl_ps.cli.'))); "
+        "print(sorted(tops & {'fastapi', 'starlette', 'uvicorn', 'httpx', 'pydantic', "
+        "'pydantic_settings', 'scipy', 'sklearn', 'yaml'}))"
+    )
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    cli_modules, heavy = res.stdout.strip().splitlines()[-2:]
+    assert "serve_cmd" not in cli_modules and "tune_cmd" not in cli_modules
+    assert "train_cmd" in cli_modules
+    assert heavy == "[]"

@@ -148,3 +148,30 @@ def test_margins_match_the_reference_and_the_probabilities() -> None:
     np.testing.assert_allclose(margins, expected, rtol=1e-4, atol=1e-5)
     probs = model.predict_rows(indptr, indices, values)
     np.testing.assert_allclose(1 / (1 + np.exp(-margins)), probs, rtol=1e-12)
+
+
+@pytest.mark.parametrize("block", [7, 1 << 20])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_touched_keys_and_nonzero_weight_count_match_the_plain_definitions(
+    dtype: str, block: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ftrl_ps.core.ftrl
+
+    monkeypatch.setattr(ftrl_ps.core.ftrl, "_TOUCHED_BLOCK", block)  # blocks' edges too
+    rng = np.random.default_rng(8)
+    labels, indptr, indices, values = random_rows(rng, 300, 256)
+    model = FTRL(8, FTRLParams(l1=0.5), dtype=dtype)
+    model.fit_rows(labels, indptr, indices, values)
+    # a key with only negative zeros counts as untouched, as state != 0 says; one
+    # non-zero half of the pair is enough to count
+    model.state[3] = (-0.0, -0.0)
+    model.state[5] = (0.0, -1e-30 if dtype == "float64" else -1e-40)
+    model.state[7] = (2.0, -0.0)
+    expected = np.flatnonzero(np.any(model.state != 0, axis=1))
+    keys = model.touched_keys()
+    assert keys.dtype == np.uint32
+    np.testing.assert_array_equal(keys, expected)
+    assert 3 not in keys and 5 in keys and 7 in keys
+    dense = int((model.weights() != 0).sum())
+    assert model.count_nonzero_weights() == dense == model.count_nonzero_weights(keys)
+    assert 0 < dense < keys.size  # l1 keeps some touched keys at weight 0

@@ -11,9 +11,45 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-import numba
-
 import ftrl_ps._kernels as _kernels
+
+
+class _Absent:
+    """Import hook that makes some installed modules look absent (see below)."""
+
+    def __init__(self, *names: str) -> None:
+        self.names = names
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if any(name == n or name.startswith(n + ".") for n in self.names):
+            raise ImportError(f"{name} skipped while loading numba")
+
+
+def _light_numba_import() -> None:
+    """Import numba without the optional modules it only probes at import time.
+
+    ``import numba`` imports ``scipy`` (a version check) and ``yaml`` (to read
+    an optional ``.numba_config.yaml`` in the working folder): together 30-60 ms
+    of every command's start-up, for nothing the kernels use. The command line
+    (``SKIP_BLAS_PROBE``, set before any kernel module is imported) loads numba
+    without them; numba's ``NUMBA_*`` environment variables still apply.
+    Library users, and processes that have already imported either, are not
+    affected.
+    """
+    if "numba" in sys.modules:
+        return
+    hook = _Absent(*(m for m in ("scipy", "yaml") if m not in sys.modules))
+    sys.meta_path.insert(0, hook)
+    try:
+        import numba  # noqa: F401
+    finally:
+        sys.meta_path.remove(hook)
+
+
+if _kernels.SKIP_BLAS_PROBE:
+    _light_numba_import()
+
+import numba  # noqa: E402
 
 __all__ = ["JIT_FLAGS", "KERNEL_MODULES", "njit", "skip_blas_probe", "uncached_kernels"]
 
@@ -64,14 +100,6 @@ def uncached_kernels() -> list[str] | None:
     return missing
 
 
-class _NoScipyLinalg:
-    """Import hook that makes ``scipy.linalg`` look absent while it is installed."""
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
-        if name == "scipy.linalg" or name.startswith("scipy.linalg."):
-            raise ImportError(f"{name} skipped while loading numba's array maths")
-
-
 def skip_blas_probe() -> None:
     """Load numba's array-math registry without importing scipy.
 
@@ -84,7 +112,8 @@ def skip_blas_probe() -> None:
     """
     if "scipy.linalg" in sys.modules or "numba.np.arraymath" in sys.modules:
         return
-    hook = _NoScipyLinalg()
+    # scipy itself too when not loaded yet: importing scipy.linalg imports it first
+    hook = _Absent("scipy.linalg" if "scipy" in sys.modules else "scipy")
     sys.meta_path.insert(0, hook)
     try:
         import numba.np.arraymath  # noqa: F401

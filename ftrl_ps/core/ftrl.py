@@ -77,6 +77,10 @@ def check_rows(
     return indptr, np.ascontiguousarray(indices, dtype=np.int32), values
 
 
+#: keys per block of :meth:`FTRL.touched_keys` (8 MiB of temporaries at most)
+_TOUCHED_BLOCK = 1 << 20
+
+
 class FTRL:
     """Per-coordinate FTRL-Proximal state for a ``2**bits`` feature space plus bias.
 
@@ -196,17 +200,24 @@ class FTRL:
 
         Tests the bits of each key's ``(n, z)`` pair with the sign bits masked
         off (so ``-0.0`` counts as zero, as ``state != 0`` would), one integer
-        per key for float32 state: about 5x faster than ``np.any(state != 0,
-        axis=1)`` on a 2**22-key model.
+        per key for float32 state, in blocks of :data:`_TOUCHED_BLOCK` keys (a
+        few MiB of temporaries whatever the model's size): about 5x faster than
+        ``np.any(state != 0, axis=1)`` on a 2**22-key model.
         """
         state = np.ascontiguousarray(self.state)
         if state.dtype == np.float32:
-            pair = state.view(np.uint64).reshape(-1)
-            nonzero = (pair & np.uint64(0x7FFF_FFFF_7FFF_FFFF)) != 0
+            words = state.view(np.uint64).reshape(-1, 1)
+            mask = np.uint64(0x7FFF_FFFF_7FFF_FFFF)
         else:
-            bits = state.view(np.uint64)
-            nonzero = ((bits[:, 0] | bits[:, 1]) & np.uint64(0x7FFF_FFFF_FFFF_FFFF)) != 0
-        return np.flatnonzero(nonzero).astype(np.uint32)
+            words = state.view(np.uint64)
+            mask = np.uint64(0x7FFF_FFFF_FFFF_FFFF)
+        found = []
+        for start in range(0, words.shape[0], _TOUCHED_BLOCK):
+            block = words[start:start + _TOUCHED_BLOCK]
+            bits = block[:, 0] if block.shape[1] == 1 else block[:, 0] | block[:, 1]
+            hits = np.flatnonzero(bits & mask)
+            found.append(hits.astype(np.uint32) + np.uint32(start))
+        return np.concatenate(found) if found else np.empty(0, np.uint32)
 
     def count_nonzero_weights(self, keys: np.ndarray | None = None) -> int:
         """How many weights are not zero (``(weights() != 0).sum()``), computed on
