@@ -50,13 +50,15 @@ _metrics_checked = False
 
 @dataclass(frozen=True)
 class Measured:
-    """A finished child process: exit code, wall seconds, peak RSS and log files."""
+    """A finished child process: exit code, wall seconds, peak RSS, log files, and CPU
+    seconds (user + system, of the command and the children it waited for)."""
 
     returncode: int
     wall_seconds: float
     max_rss_mib: float
     stdout: Path
     stderr: Path
+    cpu_seconds: float = float("nan")
 
     def tail(self, lines: int = 15) -> str:
         text = self.stderr.read_text(errors="replace").splitlines()
@@ -76,7 +78,8 @@ _LAUNCHER = (
     "_, status, usage = os.wait4(pid, 0)\n"
     "wall = time.perf_counter() - start\n"
     "with open(sys.argv[1], 'w') as fh:\n"
-    "    fh.write(f'{wall!r} {usage.ru_maxrss} {os.waitstatus_to_exitcode(status)}')\n"
+    "    fh.write(f'{wall!r} {usage.ru_maxrss} {os.waitstatus_to_exitcode(status)} '\n"
+    "             f'{usage.ru_utime + usage.ru_stime!r}')\n"
 )
 
 
@@ -94,8 +97,9 @@ def run_measured(cmd: Sequence[str], log_prefix: Path) -> Measured:
     with open(out, "wb") as fo, open(err, "wb") as fe:
         subprocess.run([sys.executable, "-S", "-c", _LAUNCHER, str(report), *cmd],
                        stdout=fo, stderr=fe, stdin=subprocess.DEVNULL, check=True)
-    wall, max_rss_kib, returncode = report.read_text().split()
-    return Measured(int(returncode), float(wall), int(max_rss_kib) / 1024.0, out, err)
+    wall, max_rss_kib, returncode, cpu = report.read_text().split()
+    return Measured(int(returncode), float(wall), int(max_rss_kib) / 1024.0, out, err,
+                    float(cpu))
 
 
 def _check_against_sklearn() -> None:

@@ -155,6 +155,8 @@ def _measure(args: argparse.Namespace, folder: Path, work: Path) -> dict[str, An
             "wall_seconds": full.wall_seconds, "rows_per_s": args.rows / full.wall_seconds,
             "all_wall_seconds": [r.wall_seconds for r, _ in ftrl_runs],
             "median_wall_seconds": statistics.median(r.wall_seconds for r, _ in ftrl_runs),
+            "all_cpu_seconds": [r.cpu_seconds for r, _ in ftrl_runs],
+            "median_cpu_seconds": statistics.median(r.cpu_seconds for r, _ in ftrl_runs),
             "vw_ratios": ratios, "median_vw_ratio": statistics.median(ratios),
             "train_seconds": fm["train_seconds"],
             "phase_seconds": min(m["phase_seconds"] for _, m in ftrl_runs),
@@ -172,6 +174,8 @@ def _measure(args: argparse.Namespace, folder: Path, work: Path) -> dict[str, An
         "phase_seconds": min(h.phase_seconds(r.stderr) for r in vw_runs),
         "all_wall_seconds": [r.wall_seconds for r in vw_runs],
         "median_wall_seconds": statistics.median(r.wall_seconds for r in vw_runs),
+        "all_cpu_seconds": [r.cpu_seconds for r in vw_runs],
+        "median_cpu_seconds": statistics.median(r.cpu_seconds for r in vw_runs),
         "test_wall_seconds": scored.wall_seconds,
         "progressive_logloss": h.vw_progressive_loss(best.stderr),
         "test_logloss": vw_logloss, "test_auc": vw_auc, "max_rss_mib": best.max_rss_mib,
@@ -247,6 +251,10 @@ def _print_report(r: dict[str, Any]) -> None:
         walls = {name: ", ".join(f"{w:.2f}" for w in r[key]["all_wall_seconds"])
                  for key, name in (*_SYSTEMS, ("vw", "VW")) if key in r}
         print("wall seconds of every round: " + "; ".join(f"{k} {v}" for k, v in walls.items()))
+    cpus = {name: f"{r[key]['median_cpu_seconds']:.2f}"
+            for key, name in (*_SYSTEMS, ("vw", "VW")) if key in r}
+    print("median CPU seconds (user + system) of a training run: "
+          + "; ".join(f"{k} {v}" for k, v in cpus.items()))
     load = r.get("load_average")
     if load:
         print(f"load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
