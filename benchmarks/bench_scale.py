@@ -135,12 +135,16 @@ def watch(cmd: list[str], train: Path, interval: float, log: Path) -> dict[str, 
         while child.poll() is None:
             now = time.perf_counter() - start
             rss: dict[str, float] = {}
+            cpu = 0.0
             for p in _tree(proc):
                 try:
                     rss[_role(p)] = p.memory_info().rss / 2**20
+                    times = p.cpu_times()
+                    cpu += times.user + times.system
                 except (psutil.NoSuchProcess, psutil.AccessDenied):
                     continue
-            samples.append({"t": now, "pos": _file_position(proc, path), "rss_mib": rss})
+            samples.append({"t": now, "pos": _file_position(proc, path), "rss_mib": rss,
+                            "cpu": cpu})
             time.sleep(interval)
         wall = time.perf_counter() - start
     if child.returncode != 0:
@@ -149,17 +153,18 @@ def watch(cmd: list[str], train: Path, interval: float, log: Path) -> dict[str, 
     return {"wall_seconds": wall, "samples": samples}
 
 
-def _time_at(samples: list[dict[str, Any]], pos: float) -> float | None:
-    """First time the file position reached ``pos`` (linear between samples)."""
+def _time_at(samples: list[dict[str, Any]], pos: float, clock: str = "t") -> float | None:
+    """First time (``clock``: ``"t"`` wall, ``"cpu"`` CPU seconds of the run's
+    processes) the file position reached ``pos`` (linear between samples)."""
     prev = None
     for s in samples:
         if s["pos"] is None:
             continue
         if s["pos"] >= pos:
             if prev is None or s["pos"] == prev["pos"]:
-                return float(s["t"])
+                return float(s[clock])
             frac = (pos - prev["pos"]) / (s["pos"] - prev["pos"])
-            return float(prev["t"] + frac * (s["t"] - prev["t"]))
+            return float(prev[clock] + frac * (s[clock] - prev[clock]))
         prev = s
     return None
 
@@ -181,6 +186,16 @@ def summarize(run: dict[str, Any], size: int, rows: int) -> dict[str, Any]:
             result.update(first_tenth_rows_per_s=first, last_tenth_rows_per_s=last,
                           last_over_first=last / first,
                           read_seconds=t["c"] - t0)  # type: ignore[operator]
+            # the same per CPU second: the work per row, whatever share of the cores
+            # a loaded machine gave the run
+            c0 = seen[0]["cpu"]
+            c = {k: _time_at(samples, v, "cpu") for k, v in
+                 (("a", p0 + 0.1 * size), ("b", 0.9 * size), ("c", size))}
+            cpu_first = 0.1 * rows / max(c["a"] - c0, 1e-9)  # type: ignore[operator]
+            cpu_last = 0.1 * rows / max(c["c"] - c["b"], 1e-9)  # type: ignore[operator]
+            result.update(first_tenth_rows_per_cpu_s=cpu_first,
+                          last_tenth_rows_per_cpu_s=cpu_last,
+                          cpu_last_over_first=cpu_last / cpu_first)
     # RSS by process at fractions of the run (by time: the cluster has no file position)
     end = samples[-1]["t"] if samples else 0.0
     roles = sorted({r for s in samples for r in s["rss_mib"] if r != "?"})
@@ -233,6 +248,10 @@ def _print(r: dict[str, Any]) -> None:
         print(f"rows/s over the first tenth of the file {r['first_tenth_rows_per_s']:,.0f}, "
               f"over the last tenth {r['last_tenth_rows_per_s']:,.0f} "
               f"(last/first {r['last_over_first']:.3f}; goal within 10 %)")
+        print(f"rows per CPU second (user + system) over the first tenth "
+              f"{r['first_tenth_rows_per_cpu_s']:,.0f}, over the last tenth "
+              f"{r['last_tenth_rows_per_cpu_s']:,.0f} "
+              f"(last/first {r['cpu_last_over_first']:.3f})")
     header = ["process", "RSS MiB at 20 %", "at 50 %", "at 100 %", "peak", "growth after 20 %"]
     rows = [[role, *(f"{p[k]:.0f}" for k in ("at_20pct", "at_50pct", "at_100pct", "peak")),
              f"{p['growth_after_20pct']:+.0f}"] for role, p in r["rss_mib"].items()]
