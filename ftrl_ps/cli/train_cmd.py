@@ -206,6 +206,9 @@ def run(args: argparse.Namespace) -> int:
 
     load_kernels()  # compile (fresh machine) before the clock of rows/s starts
     model = build_model(args)
+    from ftrl_ps.core.memory import populate_async
+
+    populate_async(model.state)  # a fresh state's pages are faulted in beside the start-up
     chunk = args.chunk_mb << 20
     progress = Progress("train", enabled=not args.quiet)
     report = train(

@@ -1,0 +1,75 @@
+"""Fault in a large array's memory ahead of its first use, in a background thread.
+
+A fresh model's state (``np.zeros``) is not memory yet: the kernel maps and
+zeroes each page (2 MiB with transparent huge pages) the first time it is
+written, so a new 2**26-key model pays ~0.5 GiB of zeroing inside the first
+rows it trains (measured: the first tenth of a 20M-row run at 17 % fewer
+rows per CPU second than the last). :func:`populate_async` asks Linux to do
+that work now, in a daemon thread, with ``madvise(MADV_POPULATE_WRITE)``
+(Linux 5.14+): it maps the pages writable without changing a byte, so it is
+safe while another thread already writes the array. Elsewhere (another OS,
+an older kernel) it does nothing.
+
+>>> import numpy as np
+>>> a = np.zeros(1 << 20)
+>>> t = populate_async(a)
+>>> _ = t is None or t.join()
+>>> float(a.sum())
+0.0
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import sys
+import threading
+from typing import Any
+
+import numpy as np
+
+__all__ = ["MADV_POPULATE_WRITE", "MIN_BYTES", "populate", "populate_async"]
+
+#: ``madvise`` advice of Linux 5.14+ (``include/uapi/asm-generic/mman-common.h``)
+MADV_POPULATE_WRITE = 23
+#: smaller arrays are not worth a thread
+MIN_BYTES = 8 << 20
+
+
+def _madvise() -> Any:
+    """libc's ``madvise`` (None off Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def populate(array: np.ndarray) -> bool:
+    """Fault in the whole pages of a C-contiguous ``array`` now (the calling thread
+    waits; the GIL is released). True if the kernel did it, False otherwise."""
+    fn = _madvise()
+    if fn is None or not array.flags.c_contiguous or array.nbytes == 0:
+        return False
+    page = mmap.PAGESIZE
+    begin = array.ctypes.data
+    start = -(-begin // page) * page
+    end = (begin + array.nbytes) // page * page
+    if end <= start:
+        return False
+    return bool(fn(start, end - start, MADV_POPULATE_WRITE) == 0)
+
+
+def populate_async(array: np.ndarray, min_bytes: int = MIN_BYTES) -> threading.Thread | None:
+    """Start :func:`populate` of ``array`` in a daemon thread (None when ``array``
+    is smaller than ``min_bytes``). The thread keeps ``array`` alive until done."""
+    if array.nbytes < min_bytes or not array.flags.c_contiguous:
+        return None
+    thread = threading.Thread(target=populate, args=(array,), name="ftrl-ps-populate",
+                              daemon=True)
+    thread.start()
+    return thread

@@ -1,0 +1,50 @@
+"""Faulting in a fresh state's pages ahead of use (ftrl_ps.core.memory)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from ftrl_ps.core.ftrl import FTRL
+from ftrl_ps.core.memory import populate, populate_async
+
+
+def _rss_kib() -> int:
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("VmRSS:"))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux madvise")
+def test_populate_makes_the_pages_resident_and_keeps_the_contents() -> None:
+    a = np.zeros(64 << 20, dtype=np.uint8)  # 64 MiB, never written
+    a[12345] = 7
+    before = _rss_kib()
+    done = populate(a)
+    if not done:
+        pytest.skip("kernel without MADV_POPULATE_WRITE (Linux < 5.14)")
+    assert _rss_kib() - before > 48 << 10  # most of the 64 MiB are resident now
+    assert a[12345] == 7 and int(a.sum()) == 7
+
+
+def test_populate_async_runs_beside_writers_and_changes_nothing() -> None:
+    model = FTRL(21)  # 16 MiB of state
+    thread = populate_async(model.state)
+    assert isinstance(thread, threading.Thread)
+    rng = np.random.default_rng(3)
+    keys = rng.integers(0, 1 << 21, 10_000)
+    model.state[keys, 1] = 1.5  # written while the thread may still run
+    thread.join(10)
+    assert not thread.is_alive()
+    assert np.count_nonzero(model.state) == np.unique(keys).size
+    assert np.all(model.state[keys, 1] == 1.5)
+
+
+def test_small_or_strided_arrays_are_left_alone() -> None:
+    assert populate_async(np.zeros(10)) is None
+    strided = np.zeros((4 << 20, 2))[:, 0]
+    assert populate_async(strided) is None
+    assert populate(strided) is False
+    assert populate(np.zeros(0)) is False
