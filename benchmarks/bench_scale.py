@@ -175,12 +175,14 @@ def summarize(run: dict[str, Any], size: int, rows: int) -> dict[str, Any]:
                               "rows_per_s_wall": rows / run["wall_seconds"]}
     seen = [s for s in samples if s["pos"] is not None]
     if seen:
-        # the first tenth starts where the file was first seen open (the reader may
-        # be a little way in already); both windows are a tenth of the file
+        # the first tenth starts where the file was first seen open, the last ends
+        # where it was last seen (the reader may be a chunk in, or the file shut
+        # between two samples); both windows are a tenth of the file
         p0, t0 = seen[0]["pos"], seen[0]["t"]
-        t = {"a": _time_at(samples, p0 + 0.1 * size), "b": _time_at(samples, 0.9 * size),
-             "c": _time_at(samples, size)}
-        if all(v is not None for v in t.values()) and p0 < 0.05 * size:
+        p1 = seen[-1]["pos"]
+        t = {"a": _time_at(samples, p0 + 0.1 * size),
+             "b": _time_at(samples, p1 - 0.1 * size), "c": _time_at(samples, p1)}
+        if all(v is not None for v in t.values()) and p0 < 0.05 * size and p1 > 0.95 * size:
             first = 0.1 * rows / max(t["a"] - t0, 1e-9)  # type: ignore[operator]
             last = 0.1 * rows / max(t["c"] - t["b"], 1e-9)  # type: ignore[operator]
             result.update(first_tenth_rows_per_s=first, last_tenth_rows_per_s=last,
@@ -190,7 +192,7 @@ def summarize(run: dict[str, Any], size: int, rows: int) -> dict[str, Any]:
             # a loaded machine gave the run
             c0 = seen[0]["cpu"]
             c = {k: _time_at(samples, v, "cpu") for k, v in
-                 (("a", p0 + 0.1 * size), ("b", 0.9 * size), ("c", size))}
+                 (("a", p0 + 0.1 * size), ("b", p1 - 0.1 * size), ("c", p1))}
             cpu_first = 0.1 * rows / max(c["a"] - c0, 1e-9)  # type: ignore[operator]
             cpu_last = 0.1 * rows / max(c["c"] - c["b"], 1e-9)  # type: ignore[operator]
             result.update(first_tenth_rows_per_cpu_s=cpu_first,
