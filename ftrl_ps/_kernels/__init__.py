@@ -14,5 +14,7 @@ The parameter store uses numpy only. JIT flags live in ``_config``.
 __all__ = ["SKIP_BLAS_PROBE"]
 
 #: set by the command line before any kernel module is imported: numba then
-#: loads without its optional BLAS support (see ``_config.skip_blas_probe``)
+#: loads without its optional BLAS support and without the scipy and yaml
+#: modules it probes at import (see ``_config.skip_blas_probe`` and
+#: ``_config._light_numba_import``)
 SKIP_BLAS_PROBE = False
