@@ -116,8 +116,11 @@ def _tree(proc: psutil.Process) -> list[psutil.Process]:
 def _role(proc: psutil.Process) -> str:
     try:
         cmd = proc.cmdline()
+        name = proc.name()
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return "?"
+    if name.startswith("ftrl-"):  # a forked server or worker names itself (prctl)
+        return f"{name}:{proc.pid}"
     for role in ("server", "worker"):
         if role in cmd or any(part.endswith(f"ftrl-ps-{role}") for part in cmd):
             return f"{role}:{proc.pid}"
@@ -138,7 +141,10 @@ def watch(cmd: list[str], train: Path, interval: float, log: Path) -> dict[str, 
             cpu = 0.0
             for p in _tree(proc):
                 try:
-                    rss[_role(p)] = p.memory_info().rss / 2**20
+                    resident = p.memory_info().rss
+                    if resident == 0:  # exited, not yet reaped
+                        continue
+                    rss[_role(p)] = resident / 2**20
                     times = p.cpu_times()
                     cpu += times.user + times.system
                 except (psutil.NoSuchProcess, psutil.AccessDenied):
