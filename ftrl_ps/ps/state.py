@@ -79,7 +79,9 @@ class ServerState:
     def __init__(self, settings: ServerSettings) -> None:
         self.settings = settings
         self.layout = settings.layout
-        self.store = ParameterStore(self.layout, settings.shard_index, settings.dtype)
+        self.store = ParameterStore(
+            self.layout, settings.shard_index, settings.dtype, settings.merge_rule,
+            (settings.alpha, settings.beta, settings.l1, settings.l2))
         self.clock: SSPClock | None = None
         if settings.is_clock_authority:
             self.clock = SSPClock(
