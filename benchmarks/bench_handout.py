@@ -85,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
                 result.append({"staleness": s, "split": split, "runs": runs})
                 print("  " + "  ".join(row), file=sys.stderr)
     header = ["s", "split", "pass clean s", "pass straggler s", "ratio", "wall clean s",
-              "wall straggler s", "wall ratio", "logloss (straggler)", "rows per worker (straggler)"]
+              "wall straggler s", "wall ratio", "logloss (straggler)",
+              "rows per worker (straggler)"]
     print(f"\n4 workers, 1 server, {args.rows:,} generated rows, 2^{BITS} slots; worker 0 "
           f"sleeps 0.2 s before every tick; median of {args.repeat}")
     print(h.format_table(header, rows))
