@@ -276,3 +276,22 @@ def test_the_last_worker_asking_is_never_refused() -> None:
         now[0] = t
         held = q.next(0, done=[(held, 10)], holding=[])["id"]
     assert q.next(0, done=[(held, 10)], holding=[]) is None and q.summary()["done"] == 3
+
+
+def test_equally_fast_workers_are_never_left_out() -> None:
+    now = [0.0]
+    q = WorkQueue(clock=lambda: now[0])
+    q.load(_plan(30), "x")
+    held = {w: q.next(w, holding=[])["id"] for w in range(3)}
+    done = 0
+    while held:
+        now[0] += 0.4
+        for w in list(held):
+            got = q.next(w, done=[(held[w], 10)], holding=[])
+            done += 1
+            if got is None:
+                del held[w]
+                assert q.summary()["pending"] == 0  # only when nothing is left
+            else:
+                held[w] = got["id"]
+    assert done == 30 and q.summary()["done"] == 30

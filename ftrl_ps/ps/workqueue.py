@@ -19,7 +19,8 @@ its rows were applied (the worker reports it with its next request):
 
 Near the end of a pass a slow worker is not handed the next pending unit if
 the other workers, at the rates they have been taking units so far, would
-finish *all* pending units before it finished that one (:meth:`WorkQueue.next`):
+finish the units they hold and *all* pending units before it finished that
+one (:meth:`WorkQueue.next`):
 it finishes instead, and the others take the rest. A persistent straggler so
 no longer holds up the end of the pass with its last unit. The decision
 only changes who trains a unit, never whether: every unit is still handed
@@ -203,18 +204,19 @@ class WorkQueue:
         return self._taken.get(worker_index, 0) / max(now - self._since[worker_index], 1e-3)
 
     def _others_finish_sooner(self, worker_index: int, dead: set[int], now: float) -> bool:
-        """Whether the other active workers would finish every pending unit before
-        ``worker_index`` finished the next one (then it is better left out)."""
+        """Whether the other active workers would finish the units they hold and
+        every pending unit before ``worker_index`` finished the next one (then it
+        is better left out)."""
         if not self._taken.get(worker_index) or now - self._since[worker_index] < MIN_RATE_SECONDS:
             return False  # no rate known yet
-        others = [w for w in self._since
+        others = {w for w in self._since
                   if w != worker_index and w not in dead and w not in self._finished
-                  and self._taken.get(w)]
+                  and self._taken.get(w)}
         if not others:
             return False  # the last worker asking is never refused
-        pending = sum(self._size(i) for i in range(self._cursor, len(self._units))
-                      if self._state[i] == PENDING)
-        theirs = pending / sum(self._rate(w, now) for w in others)
+        left = sum(self._size(i) for i, state in enumerate(self._state)
+                   if state == PENDING or (state == ASSIGNED and self._owner[i] in others))
+        theirs = left / sum(self._rate(w, now) for w in others)
         return self._size(self._cursor) / self._rate(worker_index, now) > theirs
 
     def _assign(self, unit: int, worker_index: int) -> dict[str, Any]:
