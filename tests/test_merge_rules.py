@@ -111,6 +111,22 @@ def test_compose_n_sums_n_and_keeps_composes_weights() -> None:
     np.testing.assert_allclose(w_s[out], w_c[out], rtol=1e-12)
 
 
+@pytest.mark.parametrize("rule", RULES)
+def test_after_a_group_a_lone_push_is_still_applied_exactly(rule: str) -> None:
+    rng = np.random.default_rng(8)
+    store = _store(rule)
+    for keys, dn, dz, merge in _group(rng, rule, 2):  # version 0 -> 2, n and z composed
+        store.push(keys, dn, dz, merge)
+    keys = np.arange(1, 7)
+    n0, z0, v = store.pull_versioned(keys)
+    dn, dz = rng.random(6), rng.normal(size=6)
+    store.push(keys, dn, dz, (v, np.full(6, 3), np.zeros(6) if rule != "curvature"
+                              else to_wire(np.full(6, 50.0))))
+    n1, z1 = store.pull(keys)
+    np.testing.assert_allclose(n1, n0 + dn, rtol=1e-14)
+    np.testing.assert_allclose(z1, z0 + dz, rtol=1e-14, atol=1e-14)
+
+
 @pytest.mark.parametrize("workers", [2, 4])
 def test_compose_n_identical_workers_give_the_single_worker_weights_on_pinned_keys(
     workers: int,

@@ -113,8 +113,8 @@ class ComposeState:
         self.weight = np.zeros(size, dtype)  # their rows with the key
         self.rho = np.zeros(size, dtype)  # their weighted mean rho
         self.mean = np.zeros((size, 2), dtype)  # their weighted mean (delta n, delta z)
-        #: compose-n: compose's (n, z) at the group's start plus late pushes since
-        self.start = np.zeros((size if rule == "compose-n" else 0, 2), dtype)
+        #: compose-n: compose's n minus the actual (summed) n (ftrl_ps.ps.wspace)
+        self.extra = np.zeros(size if rule == "compose-n" else 0, np.float64)
 
     def bump(self, local: np.ndarray) -> None:
         """Count a plain (summed) push of ``local`` keys."""
