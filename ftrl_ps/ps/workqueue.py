@@ -18,9 +18,10 @@ its rows were applied (the worker reports it with its next request):
 * otherwise nothing is left for this worker (``None``): it finishes.
 
 Near the end of a pass a slow worker is not handed the next pending unit if
-the other workers, at the rates they have been taking units so far, would
-finish the units they hold and *all* pending units before it finished that
-one (:meth:`WorkQueue.next`):
+the pass would end sooner without it: the other workers, at the rates they
+have been taking units so far, would finish the units they hold and *all*
+pending units before it finished the units it holds and that one
+(:meth:`WorkQueue.next`):
 it finishes instead, and the others take the rest. A persistent straggler so
 no longer holds up the end of the pass with its last unit. The decision
 only changes who trains a unit, never whether: every unit is still handed
@@ -204,20 +205,28 @@ class WorkQueue:
         return self._taken.get(worker_index, 0) / max(now - self._since[worker_index], 1e-3)
 
     def _others_finish_sooner(self, worker_index: int, dead: set[int], now: float) -> bool:
-        """Whether the other active workers would finish the units they hold and
-        every pending unit before ``worker_index`` finished the next one (then it
-        is better left out)."""
-        if not self._taken.get(worker_index) or now - self._since[worker_index] < MIN_RATE_SECONDS:
+        """Whether the pass ends sooner if ``worker_index`` is not handed the next
+        pending unit: the others' rates (bytes handed per second) against its own,
+        counting the units each side holds, and one unit more for the others
+        (a unit is not split: someone takes it whole after its current one)."""
+        me = worker_index
+        if not self._taken.get(me) or now - self._since[me] < MIN_RATE_SECONDS:
             return False  # no rate known yet
         others = {w for w in self._since
-                  if w != worker_index and w not in dead and w not in self._finished
-                  and self._taken.get(w)}
+                  if w != me and w not in dead and w not in self._finished and self._taken.get(w)}
         if not others:
             return False  # the last worker asking is never refused
-        left = sum(self._size(i) for i, state in enumerate(self._state)
-                   if state == PENDING or (state == ASSIGNED and self._owner[i] in others))
-        theirs = left / sum(self._rate(w, now) for w in others)
-        return self._size(self._cursor) / self._rate(worker_index, now) > theirs
+        mine = theirs = 0
+        for i, state in enumerate(self._state):
+            if state == PENDING or (state == ASSIGNED and self._owner[i] in others):
+                theirs += self._size(i)
+            elif state == ASSIGNED and self._owner[i] == me:
+                mine += self._size(i)
+        nxt = self._size(self._cursor)
+        rate, rates = self._rate(me, now), [self._rate(w, now) for w in others]
+        take = max((mine + nxt) / rate, (theirs - nxt) / sum(rates))
+        leave = max(mine / rate, theirs / sum(rates) + nxt / max(rates))
+        return leave < take
 
     def _assign(self, unit: int, worker_index: int) -> dict[str, Any]:
         self._taken[worker_index] = self._taken.get(worker_index, 0) + self._size(unit)
