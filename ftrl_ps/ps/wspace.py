@@ -55,8 +55,8 @@ def rescaled(z: np.ndarray, n_from: np.ndarray, n_to: np.ndarray,
     """``z`` giving at ``n_to`` the weight that ``z`` gives at ``n_from``.
 
     >>> rescaled(np.array([3.0, 0.5]), np.array([0.0, 0.0]), np.array([4.0, 4.0]),
-    ...          (0.5, 1.0, 1.0, 1.0)).tolist()
-    [5.666666666666666, 0.5]
+    ...          (0.5, 1.0, 1.0, 1.0)).round(6).tolist()
+    [5.666667, 0.5]
     """
     alpha, beta, l1, l2 = params
     ratio = precision(n_to, alpha, beta, l2) / precision(n_from, alpha, beta, l2)
