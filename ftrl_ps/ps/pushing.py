@@ -3,7 +3,8 @@
 :class:`StreamingPushes` holds the registration (epoch) and push-stream side of
 the client: registering and claiming the epoch on every shard, numbering and
 journaling pushes, sending each part with its ``(worker, epoch, seq, prev_seq,
-position)``, and replaying what a restarted shard lacks (docs/durability.md).
+position)``, replaying what a restarted shard lacks, and, before the worker
+finishes, having every shard checkpoint its pushes (docs/durability.md).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ftrl_ps.errors import ProtocolError, PushGapError
+from ftrl_ps.errors import ProtocolError, PushGapError, UpdatesLostError
 from ftrl_ps.ps import wire
 from ftrl_ps.ps.journal import JournalEntry, PushJournal
 from ftrl_ps.ps.layout import Layout
@@ -136,6 +137,34 @@ class StreamingPushes:
         self.stream.acknowledged(shard, int(record["durable_seq"]))
         for entry in self.stream.plan(shard, int(record["last_seq"])):
             self._send_entry(shard, entry)
+
+    def make_durable(self) -> None:
+        """Wait until every shard holds this worker's pushes in a checkpoint.
+
+        Called before :meth:`finish`: a finished worker exits and can no longer
+        replay its journal, so a shard that restarted afterwards from an older
+        checkpoint would miss its pushes for good. A shard that lost pushes
+        meanwhile (it restarted) gets them replayed first. Without a stream
+        (an unregistered client) there is nothing to do.
+        """
+        if self.stream is not None:
+            self._net.each(self._make_durable_shard, range(self.layout.num_shards))
+            self.stream.release()
+
+    def _make_durable_shard(self, shard: int, attempts: int = 4) -> None:
+        assert self.stream is not None
+        for _ in range(attempts):
+            sent = self.stream.prev[shard]  # the last seq sent to the shard
+            record = self._net.post_json(shard, f"/v1/streams/{self.stream.worker}/durable",
+                                         {"epoch": self.worker_id}, idempotent=True).json()
+            self.stream.acknowledged(shard, int(record["durable_seq"]))
+            if int(record["last_seq"]) >= sent and int(record["durable_seq"]) >= sent:
+                return
+            self._sync_shard(shard)  # it restarted and lost pushes: replay, ask again
+        raise UpdatesLostError(
+            f"shard {shard} did not keep this worker's pushes up to seq "
+            f"{self.stream.prev[shard]} in a checkpoint after {attempts} attempts"
+        )
 
     def stream_totals(self) -> list[tuple[int, int]]:
         """Per shard: (pushes, digest) of every push part this worker index sent,
