@@ -1,4 +1,4 @@
-"""A finished worker's pushes survive a later shard restart (docs/durability.md, section 4).
+"""Restarts around a worker's end: finished workers' pushes, and restarted workers.
 
 A worker that has finished and exited can no longer replay its push journal.
 Before it finishes, every shard therefore writes a checkpoint covering its
@@ -7,7 +7,10 @@ checkpoint interval of an hour (so only those checkpoints exist), workers run
 to the end, then kill -9 of the shards and a restart on the same ports: the
 state, the stream records and the registry must be what they were.
 Also: a restarted worker whose journal says its whole share was pushed
-re-sends the pushes a restarted shard lost, then makes them durable.
+re-sends the pushes a restarted shard lost, then makes them durable; and a
+worker restarted with the same ``--identity`` (a container's hostname) takes
+back its auto-assigned index at once instead of waiting ~30 s for the old one
+to be declared dead (docs/durability.md, sections 1 and 4).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -63,7 +67,7 @@ def _kill_and_restart(server: ServerProcess) -> ServerProcess:
     return spawn_server(replace(server.options, port=port))
 
 
-def _worker(urls: list[str], data: Path, index: int, workers: int, state: Path,
+def _worker(urls: list[str], data: Path, index: int | str, workers: int, state: Path,
             out: Path, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "ftrl_ps", "worker", "--server", ",".join(urls), "--input",
@@ -169,6 +173,58 @@ def test_restarted_worker_that_pushed_its_share_replays_to_a_shard_that_lost_it(
         rec = after[1][1][0]
         assert (rec["pushes"], rec["digest"]) == (sent[1][0], f"{sent[1][1]:016x}"), rec
         assert RunProgress.from_snapshot(after[2]).complete
+    finally:
+        for s in servers:
+            s.stop()
+
+
+@pytest.mark.timeout(300)
+def test_restarted_worker_with_its_identity_takes_back_its_index_at_once(
+        data: Path, tmp_path: Path) -> None:
+    servers = _start(tmp_path / "ckpt", 2)
+    state = tmp_path / "state"
+    slow = ("--straggle-prob", "1", "--straggle-delay", "0.4")  # ~12 ticks of 0.4 s
+    try:
+        urls = [s.url for s in servers]
+        a = _worker(urls, data, "auto", 2, state, tmp_path / "a.json", "--identity", "slot-a",
+                    *slow)
+        b = _worker(urls, data, "auto", 2, state, tmp_path / "b.json", "--identity", "slot-b")
+        with httpx.Client(headers={"Authorization": f"Bearer {TOKEN}"}, trust_env=False) as h:
+            deadline = time.monotonic() + 120
+            victim = None
+            while victim is None:
+                assert time.monotonic() < deadline and a.poll() is None, "a never got going"
+                for w in h.get(urls[0] + "/v1/status").json()["clock"]["workers"]:
+                    if w["identity"] == "slot-a" and w["state"] == "live" and w["clock"] >= 2:
+                        victim = w
+                time.sleep(0.05)
+            os.kill(a.pid, signal.SIGKILL)
+            a.wait(timeout=30)
+            restarted = time.monotonic()
+            a2 = _worker(urls, data, "auto", 2, state, tmp_path / "a.json", "--identity",
+                         "slot-a")
+            _, err = a2.communicate(timeout=240)
+            took = time.monotonic() - restarted
+            assert a2.returncode == 0, err[-3000:]
+            assert "no free worker index" not in err
+            _, err_b = b.communicate(timeout=240)
+            assert b.returncode == 0, err_b[-3000:]
+            workers = h.get(urls[0] + "/v1/status").json()["clock"]["workers"]
+        report = json.loads((tmp_path / "a.json").read_text())
+        assert report["worker_index"] == victim["index"] and report["resumed_rows"] > 0, report
+        assert took < 25, took  # not the 30 s worker timeout, nor a wait for it
+        old = next(w for w in workers if w["worker_id"] == victim["worker_id"])
+        assert old["state"] == "dead"
+        assert sorted((w["index"], w["identity"]) for w in workers if w["state"] == "finished") \
+            == sorted([(victim["index"], "slot-a"), (1 - victim["index"], "slot-b")])
+        _, records, clock = _snapshot(urls)
+        assert _rows_applied(records) == ROWS and RunProgress.from_snapshot(clock).complete
+        sent = {json.loads((tmp_path / f).read_text())["worker_index"]:
+                json.loads((tmp_path / f).read_text())["stream_totals"] for f in ("a.json",
+                                                                                   "b.json")}
+        for shard in range(2):
+            for rec in records[shard]:
+                assert [rec["pushes"], rec["digest"]] == sent[rec["worker"]][shard], rec
     finally:
         for s in servers:
             s.stop()

@@ -43,6 +43,7 @@ class StreamingPushes:
     worker_clock: int
     _num_workers: int
     _layout_sent: Layout | None
+    _identity: str | None = None
 
     def stop_heartbeat(self) -> None:  # pragma: no cover - PSClient's
         raise NotImplementedError
@@ -52,14 +53,17 @@ class StreamingPushes:
 
     def register(
         self, worker_index: int | None, num_workers: int, layout: Layout | None = None,
-        *, supersede: bool = False,
+        *, supersede: bool = False, identity: str | None = None,
     ) -> int:
         """Register this worker with shard 0 and return its worker id (its epoch).
 
         ``worker_index=None`` lets the server assign the index (then in
         :attr:`worker_index`). ``supersede`` replaces a live registration of the
-        same index (its process is known to be gone). Then the epoch is claimed
-        on every shard and the journal's pushes a shard lacks are replayed.
+        same index (its process is known to be gone). ``identity`` (a stable name
+        of this worker's slot, e.g. its container's hostname) lets an auto-indexed
+        worker take back the index its previous process held, at once. Then the
+        epoch is claimed on every shard and the journal's pushes a shard lacks are
+        replayed.
 
         ``layout`` (default: the servers' layout) is checked by the server;
         a mismatch raises :class:`~ftrl_ps.errors.LayoutMismatchError`.
@@ -69,12 +73,14 @@ class StreamingPushes:
             "worker_index": worker_index, "num_workers": num_workers,
             "layout": lay.to_dict(), "instance": self._instance,
             "supersede": supersede, "pid": os.getpid(),
+            **({"identity": identity} if identity is not None else {}),
         }, idempotent=True).json()
         with self._lock:
             self.worker_id = int(answer["worker_id"])
             self.worker_index = int(answer.get("worker_index", worker_index))
             self.worker_clock = int(answer["clock"])
             self._num_workers, self._layout_sent = num_workers, lay
+            self._identity = identity
             if self.stream is None or self.stream.worker != self.worker_index:
                 path = (self.state_dir / f"worker-{self.worker_index}.journal"
                         if self.state_dir is not None else None)
@@ -90,7 +96,8 @@ class StreamingPushes:
         assert self.worker_index is not None
         beating = self._hb_thread is not None
         self.stop_heartbeat()
-        self.register(self.worker_index, self._num_workers, self._layout_sent, supersede=True)
+        self.register(self.worker_index, self._num_workers, self._layout_sent, supersede=True,
+                      identity=self._identity)
         if beating:
             self.start_heartbeat()
 
