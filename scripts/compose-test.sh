@@ -31,7 +31,8 @@
 # Settings (environment): COMPOSE_TEST_WORKERS (3), GEN_ROWS (20000), GEN_TEST_ROWS (5000),
 # COMPOSE_TEST_TOLERANCE (0.005: largest |export - one process| test logloss),
 # COMPOSE_TEST_TIMEOUT (900 s for the export), COMPOSE_TEST_PROJECT (ftrl-ps-test-PID),
-# COMPOSE_TEST_IMAGE (ftrl-ps:compose-test), COMPOSE_TEST_REPORT (a JSON file, default none),
+# COMPOSE_TEST_IMAGE (ftrl-ps:compose-test-N, N a checksum of this clone's path),
+# COMPOSE_TEST_REPORT (a JSON file, default none),
 # COMPOSE_TEST_KEEP=1 (leave the project running; you clean up).
 #
 # Fault mode (FAULTS=1; GEN_ROWS defaults to 400000 there so that training lasts long
@@ -60,7 +61,8 @@ WORKERS=${COMPOSE_TEST_WORKERS:-3}
 TOLERANCE=${COMPOSE_TEST_TOLERANCE:-0.005}
 TIMEOUT=${COMPOSE_TEST_TIMEOUT:-900}
 PROJECT=${COMPOSE_TEST_PROJECT:-ftrl-ps-test-$$}
-IMAGE=${COMPOSE_TEST_IMAGE:-ftrl-ps:compose-test}
+# one tag per clone: two worktrees testing at once must not rebuild each other's image
+IMAGE=${COMPOSE_TEST_IMAGE:-ftrl-ps:compose-test-$(printf %s "$REPO" | cksum | cut -d' ' -f1)}
 BASE=docker.io/library/python:3.11-slim
 STATE=${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/ftrl-ps-compose-test
 CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
