@@ -220,8 +220,11 @@ print(s["counters"]["pushes"], done, c.get("num_workers"))' 2>/dev/null || true)
   log "faults $FAULT_AT s after up (server-0: $PUSHES pushes, $FINISHED/$NUM workers" \
       "finished): kill -9 (${FAULT_KILL:-process}) $KILLED_SERVER $KILLED_WORKER"
   for c in $KILLED_SERVER $KILLED_WORKER; do
-    if [ "${FAULT_KILL:-process}" = podman ]; then podman kill -s KILL "$c" >/dev/null
-    else kill -KILL "$(podman inspect -f '{{.State.Pid}}' "$c")"; fi
+    if [ "${FAULT_KILL:-process}" = podman ]; then podman kill -s KILL "$c" >/dev/null; continue; fi
+    PID=$(podman inspect -f '{{.State.Pid}}' "$c")
+    # an exited container's pid is 0, and `kill -KILL 0` would kill this script's own group
+    [ "${PID:-0}" -gt 0 ] || die "$c is not running any more (it finished before the kill)"
+    kill -KILL "$PID"
   done
   python3 -c 'import json, sys; json.dump({"seconds_after_up": int(sys.argv[2]),
       "server0_pushes": int(sys.argv[3]), "workers_finished": int(sys.argv[4]),
