@@ -216,7 +216,10 @@ print(s["counters"]["pushes"], done, c.get("num_workers"))' 2>/dev/null || true)
   done
   [ -n "$FAULT_AT" ] || die "training did not start within $TIMEOUT s"
   KILLED_SERVER=; [ -z "$FAULT_SERVER" ] || KILLED_SERVER=$(names "$FAULT_SERVER")
-  KILLED_WORKER=; [ "${FAULT_WORKER:-1}" = 0 ] || KILLED_WORKER=$(names worker | head -1)
+  KILLED_WORKER=  # the first worker container still running
+  [ "${FAULT_WORKER:-1}" = 0 ] || KILLED_WORKER=$(podman ps --filter status=running \
+    --filter "label=io.podman.compose.project=$PROJECT" \
+    --filter "label=io.podman.compose.service=worker" --format '{{.Names}}' | sort | head -1)
   log "faults $FAULT_AT s after up (server-0: $PUSHES pushes, $FINISHED/$NUM workers" \
       "finished): kill -9 (${FAULT_KILL:-process}) $KILLED_SERVER $KILLED_WORKER"
   for c in $KILLED_SERVER $KILLED_WORKER; do
