@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -78,9 +79,18 @@ def test_watch_command_refreshes_until_ctrl_c() -> None:
         proc = subprocess.Popen(
             [sys.executable, "-m", "ftrl_ps", "status", "--server", shards[0].url, "--watch",
              "0.2"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(3)
+        # wait for two redraws (start-up takes seconds on a loaded machine), then Ctrl-C
+        seen: list[str] = []
+        reader = threading.Thread(target=lambda: seen.extend(iter(proc.stdout.readline, "")))
+        reader.start()
+        deadline = time.monotonic() + 60
+        while sum("cluster: " in line for line in seen) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=20)
+        proc.wait(timeout=20)
+        reader.join(timeout=20)
+        err = proc.stderr.read()
+    out = "".join(seen)
     assert proc.returncode == 0, err
     assert out.count("cluster: ") >= 2 and "shard 0:" in out
     assert "Traceback" not in err
