@@ -228,3 +228,35 @@ def test_restarted_worker_with_its_identity_takes_back_its_index_at_once(
     finally:
         for s in servers:
             s.stop()
+
+
+@pytest.mark.timeout(300)
+def test_finish_replays_to_a_shard_that_restarted_before_it_could_checkpoint(
+        tmp_path: Path) -> None:
+    """finish() asks shard 1 to make the pushes durable; shard 1 restarted empty
+    meanwhile: the client replays its journal there, asks again, and only then
+    finishes; a later kill -9 of shard 1 loses nothing."""
+    servers = _start(tmp_path / "ckpt", 1)
+    try:
+        urls = [s.url for s in servers]
+        rng = np.random.default_rng(1)
+        with PSClient(urls, token=TOKEN, state_dir=tmp_path / "state") as client:
+            client.register(0, 1)
+            half = client.layout.num_keys // 2
+            for step in range(1, 4):
+                keys = np.unique(rng.integers(0, 2 * half, 120)).astype(np.uint32)
+                client.push(keys, rng.random(keys.size), rng.standard_normal(keys.size),
+                            position=step * 100)
+            before = _snapshot(urls)
+            servers[1] = _kill_and_restart(servers[1])  # before any checkpoint: empty
+            client.finish()
+            sent = client.stream_totals()
+        servers[1] = _kill_and_restart(servers[1])
+        after = _snapshot(urls)
+        _same_state(before[0], after[0])
+        rec = after[1][1][0]
+        assert (rec["pushes"], rec["digest"]) == (sent[1][0], f"{sent[1][1]:016x}"), rec
+        assert RunProgress.from_snapshot(after[2]).complete
+    finally:
+        for s in servers:
+            s.stop()
