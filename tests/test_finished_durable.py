@@ -10,7 +10,9 @@ Also: a restarted worker whose journal says its whole share was pushed
 re-sends the pushes a restarted shard lost, then makes them durable; and a
 worker restarted with the same ``--identity`` (a container's hostname) takes
 back its auto-assigned index at once instead of waiting ~30 s for the old one
-to be declared dead (docs/durability.md, sections 1 and 4).
+to be declared dead; and ``finish()`` replays to a shard that restarted
+empty after the last push before it asks again (docs/durability.md, sections
+1 and 4).
 """
 
 from __future__ import annotations
