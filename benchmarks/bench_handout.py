@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", type=int, default=200_000)
     p.add_argument("--staleness", default="inf,3")
     p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--splits", default="shares,units")
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
     folder, _, _ = h.ensure_synth_data(h.DEFAULT_DATA_DIR, args.rows, args.rows // 4, BITS)
@@ -67,22 +68,25 @@ def main(argv: list[str] | None = None) -> int:
     rows, result = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for s in args.staleness.split(","):
-            for split in ("shares", "units"):
-                runs = {name: [run(train, test, split, s, extra, Path(tmp))
-                               for _ in range(args.repeat)]
-                        for name, extra in (("clean", []), ("straggler", STRAGGLER))}
+            for split in args.splits.split(","):
+                runs: dict[str, list[dict[str, Any]]] = {"clean": [], "straggler": []}
+                for _ in range(args.repeat):  # interleaved: the machine's load hits both
+                    for name, extra in (("clean", []), ("straggler", STRAGGLER)):
+                        runs[name].append(run(train, test, split, s, extra, Path(tmp)))
                 med = {k: statistics.median(r["pass"] for r in v) for k, v in runs.items()}
                 wall = {k: statistics.median(r["wall"] for r in v) for k, v in runs.items()}
                 row = [s, split, f"{med['clean']:.2f}", f"{med['straggler']:.2f}",
                        f"{med['straggler'] / med['clean']:.2f}x",
                        f"{wall['clean']:.2f}", f"{wall['straggler']:.2f}",
+                       f"{wall['straggler'] / wall['clean']:.2f}x",
                        f"{runs['straggler'][0]['logloss']:.5f}",
                        " ".join(str(x) for x in runs["straggler"][0]["rows"])]
                 rows.append(row)
                 result.append({"staleness": s, "split": split, "runs": runs})
                 print("  " + "  ".join(row), file=sys.stderr)
     header = ["s", "split", "pass clean s", "pass straggler s", "ratio", "wall clean s",
-              "wall straggler s", "logloss (straggler)", "rows per worker (straggler)"]
+              "wall straggler s", "wall ratio", "logloss (straggler)",
+              "rows per worker (straggler)"]
     print(f"\n4 workers, 1 server, {args.rows:,} generated rows, 2^{BITS} slots; worker 0 "
           f"sleeps 0.2 s before every tick; median of {args.repeat}")
     print(h.format_table(header, rows))

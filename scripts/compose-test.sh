@@ -31,7 +31,8 @@
 # Settings (environment): COMPOSE_TEST_WORKERS (3), GEN_ROWS (20000), GEN_TEST_ROWS (5000),
 # COMPOSE_TEST_TOLERANCE (0.005: largest |export - one process| test logloss),
 # COMPOSE_TEST_TIMEOUT (900 s for the export), COMPOSE_TEST_PROJECT (ftrl-ps-test-PID),
-# COMPOSE_TEST_IMAGE (ftrl-ps:compose-test), COMPOSE_TEST_REPORT (a JSON file, default none),
+# COMPOSE_TEST_IMAGE (ftrl-ps:compose-test-N, N a checksum of this clone's path),
+# COMPOSE_TEST_REPORT (a JSON file, default none),
 # COMPOSE_TEST_KEEP=1 (leave the project running; you clean up).
 #
 # Fault mode (FAULTS=1; GEN_ROWS defaults to 400000 there so that training lasts long
@@ -60,7 +61,8 @@ WORKERS=${COMPOSE_TEST_WORKERS:-3}
 TOLERANCE=${COMPOSE_TEST_TOLERANCE:-0.005}
 TIMEOUT=${COMPOSE_TEST_TIMEOUT:-900}
 PROJECT=${COMPOSE_TEST_PROJECT:-ftrl-ps-test-$$}
-IMAGE=${COMPOSE_TEST_IMAGE:-ftrl-ps:compose-test}
+# one tag per clone: two worktrees testing at once must not rebuild each other's image
+IMAGE=${COMPOSE_TEST_IMAGE:-ftrl-ps:compose-test-$(printf %s "$REPO" | cksum | cut -d' ' -f1)}
 BASE=docker.io/library/python:3.11-slim
 STATE=${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/ftrl-ps-compose-test
 CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
@@ -214,12 +216,18 @@ print(s["counters"]["pushes"], done, c.get("num_workers"))' 2>/dev/null || true)
   done
   [ -n "$FAULT_AT" ] || die "training did not start within $TIMEOUT s"
   KILLED_SERVER=; [ -z "$FAULT_SERVER" ] || KILLED_SERVER=$(names "$FAULT_SERVER")
-  KILLED_WORKER=; [ "${FAULT_WORKER:-1}" = 0 ] || KILLED_WORKER=$(names worker | head -1)
+  KILLED_WORKER=  # the first worker container still running
+  [ "${FAULT_WORKER:-1}" = 0 ] || KILLED_WORKER=$(podman ps --filter status=running \
+    --filter "label=io.podman.compose.project=$PROJECT" \
+    --filter "label=io.podman.compose.service=worker" --format '{{.Names}}' | sort | head -1)
   log "faults $FAULT_AT s after up (server-0: $PUSHES pushes, $FINISHED/$NUM workers" \
       "finished): kill -9 (${FAULT_KILL:-process}) $KILLED_SERVER $KILLED_WORKER"
   for c in $KILLED_SERVER $KILLED_WORKER; do
-    if [ "${FAULT_KILL:-process}" = podman ]; then podman kill -s KILL "$c" >/dev/null
-    else kill -KILL "$(podman inspect -f '{{.State.Pid}}' "$c")"; fi
+    if [ "${FAULT_KILL:-process}" = podman ]; then podman kill -s KILL "$c" >/dev/null; continue; fi
+    PID=$(podman inspect -f '{{.State.Pid}}' "$c")
+    # an exited container's pid is 0, and `kill -KILL 0` would kill this script's own group
+    [ "${PID:-0}" -gt 0 ] || die "$c is not running any more (it finished before the kill)"
+    kill -KILL "$PID"
   done
   python3 -c 'import json, sys; json.dump({"seconds_after_up": int(sys.argv[2]),
       "server0_pushes": int(sys.argv[3]), "workers_finished": int(sys.argv[4]),

@@ -45,6 +45,8 @@ SERVICE = Service(
         "worker_index": "When unset: $JOB_COMPLETION_INDEX (Kubernetes Indexed Job); "
         "the compose file sets 'auto' (its worker replicas)",
         "token": "Keep it in a Secret; the service never prints it",
+        "identity": "The compose file sets 'hostname': a restarted worker container "
+        "takes back its index at once",
     },
 )
 

@@ -328,3 +328,28 @@ def test_auto_index_takes_lowest_free_then_dead_ones() -> None:
     now[0] = 6.0  # b missed its heartbeats: dead, its index is free again
     d = clock.register(None, 3, instance="d")
     assert clock.worker(d).index == 1
+
+
+def test_auto_index_with_an_identity_takes_back_its_index_at_once() -> None:
+    """A restarted container (same identity, new process) gets its index back without
+    waiting for the old incarnation to be declared dead; the old epoch is superseded."""
+    now = [0.0]
+    clock = SSPClock(1, num_workers=2, worker_timeout=30.0, time_source=lambda: now[0])
+    a = clock.register(None, 2, instance="a1", identity="host-a")
+    b = clock.register(None, 2, instance="b1", identity="host-b")
+    assert [clock.worker(w).index for w in (a, b)] == [0, 1]
+    with pytest.raises(WorkerStateError, match="no free worker index"):
+        clock.register(None, 2, instance="x")  # a stranger still waits for a free index
+    a2 = clock.register(None, 2, instance="a2", identity="host-a")  # host-a restarted
+    assert clock.worker(a2).index == 0 and a2 > a
+    assert clock.worker(a).state == "dead"
+    with pytest.raises(WorkerStateError, match="superseded"):
+        clock.tick(a)  # the old process, were it alive, is fenced off
+    assert clock.register(None, 2, instance="a2", identity="host-a") == a2  # a retry
+    clock.finish(b)
+    with pytest.raises(WorkerStateError, match="no free worker index"):
+        clock.register(None, 2, instance="b2", identity="host-b")  # finished: not again
+    restored = SSPClock(1, num_workers=2, time_source=lambda: now[0])
+    restored.restore(clock.state())  # the identity is in the checkpoint
+    a3 = restored.register(None, 2, instance="a3", identity="host-a")
+    assert restored.worker(a3).index == 0 and restored.worker(a2).state == "dead"

@@ -217,3 +217,81 @@ def test_the_queue_survives_a_checkpoint() -> None:
     assert again.summary() == q.summary()
     assert again.next(1, holding=[], progress=[(1, 4)])["id"] == 1  # its unit, resumed
     assert WorkQueue().state() is None
+
+
+def test_a_slow_worker_is_left_out_of_the_tail_and_every_unit_is_still_done_once() -> None:
+    now = [0.0]
+    q = WorkQueue(clock=lambda: now[0])
+    q.load(_plan(40), "x")
+    done: dict[int, list[int]] = {0: [], 1: [], 2: []}
+    held: dict[int, int | None] = {0: None, 1: None, 2: None}
+
+    def ask(w: int) -> int | None:
+        report = [] if held[w] is None else [(held[w], 10)]
+        if held[w] is not None:
+            done[w].append(held[w])
+        got = q.next(w, done=report, holding=[])
+        held[w] = None if got is None else got["id"]
+        return held[w]
+
+    # workers 1 and 2 take a unit every 0.1 s, worker 0 (the straggler) every 1 s
+    finished: set[int] = set()
+    for tick in range(1, 400):
+        now[0] = tick * 0.1
+        for w in (1, 2) if tick % 10 else (0, 1, 2):
+            if w not in finished and ask(w) is None:
+                finished.add(w)
+        if finished == {0, 1, 2}:
+            break
+    assert finished == {0, 1, 2}
+    units = sorted(done[0] + done[1] + done[2])
+    assert units == list(range(40))  # every unit done, once
+    assert q.summary()["done"] == 40
+    # the straggler took a few units early, none of the last ones
+    assert 1 <= len(done[0]) <= 4 and max(done[0]) < 30
+
+
+def test_the_last_worker_asking_is_never_refused() -> None:
+    now = [0.0]
+    q = WorkQueue(clock=lambda: now[0])
+    q.load(_plan(12), "x")
+    assert q.next(0, holding=[])["id"] == 0
+    held = q.next(1, holding=[])["id"]
+    for t in range(1, 7):  # worker 1 takes a unit every 0.5 s
+        now[0] = t * 0.5
+        held = q.next(1, done=[(held, 10)], holding=[])["id"]
+    now[0] = 10.0
+    # worker 0 took 1 unit in 10 s, worker 1 seven: the 5 left are worker 1's
+    assert q.next(0, done=[(0, 10)], holding=[]) is None
+    while held is not None:
+        got = q.next(1, done=[(held, 10)], holding=[])
+        held = None if got is None else got["id"]
+    assert q.summary()["done"] == 12
+    assert q.next(0, holding=[]) is None
+    # alone, a slow worker still gets every unit
+    q = WorkQueue(clock=lambda: now[0])
+    q.load(_plan(3), "y")
+    held, now[0] = q.next(0, holding=[])["id"], 0.0
+    for t in (100.0, 200.0):
+        now[0] = t
+        held = q.next(0, done=[(held, 10)], holding=[])["id"]
+    assert q.next(0, done=[(held, 10)], holding=[]) is None and q.summary()["done"] == 3
+
+
+def test_equally_fast_workers_are_never_left_out() -> None:
+    now = [0.0]
+    q = WorkQueue(clock=lambda: now[0])
+    q.load(_plan(30), "x")
+    held = {w: q.next(w, holding=[])["id"] for w in range(3)}
+    done = 0
+    while held:
+        now[0] += 0.4
+        for w in list(held):
+            got = q.next(w, done=[(held[w], 10)], holding=[])
+            done += 1
+            if got is None:
+                del held[w]
+                assert q.summary()["pending"] == 0  # only when nothing is left
+            else:
+                held[w] = got["id"]
+    assert done == 30 and q.summary()["done"] == 30

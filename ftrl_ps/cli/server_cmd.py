@@ -85,8 +85,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     lay.add_argument("--merge-rule", choices=RULES, default=DEFAULT_RULE,
                      help="how the workers' deltas are merged: 'compose' (default; "
-                          "docs/algorithm.md), or for experiments 'sum' and 'threshold' "
-                          "(the rule before issue 12); the workers follow the servers")
+                          "docs/algorithm.md), or for experiments 'compose-n', "
+                          "'curvature', 'sum' and 'threshold' (the rule before issue 12); "
+                          "the workers follow the servers")
 
     mod = parser.add_argument_group("model (owned by the servers, adopted by the workers)")
     d = c.PARAM_DEFAULTS

@@ -185,6 +185,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "restarts (default 120)")
     g.add_argument("--supersede", action="store_true",
                    help="take over this index from a registered worker known to be gone")
+    g.add_argument("--identity", metavar="NAME", default=None,
+                   help="a name unique to this worker's slot and kept across its restarts, "
+                   "e.g. 'hostname' (this host's name: a container's is unique and survives "
+                   "container restarts): with --worker-index auto a restarted worker takes "
+                   "back its index at once, superseding its previous process (default: none)")
     add_cluster_arguments(parser)
     add_straggle_arguments(parser)
     c.add_model_arguments(parser, resumable=False)

@@ -21,6 +21,7 @@ See docs/durability.md, section 3.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import struct
@@ -207,6 +208,8 @@ class Checkpointer:
         self.version = files[0][0] if files else 0
         self.written = 0
         self.last_seconds: float | None = None
+        self._began = -math.inf  # time.monotonic() when the newest write began
+        self._last_path: Path | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -214,16 +217,29 @@ class Checkpointer:
     def write(self) -> Path:
         """Write the next version now (thread-safe) and drop old ones."""
         with self._lock:
-            t0 = time.perf_counter()
-            self.version += 1
-            path, streams = write_checkpoint(self.state, self.directory, self.version)
-            self.state.dedup.mark_durable(streams)
-            for _, old in checkpoint_files(self.directory,
-                                           self.state.settings.shard_index)[KEEP:]:
-                old.unlink(missing_ok=True)
-            self.written += 1
-            self.last_seconds = time.perf_counter() - t0
-            return path
+            return self._write_locked()
+
+    def ensure(self, requested_at: float) -> Path:
+        """A checkpoint whose cut is later than ``requested_at`` (``time.monotonic()``):
+        the newest file if its write began after that moment, else a new one written
+        now. Concurrent requests share one write (finishing workers, docs/durability.md)."""
+        with self._lock:
+            if self._last_path is not None and self._began >= requested_at:
+                return self._last_path
+            return self._write_locked()
+
+    def _write_locked(self) -> Path:
+        began = time.monotonic()  # the cut is taken after this moment
+        t0 = time.perf_counter()
+        self.version += 1
+        path, streams = write_checkpoint(self.state, self.directory, self.version)
+        self.state.dedup.mark_durable(streams)
+        for _, old in checkpoint_files(self.directory, self.state.settings.shard_index)[KEEP:]:
+            old.unlink(missing_ok=True)
+        self.written += 1
+        self.last_seconds = time.perf_counter() - t0
+        self._began, self._last_path = began, path
+        return path
 
     def start(self) -> None:
         if self._thread is not None:

@@ -307,10 +307,25 @@ class PSClient(StreamingPushes, Pulls):
             thread.join()
 
     def finish(self) -> None:
-        """Tell shard 0 this worker is done (it stops holding back the others)."""
-        wid = self._require_worker()
-        self.stop_heartbeat()
-        self._net.post_json(0, f"/v1/workers/{wid}/finish", {}, idempotent=True)
+        """Tell shard 0 this worker is done (it stops holding back the others).
+
+        First every shard persists this worker's pushes (:meth:`make_durable`),
+        and shard 0 answers once a checkpoint says "finished": once this
+        returns, no shard restart can lose what the worker did.
+        """
+        self._require_worker()
+        for attempt in range(3):
+            try:
+                self.heartbeat()  # shard 0 still knows this epoch (else: register again)
+                self.make_durable()
+                self.stop_heartbeat()
+                self._net.post_json(0, f"/v1/workers/{self.worker_id}/finish", {},
+                                    idempotent=True)
+                return
+            except UnknownWorkerError:  # shard 0 restarted and forgot this epoch
+                if attempt == 2:
+                    raise
+                self._reregister()  # claims again and replays what the shards lack
 
     def streams(self, shard: int) -> list[dict[str, Any]]:
         """The stream records of one shard (``GET /v1/streams``)."""

@@ -120,14 +120,16 @@ class SSPClock(RegistryState):
     # --- registration -----------------------------------------------------------
     def register(
         self, worker_index: int | None, num_workers: int, instance: str | None = None,
-        *, supersede: bool = False, pid: int | None = None,
+        *, supersede: bool = False, pid: int | None = None, identity: str | None = None,
     ) -> int:
         """Register worker ``worker_index`` of ``num_workers``; returns its worker id
         (= its epoch).
 
         ``worker_index=None`` asks the clock to assign one: the lowest index
-        that never registered or whose worker was marked dead. ``supersede``
-        takes over a live registration (its process is known to be gone).
+        that never registered or whose worker was marked dead, or the one the
+        same ``identity`` held (superseding it: the identity's process was
+        restarted). ``supersede`` takes over a live registration (its process
+        is known to be gone).
 
         Raises
         ------
@@ -151,7 +153,8 @@ class SSPClock(RegistryState):
                     f"this worker says {num_workers}"
                 )
             if worker_index is None:
-                worker_index = self._free_index_locked(num_workers, instance)
+                worker_index, same = self._free_index_locked(num_workers, instance, identity)
+                supersede = supersede or same
             if not 0 <= worker_index < num_workers:
                 raise LayoutMismatchError(
                     f"worker_index {worker_index} outside [0, {num_workers})")
@@ -180,7 +183,8 @@ class SSPClock(RegistryState):
             if self._first_registration is None:
                 self._first_registration = now
             self._last_epoch = max(self._last_epoch + 1, time.time_ns() // 1000)  # unix us
-            info = WorkerInfo(self._last_epoch, worker_index, instance, start, now, pid=pid)
+            info = WorkerInfo(self._last_epoch, worker_index, instance, start, now, pid=pid,
+                              identity=identity)
             self._workers[info.worker_id] = info
             if old is not None and old.superseded_by == -1:
                 old.superseded_by = info.worker_id
@@ -277,21 +281,6 @@ class SSPClock(RegistryState):
         """The worker's record (raises UnknownWorkerError)."""
         with self._cond:
             return self._get(worker_id)
-
-    def _free_index_locked(self, num_workers: int, instance: str | None) -> int:
-        """The index an auto-assigned registration gets (see :meth:`register`)."""
-        self._sweep_locked(self._now())
-        if instance is not None:
-            for idx, info in self._by_index.items():
-                if info.instance == instance and info.state == LIVE:
-                    return idx  # a retried registration
-        for idx in range(num_workers):
-            info = self._by_index.get(idx)
-            if info is None or info.state == DEAD:
-                return idx
-        raise WorkerStateError(
-            f"no free worker index: all {num_workers} workers are registered and live or finished"
-        )
 
     def snapshot(self) -> dict[str, Any]:
         """JSON-ready status: staleness, expected workers, per-worker state, minimum."""

@@ -36,9 +36,13 @@ from typing import Any
 
 import numpy as np
 
+from ftrl_ps.ps.curvature import apply_curvature, to_wire
+from ftrl_ps.ps.wspace import apply_n_summed
+
 __all__ = [
     "DEFAULT_RULE",
     "RULES",
+    "VERSIONED",
     "ComposeState",
     "composed",
     "delta_scale",
@@ -47,8 +51,10 @@ __all__ = [
 ]
 
 #: merge rules a cluster can run (``--merge-rule``); the first is the default
-RULES = ("compose", "sum", "threshold")
+RULES = ("compose", "compose-n", "curvature", "sum", "threshold")
 DEFAULT_RULE = RULES[0]
+#: rules whose pushes carry the merge sections (versions pulled, rows, rho)
+VERSIONED = ("compose", "compose-n", "curvature")
 
 def saturation(
     rows: np.ndarray,
@@ -96,13 +102,19 @@ class ComposeState:
     parameter groups (see :class:`ftrl_ps.ps.store.ParameterStore`).
     """
 
-    def __init__(self, size: int, dtype: np.dtype) -> None:
+    def __init__(self, size: int, dtype: np.dtype, rule: str = "compose",
+                 params: tuple[float, float, float, float] = (0.1, 1.0, 1.0, 1.0)) -> None:
+        #: "curvature" (ftrl_ps.ps.curvature), "compose-n" (ftrl_ps.ps.wspace), else compose
+        self.rule = rule
+        self.params = params  # FTRL's alpha, beta, l1, l2 (compose-n)
         self.version = np.zeros(size, np.uint32)  # pushes applied to the key
         self.base = np.zeros(size, np.uint32)  # version the current group started from
         self.count = np.zeros(size, np.uint32)  # pushes in the current group
         self.weight = np.zeros(size, dtype)  # their rows with the key
         self.rho = np.zeros(size, dtype)  # their weighted mean rho
         self.mean = np.zeros((size, 2), dtype)  # their weighted mean (delta n, delta z)
+        #: compose-n: compose's n minus the actual (summed) n (ftrl_ps.ps.wspace)
+        self.extra = np.zeros(size if rule == "compose-n" else 0, np.float64)
 
     def bump(self, local: np.ndarray) -> None:
         """Count a plain (summed) push of ``local`` keys."""
@@ -115,8 +127,11 @@ class ComposeState:
         pulled: np.ndarray,
         rows: np.ndarray,
         rho: np.ndarray,
+        current: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> np.ndarray:
         """The amounts to add to ``(n, z)`` of ``local`` keys for one push; updates the groups.
+
+        ``current``: the keys' ``(n, z)`` now (the ``compose-n`` rule needs them).
 
         ``delta`` is the push's ``(len, 2)`` deltas, ``pulled`` the versions the
         worker pulled, ``rows`` its rows containing each key, ``rho`` its
@@ -131,6 +146,15 @@ class ComposeState:
         * anything else (it missed pushes of older groups): it is added
           scaled by ``rho ** missed``, as the last of ``missed + 1``.
         """
+        if self.rule in ("curvature", "compose-n"):
+            if self.rule == "curvature":
+                out = apply_curvature(self, local, delta, pulled, rho)
+            else:
+                assert current is not None, "compose-n needs the keys' current n and z"
+                n, z = (np.asarray(a, np.float64) for a in current)
+                out = apply_n_summed(self, local, delta, pulled, rows, rho, n, z, self.params)
+            self.version[local] += np.uint32(1)
+            return out
         version = self.version[local].astype(np.int64)
         pulled = pulled.astype(np.int64)
         missed = version - pulled
@@ -211,7 +235,9 @@ def push_payload(
                             dense_fraction)
         dn, dz = dn * scale, dz * scale
     merge = None
-    if rule == "compose":
+    if rule in ("compose", "compose-n"):
         rho = saturation(todo.rows, todo.keys, bias_key, push_rows, dense_fraction)
         merge = (todo.versions, todo.rows, rho.astype(dtype))
+    elif rule == "curvature":
+        merge = (todo.versions, todo.rows, to_wire(todo.kappa).astype(dtype))
     return dn.astype(dtype), dz.astype(dtype), merge

@@ -3,7 +3,8 @@
 :class:`StreamingPushes` holds the registration (epoch) and push-stream side of
 the client: registering and claiming the epoch on every shard, numbering and
 journaling pushes, sending each part with its ``(worker, epoch, seq, prev_seq,
-position)``, and replaying what a restarted shard lacks (docs/durability.md).
+position)``, replaying what a restarted shard lacks, and, before the worker
+finishes, having every shard checkpoint its pushes (docs/durability.md).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ftrl_ps.errors import ProtocolError, PushGapError
+from ftrl_ps.errors import ProtocolError, PushGapError, UpdatesLostError
 from ftrl_ps.ps import wire
 from ftrl_ps.ps.journal import JournalEntry, PushJournal
 from ftrl_ps.ps.layout import Layout
@@ -42,6 +43,7 @@ class StreamingPushes:
     worker_clock: int
     _num_workers: int
     _layout_sent: Layout | None
+    _identity: str | None = None
 
     def stop_heartbeat(self) -> None:  # pragma: no cover - PSClient's
         raise NotImplementedError
@@ -51,14 +53,17 @@ class StreamingPushes:
 
     def register(
         self, worker_index: int | None, num_workers: int, layout: Layout | None = None,
-        *, supersede: bool = False,
+        *, supersede: bool = False, identity: str | None = None,
     ) -> int:
         """Register this worker with shard 0 and return its worker id (its epoch).
 
         ``worker_index=None`` lets the server assign the index (then in
         :attr:`worker_index`). ``supersede`` replaces a live registration of the
-        same index (its process is known to be gone). Then the epoch is claimed
-        on every shard and the journal's pushes a shard lacks are replayed.
+        same index (its process is known to be gone). ``identity`` (a stable name
+        of this worker's slot, e.g. its container's hostname) lets an auto-indexed
+        worker take back the index its previous process held, at once. Then the
+        epoch is claimed on every shard and the journal's pushes a shard lacks are
+        replayed.
 
         ``layout`` (default: the servers' layout) is checked by the server;
         a mismatch raises :class:`~ftrl_ps.errors.LayoutMismatchError`.
@@ -68,12 +73,14 @@ class StreamingPushes:
             "worker_index": worker_index, "num_workers": num_workers,
             "layout": lay.to_dict(), "instance": self._instance,
             "supersede": supersede, "pid": os.getpid(),
+            **({"identity": identity} if identity is not None else {}),
         }, idempotent=True).json()
         with self._lock:
             self.worker_id = int(answer["worker_id"])
             self.worker_index = int(answer.get("worker_index", worker_index))
             self.worker_clock = int(answer["clock"])
             self._num_workers, self._layout_sent = num_workers, lay
+            self._identity = identity
             if self.stream is None or self.stream.worker != self.worker_index:
                 path = (self.state_dir / f"worker-{self.worker_index}.journal"
                         if self.state_dir is not None else None)
@@ -89,7 +96,8 @@ class StreamingPushes:
         assert self.worker_index is not None
         beating = self._hb_thread is not None
         self.stop_heartbeat()
-        self.register(self.worker_index, self._num_workers, self._layout_sent, supersede=True)
+        self.register(self.worker_index, self._num_workers, self._layout_sent, supersede=True,
+                      identity=self._identity)
         if beating:
             self.start_heartbeat()
 
@@ -136,6 +144,34 @@ class StreamingPushes:
         self.stream.acknowledged(shard, int(record["durable_seq"]))
         for entry in self.stream.plan(shard, int(record["last_seq"])):
             self._send_entry(shard, entry)
+
+    def make_durable(self) -> None:
+        """Wait until every shard holds this worker's pushes in a checkpoint.
+
+        Called before :meth:`finish`: a finished worker exits and can no longer
+        replay its journal, so a shard that restarted afterwards from an older
+        checkpoint would miss its pushes for good. A shard that lost pushes
+        meanwhile (it restarted) gets them replayed first. Without a stream
+        (an unregistered client) there is nothing to do.
+        """
+        if self.stream is not None:
+            self._net.each(self._make_durable_shard, range(self.layout.num_shards))
+            self.stream.release()
+
+    def _make_durable_shard(self, shard: int, attempts: int = 4) -> None:
+        assert self.stream is not None
+        for _ in range(attempts):
+            sent = self.stream.prev[shard]  # the last seq sent to the shard
+            record = self._net.post_json(shard, f"/v1/streams/{self.stream.worker}/durable",
+                                         {"epoch": self.worker_id}, idempotent=True).json()
+            self.stream.acknowledged(shard, int(record["durable_seq"]))
+            if int(record["last_seq"]) >= sent and int(record["durable_seq"]) >= sent:
+                return
+            self._sync_shard(shard)  # it restarted and lost pushes: replay, ask again
+        raise UpdatesLostError(
+            f"shard {shard} did not keep this worker's pushes up to seq "
+            f"{self.stream.prev[shard]} in a checkpoint after {attempts} attempts"
+        )
 
     def stream_totals(self) -> list[tuple[int, int]]:
         """Per shard: (pushes, digest) of every push part this worker index sent,

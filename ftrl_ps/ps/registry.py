@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ftrl_ps.errors import WorkerStateError
+
 __all__ = ["DEAD", "FINISHED", "LIVE", "RegistryState", "WorkerInfo"]
 
 LIVE, FINISHED, DEAD = "live", "finished", "dead"
@@ -32,6 +34,8 @@ class WorkerInfo:
     pid: int | None = None
     restored: bool = False
     superseded_by: int | None = None
+    #: the worker's stable name (e.g. its container's hostname), kept across restarts
+    identity: str | None = None
 
     def as_dict(self, now: float) -> dict[str, Any]:
         return {
@@ -39,6 +43,7 @@ class WorkerInfo:
             "epoch": self.worker_id,
             "index": self.index,
             "pid": self.pid,
+            "identity": self.identity,
             "state": self.state,
             "clock": self.clock,
             "seconds_since_seen": round(max(0.0, now - self.last_seen), 3),
@@ -48,16 +53,16 @@ class WorkerInfo:
     def to_row(self) -> list[Any]:
         """A JSON-ready row for checkpoints (see :meth:`from_row`)."""
         return [self.worker_id, self.index, self.instance, self.clock, self.state, self.pid,
-                self.stats]
+                self.stats, self.identity]
 
     @classmethod
     def from_row(cls, row: list[Any], now: float) -> WorkerInfo:
         """A record restored from a checkpoint row: seen ``now``, ``restored`` set."""
-        wid, index, instance, clock, state, pid, stats = row
+        wid, index, instance, clock, state, pid, stats, *rest = row  # rest: identity
         if state not in (LIVE, FINISHED, DEAD):
             raise ValueError(f"unknown worker state {state!r}")
         return cls(int(wid), int(index), instance, int(clock), now, state, dict(stats),
-                   pid=pid, restored=True)
+                   pid=pid, restored=True, identity=rest[0] if rest else None)
 
 
 class RegistryState:
@@ -71,6 +76,32 @@ class RegistryState:
     _missing_expired: bool
     _last_epoch: int
     num_workers: int | None
+
+    def _sweep_locked(self, now: float) -> list[int]:  # pragma: no cover - SSPClock's
+        raise NotImplementedError
+
+    def _free_index_locked(self, num_workers: int, instance: str | None,
+                           identity: str | None = None) -> tuple[int, bool]:
+        """The index an auto-assigned registration gets, and whether it takes it over
+        from a live registration: the index this ``identity`` held (a restarted
+        container takes its index back at once; its old epoch is superseded), else
+        the lowest index that never registered or whose worker was marked dead."""
+        self._sweep_locked(self._now())
+        if instance is not None:
+            for idx, info in self._by_index.items():
+                if info.instance == instance and info.state == LIVE:
+                    return idx, False  # a retried registration
+        if identity is not None:
+            for idx, info in self._by_index.items():
+                if info.identity == identity and info.state in (LIVE, DEAD):
+                    return idx, True
+        for idx in range(num_workers):
+            info = self._by_index.get(idx)
+            if info is None or info.state == DEAD:
+                return idx, False
+        raise WorkerStateError(
+            f"no free worker index: all {num_workers} workers are registered and live or finished"
+        )
 
     def state(self) -> dict[str, Any]:
         """Restorable registry state (for checkpoints): epochs, clocks, states."""

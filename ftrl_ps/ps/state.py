@@ -79,7 +79,9 @@ class ServerState:
     def __init__(self, settings: ServerSettings) -> None:
         self.settings = settings
         self.layout = settings.layout
-        self.store = ParameterStore(self.layout, settings.shard_index, settings.dtype)
+        self.store = ParameterStore(
+            self.layout, settings.shard_index, settings.dtype, settings.merge_rule,
+            (settings.alpha, settings.beta, settings.l1, settings.l2))
         self.clock: SSPClock | None = None
         if settings.is_clock_authority:
             self.clock = SSPClock(
@@ -173,6 +175,28 @@ class ServerState:
                 "register first"
             )
         return self.dedup.claim(worker, epoch)
+
+
+    def make_durable(self, worker: int, epoch: int) -> dict[str, Any]:
+        """Persist every push of worker index ``worker`` applied so far; its record.
+
+        With a checkpoint dir: a checkpoint whose cut is later than this call
+        (:meth:`Checkpointer.ensure`), so the record's ``durable_seq`` covers
+        each push answered before it. A finishing worker asks every shard
+        (docs/durability.md, section 4). The epoch must be the index's current
+        one (as for :meth:`claim`).
+        """
+        requested = time.monotonic()
+        if self.checkpointer is not None:
+            self.checkpointer.ensure(requested)
+        return self.claim(worker, epoch)
+
+    def finish_worker(self, worker_id: int) -> None:
+        """Mark the worker finished (shard 0) and, with a checkpoint dir, persist that
+        before answering: a restarted shard 0 still knows the worker finished."""
+        self.require_clock().finish(worker_id)
+        if self.checkpointer is not None:
+            self.checkpointer.ensure(time.monotonic())
 
 
 def load_initial_model(store: ParameterStore, path: str | Path) -> int:

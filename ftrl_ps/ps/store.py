@@ -79,9 +79,16 @@ class ParameterStore:
         ``layout.shard_range(shard_index)``).
     dtype : {"float32", "float64"}, default "float32"
         Storage dtype of ``n`` and ``z``. Pushed deltas are cast to it.
+    merge_rule : str, default "compose"
+        How pushes with merge sections are merged (``compose``, ``compose-n`` or
+        ``curvature``, :mod:`ftrl_ps.ps.merge`).
+    ftrl : tuple, default (0.1, 1.0, 1.0, 1.0)
+        FTRL's ``(alpha, beta, l1, l2)`` (the ``compose-n`` rule needs them).
     """
 
-    def __init__(self, layout: Layout, shard_index: int = 0, dtype: str = "float32") -> None:
+    def __init__(self, layout: Layout, shard_index: int = 0, dtype: str = "float32",
+                 merge_rule: str = "compose",
+                 ftrl: tuple[float, float, float, float] = (0.1, 1.0, 1.0, 1.0)) -> None:
         if dtype not in _DTYPES:
             raise ConfigError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
         self.layout = layout
@@ -93,7 +100,7 @@ class ParameterStore:
         # np.zeros maps fresh zero pages lazily: untouched key ranges cost no RAM
         self._n = np.zeros(size, dtype=self.dtype)
         self._z = np.zeros(size, dtype=self.dtype)
-        self._merge = ComposeState(size, self.dtype)
+        self._merge = ComposeState(size, self.dtype, merge_rule, ftrl)
         self._locks = [threading.Lock() for _ in range(self.group_end - self.group_begin)]
         self._counter_lock = threading.Lock()
         #: which groups each push/load wrote (read by :meth:`changed_since`)
@@ -178,7 +185,8 @@ class ParameterStore:
                 continue
             pulled, rows, rho = info
             delta = np.stack([dn[lo:hi], dz[lo:hi]], axis=1)
-            add = self._merge.apply(seg, delta, pulled[lo:hi], rows[lo:hi], rho[lo:hi])
+            add = self._merge.apply(seg, delta, pulled[lo:hi], rows[lo:hi], rho[lo:hi],
+                                    (self._n[seg], self._z[seg]))
             self._n[seg] = np.maximum(self._n[seg] + add[:, 0], 0.0)
             self._z[seg] += add[:, 1]
         self.changes.record(np.unique(arr // self.layout.group_size))

@@ -19,9 +19,9 @@ and sent with the next push.
 
 How the servers merge the deltas of concurrent pushes is the merge rule of
 :mod:`ftrl_ps.ps.merge` (``WorkerConfig.merge_rule``, which the servers
-announce): under ``compose`` the worker pulls the keys' versions and sends
-them back with its deltas, its rows per key and the round's saturation
-``rho``; under ``threshold`` it scales dense keys' deltas itself.
+announce): under ``compose``/``curvature`` the worker pulls the keys' versions
+and sends them back with its deltas, rows per key and ``rho`` (or the rows'
+contraction, :mod:`ftrl_ps.ps.curvature`); ``threshold`` scales on the worker.
 
 The math lives in :mod:`ftrl_ps.core.ftrl`; the network in :mod:`ftrl_ps.ps.client`.
 """
@@ -44,7 +44,8 @@ from ftrl_ps.data.minibatch import minibatches, slice_rows
 from ftrl_ps.data.prefetch import prefetch
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.training import TrainReport
-from ftrl_ps.ps.merge import RULES, push_payload
+from ftrl_ps.ps.curvature import unpushed_contraction
+from ftrl_ps.ps.merge import RULES, VERSIONED, push_payload
 from ftrl_ps.ps.straggle import Straggler
 from ftrl_ps.ps.workingset import KeyNumbering, PendingDeltas, WorkingSet
 
@@ -193,7 +194,7 @@ class Worker:
         numbered = self._numbering.number(parts)
         self._sync()  # pull only after the last push and clock tick went through
         versions = None
-        if self.config.merge_rule == "compose":
+        if self.config.merge_rule in VERSIONED:
             n, z, versions = self.client.pull_versioned(numbered[0])
         else:
             n, z = self.client.pull(numbered[0])
@@ -219,7 +220,7 @@ class Worker:
         """End the round: keep its unpushed deltas as pending ones."""
         rnd, self._round = self._round, None
         if rnd is not None and rnd.dirty:
-            self._pending = self._pending.merge(rnd.unpushed())
+            self._pending = self._pending.merge(rnd.unpushed(self._contraction(rnd)))
 
     # -- communication -------------------------------------------------
     def push(self) -> None:
@@ -236,7 +237,7 @@ class Worker:
         """
         rnd = self._round
         todo = self._pending
-        part = rnd.unpushed() if rnd is not None and rnd.dirty else None
+        part = rnd.unpushed(self._contraction(rnd)) if rnd is not None and rnd.dirty else None
         if part is not None:
             todo = todo.merge(part)
         if not todo.keys.size:
@@ -258,6 +259,9 @@ class Worker:
         self.report.keys_pushed += int(todo.keys.size)
         self._rows_since_push = 0
         self._since_push = 0
+
+    def _contraction(self, rnd: WorkingSet) -> np.ndarray | None:
+        return unpushed_contraction(rnd, self.params, self.config.merge_rule)
 
     def _send(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray, merge: Any,
               stats: dict[str, Any], progress: dict[str, Any]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -81,6 +82,8 @@ class WorkerOptions:
     state_dir: str | None = None
     retry_seconds: float = 120.0
     supersede: bool = False
+    #: a stable name of this worker's slot ("hostname": the host's name), see identity_of
+    identity: str | None = None
     #: fault injection for experiments (ftrl_ps.ps.straggle): sleep before a tick
     straggle_prob: float = 0.0
     straggle_delay: float = 0.0
@@ -125,6 +128,20 @@ class WorkerOptions:
             )
         if self.retry_seconds < 0:
             raise ConfigError(f"--retry-seconds must be >= 0, got {self.retry_seconds}")
+        if self.identity is not None and not 0 < len(self.identity.strip()) <= 200:
+            raise ConfigError("--identity must be 1 to 200 characters")
+
+    def identity_of(self) -> str | None:
+        """The identity sent at registration: ``hostname`` stands for this host's
+        name (a container's, unique per container and kept across its restarts).
+
+        >>> WorkerOptions("u", "f", 1, identity="w-7").identity_of()
+        'w-7'
+        """
+        if self.identity is None:
+            return None
+        name = self.identity.strip()
+        return socket.gethostname() if name == "hostname" else name
 
 
 def adopt_model(options: WorkerOptions, model: dict[str, Any]) -> dict[str, Any]:
@@ -237,7 +254,8 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
             return result
         # the servers decide how pushes are merged (servers without the setting sum)
         cfg = replace(cfg, merge_rule=str(client.server_settings.get("merge_rule", "sum")))
-        client.register(index_wanted, options.num_workers, layout, supersede=options.supersede)
+        client.register(index_wanted, options.num_workers, layout, supersede=options.supersede,
+                        identity=options.identity_of())
         index = client.worker_index if client.worker_index is not None else index_wanted
         assert index is not None
         client.start_heartbeat()

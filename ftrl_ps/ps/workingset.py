@@ -28,16 +28,20 @@ __all__ = ["KeyNumbering", "PendingDeltas", "WorkingSet"]
 @dataclass
 class PendingDeltas:
     """Deltas of sorted ``keys`` (``(len, 2)`` n/z), the rows each key was in, and
-    the version each key had when it was pulled (the merge rule uses it)."""
+    the version each key had when it was pulled (the merge rule uses it), and
+    the rows' contraction of each key (``curvature`` rule, else zeros)."""
 
     keys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint32))
     delta: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
     rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     versions: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint32))
+    kappa: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     def __post_init__(self) -> None:
         if not self.versions.size and self.keys.size:  # not given: version 0
             self.versions = np.zeros(self.keys.size, np.uint32)
+        if not self.kappa.size and self.keys.size:
+            self.kappa = np.zeros(self.keys.size)
 
     def merge(self, other: PendingDeltas) -> PendingDeltas:
         """Union with ``other``, whose keys are disjoint from these."""
@@ -50,7 +54,7 @@ class PendingDeltas:
             self._arrays(), other._arrays(), strict=True)))
 
     def _arrays(self) -> tuple[np.ndarray, ...]:
-        return self.keys, self.delta, self.rows, self.versions
+        return self.keys, self.delta, self.rows, self.versions, self.kappa
 
     def select(self, mask: np.ndarray) -> PendingDeltas:
         """The entries where ``mask`` is true."""
@@ -111,6 +115,7 @@ class WorkingSet:
     base: np.ndarray  # (k, 2) float64: what the servers are known to hold
     carried: np.ndarray  # rows of pending deltas merged into this round, per slot
     versions: np.ndarray  # uint32: the keys' versions at the pull (plus own pushes since)
+    carried_kappa: np.ndarray  # contraction of the pending deltas merged into this round
     done: int = 0  # parts trained
     pushed: int = 0  # parts whose deltas have been pushed
 
@@ -140,6 +145,7 @@ class WorkingSet:
             carried=np.zeros(keys.size, dtype=np.int64),
             versions=(np.zeros(keys.size, np.uint32) if versions is None
                       else np.asarray(versions, np.uint32).copy()),
+            carried_kappa=np.zeros(keys.size),
         )
 
     def rows_of(self, i: int) -> tuple[Batch, np.ndarray]:
@@ -154,6 +160,7 @@ class WorkingSet:
         hit = self.keys[pos] == pending.keys
         self.state[pos[hit]] += pending.delta[hit]
         self.carried[pos[hit]] = np.maximum(pending.rows[hit], 1)
+        self.carried_kappa[pos[hit]] = pending.kappa[hit]
         return pending.select(~hit)
 
     @property
@@ -161,8 +168,10 @@ class WorkingSet:
         """Whether some deltas have not been pushed yet."""
         return self.pushed < self.done or bool(self.carried.any())
 
-    def unpushed(self) -> PendingDeltas:
-        """The deltas not pushed yet (keys trained since the last push, or carried)."""
+    def unpushed(self, kappa: np.ndarray | None = None) -> PendingDeltas:
+        """The deltas not pushed yet (keys trained since the last push, or carried);
+        ``kappa``: their contraction per slot (``curvature`` rule), else zeros."""
+        kappa = np.zeros(self.keys.size) if kappa is None else kappa
         if self.pushed == 0 and self.done == len(self.parts):
             rows = self.occurrences + self.carried  # every key of the round was trained
         else:
@@ -172,15 +181,17 @@ class WorkingSet:
             rows += self.carried
         sel = np.flatnonzero(rows)
         if sel.size == self.keys.size:
-            return PendingDeltas(self.keys, self.state - self.base, rows, self.versions.copy())
+            return PendingDeltas(self.keys, self.state - self.base, rows, self.versions.copy(),
+                                 kappa)
         return PendingDeltas(self.keys[sel], self.state[sel] - self.base[sel], rows[sel],
-                             self.versions[sel])
+                             self.versions[sel], kappa[sel])
 
     def mark_pushed(self, keys: np.ndarray | None = None) -> None:
         """The servers now hold everything trained so far; ``keys`` (of this
         round) were in the push, so their versions grew by one."""
         self.base[:] = self.state
         self.carried[:] = 0
+        self.carried_kappa[:] = 0.0
         self.pushed = self.done
         if keys is not None and keys.size:
             self.versions[np.searchsorted(self.keys, keys)] += np.uint32(1)

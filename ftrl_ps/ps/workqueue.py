@@ -17,6 +17,16 @@ its rows were applied (the worker reports it with its next request):
 * then a unit held by a worker index that the SSP clock has marked dead;
 * otherwise nothing is left for this worker (``None``): it finishes.
 
+Near the end of a pass a slow worker is not handed the next pending unit if
+the pass would end sooner without it: the other workers, at the rates they
+have been taking units so far, would finish the units they hold and *all*
+pending units before it finished the units it holds and that one
+(:meth:`WorkQueue.next`):
+it finishes instead, and the others take the rest. A persistent straggler so
+no longer holds up the end of the pass with its last unit. The decision
+only changes who trains a unit, never whether: every unit is still handed
+out and done exactly once, and the last worker still asking is never refused.
+
 >>> q = WorkQueue()
 >>> q.load([{"id": 0, "part": "a", "start": 0, "end": 9, "gzip": False},
 ...         {"id": 1, "part": "a", "start": 9, "end": 20, "gzip": False}], "p1")
@@ -30,7 +40,8 @@ its rows were applied (the worker reports it with its next request):
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ftrl_ps.errors import WorkerStateError
@@ -38,13 +49,20 @@ from ftrl_ps.errors import WorkerStateError
 __all__ = ["WorkQueue"]
 
 PENDING, ASSIGNED, DONE = "pending", "assigned", "done"
+#: a worker's rate is trusted (to leave it out of the tail) after this many seconds
+MIN_RATE_SECONDS = 1.0
 _UNIT_FIELDS = {"id", "part", "start", "end", "gzip"}
 
 
 class WorkQueue:
     """The plan, each unit's state and owner, and the rows recorded per unit."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        #: per worker index: when it first asked, bytes handed to it since
+        self._since: dict[int, float] = {}
+        self._taken: dict[int, int] = {}
+        self._finished: set[int] = set()  # answered None (and not handed a unit since)
         self._lock = threading.Lock()
         self._units: list[dict[str, Any]] = []
         self._plan_id: str | None = None
@@ -100,14 +118,20 @@ class WorkQueue:
                 for i, owner in enumerate(self._owner):
                     if owner == worker_index and self._state[i] == ASSIGNED and i not in held:
                         return self._answer(i)  # a restarted worker resumes its unit
+            now = self._clock()
+            self._since.setdefault(worker_index, now)
+            dead_set = set(dead) - {worker_index}
             while self._cursor < len(self._units) and self._state[self._cursor] != PENDING:
                 self._cursor += 1
             if self._cursor < len(self._units):
+                if self._others_finish_sooner(worker_index, dead_set, now):
+                    self._finished.add(worker_index)
+                    return None
                 return self._assign(self._cursor, worker_index)
-            dead_set = set(dead) - {worker_index}
             for i, owner in enumerate(self._owner):
                 if self._state[i] == ASSIGNED and owner in dead_set:
                     return self._assign(i, worker_index)
+            self._finished.add(worker_index)
             return None
 
     def progress(self, worker_index: int, progress: Iterable[tuple[int, int]]) -> None:
@@ -173,7 +197,40 @@ class WorkQueue:
                 f"({self._state[unit]}, worker {self._owner[unit]})"
             )
 
+    def _size(self, unit: int) -> int:
+        return max(1, int(self._units[unit]["end"]) - int(self._units[unit]["start"]))
+
+    def _rate(self, worker_index: int, now: float) -> float:
+        """Bytes per second handed to ``worker_index`` since it first asked."""
+        return self._taken.get(worker_index, 0) / max(now - self._since[worker_index], 1e-3)
+
+    def _others_finish_sooner(self, worker_index: int, dead: set[int], now: float) -> bool:
+        """Whether the pass ends sooner if ``worker_index`` is not handed the next
+        pending unit: the others' rates (bytes handed per second) against its own,
+        counting the units each side holds, and one unit more for the others
+        (a unit is not split: someone takes it whole after its current one)."""
+        me = worker_index
+        if not self._taken.get(me) or now - self._since[me] < MIN_RATE_SECONDS:
+            return False  # no rate known yet
+        others = {w for w in self._since
+                  if w != me and w not in dead and w not in self._finished and self._taken.get(w)}
+        if not others:
+            return False  # the last worker asking is never refused
+        mine = theirs = 0
+        for i, state in enumerate(self._state):
+            if state == PENDING or (state == ASSIGNED and self._owner[i] in others):
+                theirs += self._size(i)
+            elif state == ASSIGNED and self._owner[i] == me:
+                mine += self._size(i)
+        nxt = self._size(self._cursor)
+        rate, rates = self._rate(me, now), [self._rate(w, now) for w in others]
+        take = max((mine + nxt) / rate, (theirs - nxt) / sum(rates))
+        leave = max(mine / rate, theirs / sum(rates) + nxt / max(rates))
+        return leave < take
+
     def _assign(self, unit: int, worker_index: int) -> dict[str, Any]:
+        self._taken[worker_index] = self._taken.get(worker_index, 0) + self._size(unit)
+        self._finished.discard(worker_index)
         self._state[unit] = ASSIGNED
         self._owner[unit] = worker_index
         return self._answer(unit)

@@ -3,7 +3,8 @@
 A worker claims its registration epoch on every shard after registering
 (``POST /v1/streams/{worker}``) and gets the record back: the last applied seq,
 the input position it covers, the count and digest of applied pushes, and the
-seq covered by a checkpoint (docs/durability.md).
+seq covered by a checkpoint (docs/durability.md). A finishing worker asks each
+shard to make its pushes durable (``POST /v1/streams/{worker}/durable``).
 """
 
 from __future__ import annotations
@@ -46,6 +47,18 @@ def claim(worker: Annotated[int, Path(ge=0, lt=1 << 32)], req: ClaimRequest,
     409 if a newer epoch holds the index (or, on shard 0, if the epoch is not
     the index's live registration)."""
     return state.claim(worker, req.epoch)
+
+
+@router.post("/{worker}/durable", summary="persist a worker index's pushes",
+             response_model=StreamAnswer)
+def durable(worker: Annotated[int, Path(ge=0, lt=1 << 32)], req: ClaimRequest,
+            state: StateDep) -> dict[str, Any]:
+    """Answer once every push of the index applied so far is in a checkpoint (a
+    shard without a checkpoint dir answers at once): ``durable_seq`` covers them.
+    A worker asks every shard before it finishes, so a shard that restarts later
+    restores its pushes although the worker, gone, can no longer replay them.
+    409 as for the claim."""
+    return state.make_durable(worker, req.epoch)
 
 
 @router.get("", summary="every stream record of this shard",

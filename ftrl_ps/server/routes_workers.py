@@ -60,6 +60,12 @@ class RegisterRequest(_Strict):
         "process is known to be gone): the old epoch is marked dead",
     )
     pid: int | None = Field(default=None, ge=0, description="the worker's process id")
+    identity: str | None = Field(
+        default=None, min_length=1, max_length=200,
+        description="a stable name of the worker's slot that survives its restarts (e.g. "
+        "its container's hostname): with worker_index null, a registration with the "
+        "identity of a live or dead registration takes that index over at once",
+    )
 
 
 class ClockRequest(_Strict):
@@ -112,7 +118,7 @@ def register(req: RegisterRequest, state: StateDep) -> dict[str, Any]:
     if diffs:  # any difference is a mismatch (409), even fields that form no valid layout
         raise LayoutMismatchError("layout mismatch (" + "; ".join(diffs) + ")")
     worker_id = clock.register(req.worker_index, req.num_workers, req.instance,
-                               supersede=req.supersede, pid=req.pid)
+                               supersede=req.supersede, pid=req.pid, identity=req.identity)
     info = clock.worker(worker_id)
     return {
         "worker_id": worker_id,
@@ -168,7 +174,7 @@ def heartbeat(worker_id: int, state: StateDep) -> dict[str, Any]:
 
 @router.post("/{worker_id}/finish", summary="the worker is done")
 def finish(worker_id: int, state: StateDep) -> dict[str, Any]:
-    """Mark the worker finished: it no longer holds back the others."""
-    clock = state.require_clock()
-    clock.finish(worker_id)
-    return {"worker_id": worker_id, "state": clock.worker(worker_id).state}
+    """Mark the worker finished: it no longer holds back the others. With a
+    checkpoint dir the answer comes once a checkpoint holds it (docs/durability.md)."""
+    state.finish_worker(worker_id)
+    return {"worker_id": worker_id, "state": state.require_clock().worker(worker_id).state}
