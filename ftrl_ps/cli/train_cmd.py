@@ -237,8 +237,8 @@ def run(args: argparse.Namespace) -> int:
     }
     # the keys with state, found once (a pass over all 2**bits keys): for the count of
     # non-zero weights and for the model file
-    saved = SavedModel.from_ftrl(model)
-    results["nonzero_weights"] = model.count_nonzero_weights(saved.keys)
+    keys = model.touched_keys()
+    results["nonzero_weights"] = model.count_nonzero_weights(keys)
     if args.test:
         ev = evaluate(model, args.test, chunk_bytes=chunk, skip_bad_lines=args.skip_bad_lines)
         print(
@@ -248,6 +248,7 @@ def run(args: argparse.Namespace) -> int:
         results.update({f"test_{k}": v for k, v in ev.items()})
     if args.model:
         t_save = time.perf_counter()
+        saved = SavedModel.from_ftrl(model, keys=keys)
         path = save_model(
             args.model,
             saved,

@@ -74,8 +74,11 @@ class SavedModel:
         return model
 
     @classmethod
-    def from_ftrl(cls, model: FTRL, training: dict[str, Any] | None = None) -> SavedModel:
-        keys = model.touched_keys()
+    def from_ftrl(cls, model: FTRL, training: dict[str, Any] | None = None,
+                  keys: np.ndarray | None = None) -> SavedModel:
+        """The touched keys' state of ``model`` (``keys``: its :meth:`FTRL.touched_keys`,
+        when the caller has them already)."""
+        keys = model.touched_keys() if keys is None else keys
         return cls(
             bits=model.bits,
             params=model.params,
