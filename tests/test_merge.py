@@ -12,7 +12,7 @@ from ftrl_ps.core.ftrl import FTRL, FTRLParams
 from ftrl_ps.errors import ProtocolError
 from ftrl_ps.ps.client import PSClient
 from ftrl_ps.ps.layout import Layout
-from ftrl_ps.ps.merge import composed, saturation
+from ftrl_ps.ps.merge import DEFAULT_RULE, composed, saturation
 from ftrl_ps.ps.store import ParameterStore
 from ftrl_ps.ps.worker import Worker, WorkerConfig
 from tests._servers import in_process_cluster
@@ -189,16 +189,18 @@ def test_identical_workers_give_the_single_worker_weights_on_keys_the_round_pins
     np.testing.assert_allclose(server.n[rare], workers * alone.n[rare], rtol=1e-12)
 
 
-def test_float64_end_to_end_through_http() -> None:
+@pytest.mark.parametrize("rule", ["threshold", "compose"])
+def test_float64_end_to_end_through_http(rule: str) -> None:
     """A float64 server keeps what a single worker learns to the last bit (no float32 cast)."""
     rng = np.random.default_rng(4)
     data = _rows(rng, 200, list(range(1, 40)))
     alone = _single(data)
-    with in_process_cluster(2, bits=BITS, group_size=8, dtype="float64") as shards:
+    settings = {} if rule == DEFAULT_RULE else {"merge_rule": rule}
+    with in_process_cluster(2, bits=BITS, group_size=8, dtype="float64", **settings) as shards:
         with PSClient(["http://s0", "http://s1"], http_clients=shards) as ps:
-            assert ps.dtype == np.float64 and ps.server_settings["merge_rule"] == "compose"
+            assert ps.dtype == np.float64 and ps.server_settings["merge_rule"] == rule
             ps.register(0, 1)
-            cfg = WorkerConfig(batch_size=20, fetch_step=2, push_step=3, merge_rule="compose")
+            cfg = WorkerConfig(batch_size=20, fetch_step=2, push_step=3, merge_rule=rule)
             worker = Worker(ps, BITS, PARAMS, cfg)
             worker.train_batches(iter(as_batches(*data, per=64)))
             worker.push()

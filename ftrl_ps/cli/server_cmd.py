@@ -84,10 +84,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="model file to start from (this shard loads its key range)")
 
     lay.add_argument("--merge-rule", choices=RULES, default=DEFAULT_RULE,
-                     help="how the workers' deltas are merged: 'compose' (default; "
-                          "docs/algorithm.md), or for experiments 'compose-n', "
-                          "'curvature', 'sum' and 'threshold' (the rule before issue 12); "
-                          "the workers follow the servers")
+                     help="how the workers' deltas are merged: 'threshold' (default: keys in "
+                          "at least --dense-fraction of a push's rows, and the bias, are "
+                          "averaged over the workers, the others summed), or for "
+                          "experiments 'compose' (docs/algorithm.md), 'compose-n', "
+                          "'curvature' and 'sum'; the workers follow the servers")
 
     mod = parser.add_argument_group("model (owned by the servers, adopted by the workers)")
     d = c.PARAM_DEFAULTS

@@ -106,9 +106,11 @@ def add_local_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         "--merge-rule",
         choices=RULES,
         default=DEFAULT_RULE,
-        help="how the servers merge the workers' deltas (docs/algorithm.md): 'compose' "
-        "and 'curvature' compose concurrent pushes; 'sum' and 'threshold' (the rule before "
-        "issue 12) are kept for experiments (benchmarks/bench_merge.py)",
+        help="how the servers merge the workers' deltas (docs/algorithm.md): 'threshold' "
+        "(default) averages the keys in at least --dense-fraction of a push's rows and the "
+        "bias over the workers and sums the others; 'compose', 'compose-n' and 'curvature' "
+        "compose concurrent pushes, 'sum' adds them: kept for experiments "
+        "(benchmarks/bench_merge.py)",
     )
     g.add_argument(
         "--worker-timeout",

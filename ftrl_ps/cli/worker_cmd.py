@@ -66,7 +66,7 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         type=c.finite_float,
         default=0.5,
         metavar="F",
-        help="only for servers running '--merge-rule threshold' (an experiment): a key "
+        help="merge rule 'threshold' (the default): a key "
         "in at least this share of the rows of a push (and the bias) has its deltas "
         "divided by the number of workers (default 0.5)",
     )
