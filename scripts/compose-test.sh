@@ -28,7 +28,7 @@
 #  6. writes a JSON report (COMPOSE_TEST_REPORT) and exits 1 if a check failed; the
 #     logs stay a day in runs/PROJECT of the cache folder (last-run: the newest).
 #
-# Settings (environment): COMPOSE_TEST_WORKERS (3), GEN_ROWS (20000), GEN_TEST_ROWS (5000),
+# Settings (environment): COMPOSE_TEST_WORKERS (3), GEN_ROWS (200000, the compose file's default), GEN_TEST_ROWS (5000),
 # COMPOSE_TEST_TOLERANCE (0.005: largest |export - one process| test logloss),
 # COMPOSE_TEST_TIMEOUT (900 s for the export), COMPOSE_TEST_PROJECT (ftrl-ps-test-PID),
 # COMPOSE_TEST_IMAGE (ftrl-ps:compose-test-N, N a checksum of this clone's path),
@@ -68,7 +68,7 @@ STATE=${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/ftrl-ps-compose-test
 CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
 FAULTS=${FAULTS:-}
 FAULT_SERVER=${FAULT_SERVER-server-1}   # empty: kill no server
-if [ -n "$FAULTS" ]; then DEFAULT_ROWS=400000; else DEFAULT_ROWS=20000; fi
+if [ -n "$FAULTS" ]; then DEFAULT_ROWS=400000; else DEFAULT_ROWS=200000; fi
 export GEN_ROWS=${GEN_ROWS:-$DEFAULT_ROWS} GEN_TEST_ROWS=${GEN_TEST_ROWS:-5000}
 # logs of each run stay in runs/PROJECT (a day), last-run points to the newest: two
 # runs at once (other worktrees) must not share a folder

@@ -28,6 +28,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 WORKERS = 3
 TOLERANCE = 0.005
+ROWS = 200_000
 
 pytestmark = pytest.mark.compose
 
@@ -70,15 +71,17 @@ def _run(tmp_path: Path, capsys: pytest.CaptureFixture[str], rows: int,
 @pytest.mark.timeout(2400)
 def test_compose_file_trains_like_one_process(tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
-    report, done = _run(tmp_path, capsys, 20000)
+    # the compose file's default size: with 20,000 rows each worker made 3-4 pushes and the
+    # result depended on how the three workers happened to overlap (|diff| up to 0.03)
+    report, done = _run(tmp_path, capsys, ROWS)
     context = f"{done.stderr[-3000:]}\n{report['logs'].get('export.log', '')}"
 
     assert report["export_exit_code"] == 0, context
     metrics = report["export_metrics"]
     assert metrics["complete"] is True and metrics["workers_finished"] == list(range(WORKERS))
-    assert metrics["rows"] == 20000 and metrics["test_rows"] == 5000
+    assert metrics["rows"] == ROWS and metrics["test_rows"] == 5000
     single = report["single_process"]
-    assert single["rows"] == 20000, report["logs"].get("single.log")
+    assert single["rows"] == ROWS, report["logs"].get("single.log")
     assert abs(metrics["test_logloss"] - single["test_logloss"]) <= TOLERANCE, (metrics, single)
     # every worker replica registered (one index each, all finished) and exited 0
     assert report["server_num_workers"] == WORKERS
