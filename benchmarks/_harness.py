@@ -24,6 +24,15 @@ from ftrl_ps.data.synth import SynthConfig, generate
 
 #: default cache of generated data (git-ignored: ``benchmarks/.data/``)
 DEFAULT_DATA_DIR = Path(__file__).resolve().parent / ".data"
+#: the workplace's real data sets (absent in a user's clone: benchmarks skip them)
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+#: name -> (train, test) below SHARED_DATA
+REAL_PAIRS = {
+    "a9a": ("libsvm/a9a", "libsvm/a9a.t"),
+    "agaricus": ("libsvm/agaricus_train.txt", "libsvm/agaricus_test.txt"),
+    "ipinyou": ("ipinyou/train.fm.txt", "ipinyou/test.fm.txt"),
+    "rcv1_small": ("rcv1/rcv1_small.dat", "rcv1/rcv1_small_test.data"),
+}
 
 #: runs Vowpal Wabbit's C++ driver from the pip package: the package ships no
 #: ``vw`` binary, but ``Workspace`` runs the command-line parser itself when

@@ -32,13 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _harness as h  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-PAIRS = {
-    "a9a": ("libsvm/a9a", "libsvm/a9a.t"),
-    "agaricus": ("libsvm/agaricus_train.txt", "libsvm/agaricus_test.txt"),
-    "ipinyou": ("ipinyou/train.fm.txt", "ipinyou/test.fm.txt"),
-    "rcv1_small": ("rcv1/rcv1_small.dat", "rcv1/rcv1_small_test.data"),
-}
+DATA, PAIRS = h.SHARED_DATA, h.REAL_PAIRS
 BITS = 22
 
 

@@ -44,13 +44,7 @@ import _harness as h  # noqa: E402
 from ftrl_ps.core.modelio import load_model  # noqa: E402
 from ftrl_ps.data.libsvm import read_all  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-PAIRS = {
-    "a9a": ("libsvm/a9a", "libsvm/a9a.t"),
-    "agaricus": ("libsvm/agaricus_train.txt", "libsvm/agaricus_test.txt"),
-    "ipinyou": ("ipinyou/train.fm.txt", "ipinyou/test.fm.txt"),
-    "rcv1_small": ("rcv1/rcv1_small.dat", "rcv1/rcv1_small_test.data"),
-}
+DATA, PAIRS = h.SHARED_DATA, h.REAL_PAIRS
 BITS = 22
 C_GRID = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
 #: the generator's grid, around its best C (one fit takes minutes on 1M rows here)
