@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from ftrl_ps.core.params import FTRLParams
+from ftrl_ps.ps.groups import classify
 
 __all__ = ["apply_curvature", "contraction", "from_wire", "shrink", "to_wire",
            "unpushed_contraction"]
@@ -124,13 +125,8 @@ def apply_curvature(groups: Any, local: np.ndarray, delta: np.ndarray, pulled: n
     ``mean`` (``(size, 2)``: ``sum d / f(K)``); see the module docstring.
     """
     k_push = from_wire(rho)
-    version = groups.version[local].astype(np.int64)
-    pulled = pulled.astype(np.int64)
-    missed = version - pulled
+    version, missed, fresh, join, late = classify(groups, local, pulled)
     out = np.empty(delta.shape, dtype=np.float64)
-    fresh = missed <= 0  # nothing since the pull (or a restarted shard): a new group
-    join = ~fresh & (pulled == groups.base[local])
-    late = ~(fresh | join)
     scaled = delta / shrink(k_push)[:, None]
     if fresh.any():
         i = local[fresh]

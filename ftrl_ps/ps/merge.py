@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from ftrl_ps.ps.curvature import apply_curvature, to_wire
+from ftrl_ps.ps.groups import compose_add, composed
 from ftrl_ps.ps.wspace import apply_n_summed
 
 __all__ = [
@@ -79,20 +80,6 @@ def saturation(
     dense = np.asarray(rows) >= max(1.0, dense_fraction * push_rows)
     dense |= np.asarray(keys) == bias_key
     return np.where(dense, 0.0, 1.0)
-
-
-def composed(rho: np.ndarray, count: np.ndarray) -> np.ndarray:
-    """``1 + rho + ... + rho**(count - 1)``: how many single updates ``count``
-    concurrent ones add up to.
-
-    >>> composed(np.array([0.0, 0.5, 1.0]), np.array([3, 3, 3]))
-    array([1.  , 1.75, 3.  ])
-    """
-    rho = np.asarray(rho, np.float64)
-    count = np.asarray(count, np.float64)
-    one = 1.0 - rho
-    near = one < 1e-9
-    return np.where(near, count, (1.0 - rho**count) / np.where(near, 1.0, one))
 
 
 class ComposeState:
@@ -147,50 +134,14 @@ class ComposeState:
         * anything else (it missed pushes of older groups): it is added
           scaled by ``rho ** missed``, as the last of ``missed + 1``.
         """
-        if self.rule in ("curvature", "compose-n"):
-            if self.rule == "curvature":
-                out = apply_curvature(self, local, delta, pulled, rho)
-            else:
-                assert current is not None, "compose-n needs the keys' current n and z"
-                n, z = (np.asarray(a, np.float64) for a in current)
-                out = apply_n_summed(self, local, delta, pulled, rows, rho, n, z, self.params)
-            self.version[local] += np.uint32(1)
-            return out
-        version = self.version[local].astype(np.int64)
-        pulled = pulled.astype(np.int64)
-        missed = version - pulled
-        out = np.empty_like(delta, dtype=np.float64)
-        # a version this shard has not reached: it restarted from a checkpoint, which
-        # does not keep versions; nothing is known about concurrency, so a new group
-        fresh = missed <= 0
-        join = ~fresh & (pulled == self.base[local])
-        late = ~(fresh | join)
-        w = np.maximum(rows, 1).astype(np.float64)
-        if fresh.any():
-            k = local[fresh]
-            self.base[k] = version[fresh]
-            self.count[k] = 1
-            self.weight[k] = w[fresh]
-            self.rho[k] = rho[fresh]
-            self.mean[k] = delta[fresh]
-            out[fresh] = delta[fresh]
-        if join.any():
-            k = local[join]
-            count = self.count[k].astype(np.float64)
-            mean = self.mean[k].astype(np.float64)
-            before = mean * composed(self.rho[k], count)[:, None]
-            total = self.weight[k] + w[join]
-            share = (w[join] / total)[:, None]
-            mean += (delta[join] - mean) * share
-            mrho = self.rho[k] + (rho[join] - self.rho[k]) * share[:, 0]
-            after = mean * composed(mrho, count + 1)[:, None]
-            self.mean[k] = mean
-            self.rho[k] = mrho
-            self.weight[k] = total
-            self.count[k] += np.uint32(1)
-            out[join] = after - before
-        if late.any():
-            out[late] = delta[late] * (rho[late] ** missed[late])[:, None]
+        if self.rule == "curvature":
+            out = apply_curvature(self, local, delta, pulled, rho)
+        elif self.rule == "compose-n":
+            assert current is not None, "compose-n needs the keys' current n and z"
+            n, z = (np.asarray(a, np.float64) for a in current)
+            out = apply_n_summed(self, local, delta, pulled, rows, rho, n, z, self.params)
+        else:
+            out, _ = compose_add(self, local, delta, pulled, rows, rho)
         self.version[local] += np.uint32(1)
         return out
 

@@ -38,7 +38,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["apply_n_summed", "compose_add", "precision", "rescaled"]
+from ftrl_ps.ps.groups import compose_add
+
+__all__ = ["apply_n_summed", "precision", "rescaled"]
 
 
 def precision(n: np.ndarray, alpha: float, beta: float, l2: float) -> np.ndarray:
@@ -62,52 +64,6 @@ def rescaled(z: np.ndarray, n_from: np.ndarray, n_to: np.ndarray,
     ratio = precision(n_to, alpha, beta, l2) / precision(n_from, alpha, beta, l2)
     excess = np.abs(z) - l1
     return np.where(excess > 0, np.sign(z) * (l1 + excess * ratio), z)
-
-
-def _composed(rho: np.ndarray, count: np.ndarray) -> np.ndarray:
-    one = 1.0 - rho
-    near = one < 1e-9
-    return np.where(near, count, (1.0 - rho**count) / np.where(near, 1.0, one))
-
-
-def compose_add(groups: Any, local: np.ndarray, delta: np.ndarray, pulled: np.ndarray,
-                rows: np.ndarray, rho: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """What ``compose`` adds to its ``(n, z)`` for this push (its three cases,
-    :meth:`ftrl_ps.ps.merge.ComposeState.apply`), and which keys started a
-    group; updates the groups."""
-    version = groups.version[local].astype(np.int64)
-    pulled = pulled.astype(np.int64)
-    missed = version - pulled
-    fresh = missed <= 0  # nothing since the pull (or a restarted shard): a new group
-    join = ~fresh & (pulled == groups.base[local])
-    late = ~(fresh | join)
-    w = np.maximum(rows, 1).astype(np.float64)
-    out = np.empty(delta.shape)
-    if fresh.any():
-        i = local[fresh]
-        groups.base[i] = version[fresh]
-        groups.count[i] = 1
-        groups.weight[i] = w[fresh]
-        groups.rho[i] = rho[fresh]
-        groups.mean[i] = delta[fresh]
-        groups.extra[i] = 0.0  # compose's state starts from the actual one
-        out[fresh] = delta[fresh]
-    if join.any():
-        i = local[join]
-        count = groups.count[i].astype(np.float64)
-        mean = groups.mean[i].astype(np.float64)
-        before = mean * _composed(groups.rho[i].astype(np.float64), count)[:, None]
-        share = (w[join] / (groups.weight[i] + w[join]))[:, None]
-        mean = mean + (delta[join] - mean) * share
-        mrho = groups.rho[i] + (rho[join] - groups.rho[i]) * share[:, 0]
-        out[join] = mean * _composed(mrho.astype(np.float64), count + 1)[:, None] - before
-        groups.mean[i] = mean
-        groups.rho[i] = mrho
-        groups.weight[i] = groups.weight[i] + w[join]
-        groups.count[i] += np.uint32(1)
-    if late.any():
-        out[late] = delta[late] * (rho[late] ** missed[late])[:, None]
-    return out, fresh
 
 
 def apply_n_summed(groups: Any, local: np.ndarray, delta: np.ndarray, pulled: np.ndarray,
