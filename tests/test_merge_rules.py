@@ -1,5 +1,6 @@
 """The ``compose-n`` and ``curvature`` merge rules (ftrl_ps.ps.wspace, ftrl_ps.ps.curvature):
-their tested properties on the store, with real Worker objects and through HTTP."""
+their tested properties on the store and with real Worker objects (float64 through HTTP:
+tests/test_merge.py, for every rule)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,11 @@ import numpy as np
 import pytest
 
 from ftrl_ps.core.ftrl import FTRL
-from ftrl_ps.ps.client import PSClient
 from ftrl_ps.ps.curvature import from_wire, shrink, to_wire
 from ftrl_ps.ps.layout import Layout
 from ftrl_ps.ps.store import ParameterStore
 from ftrl_ps.ps.worker import Worker, WorkerConfig
 from ftrl_ps.ps.wspace import precision, rescaled
-from tests._servers import in_process_cluster
 from tests.test_merge import BITS, PARAMS, _rows, _single
 from tests.test_worker import MemoryServer, as_batches
 
@@ -161,23 +160,3 @@ def test_curvature_sums_uncontracted_updates_and_averages_pinned_ones() -> None:
     assert n[2] == pytest.approx(4.0 * expect) and z[2] == pytest.approx(1.0 * expect)
     np.testing.assert_allclose(from_wire(to_wire(np.array([0.0, 1e-4, 3.0, 1e9]))),
                                [0.0, 1e-4, 3.0, 1e9], rtol=1e-9, atol=1e-15)
-
-
-@pytest.mark.parametrize("rule", RULES)
-def test_float64_end_to_end_through_http(rule: str) -> None:
-    rng = np.random.default_rng(4)
-    data = _rows(rng, 200, list(range(1, 40)))
-    alone = _single(data)
-    params = {"alpha": PARAMS.alpha, "beta": PARAMS.beta, "l1": PARAMS.l1, "l2": PARAMS.l2}
-    with in_process_cluster(2, bits=BITS, group_size=8, dtype="float64", merge_rule=rule,
-                            **params) as shards:
-        with PSClient(["http://s0", "http://s1"], http_clients=shards) as ps:
-            assert ps.server_settings["merge_rule"] == rule
-            ps.register(0, 1)
-            cfg = WorkerConfig(batch_size=20, fetch_step=2, push_step=3, merge_rule=rule)
-            worker = Worker(ps, BITS, PARAMS, cfg)
-            worker.train_batches(iter(as_batches(*data, per=64)))
-            worker.push()
-            keys, n, z = ps.dump_state()
-    np.testing.assert_allclose(n, alone.n[keys], rtol=1e-14)
-    np.testing.assert_allclose(z, alone.z[keys], rtol=1e-13, atol=1e-15)
