@@ -166,6 +166,53 @@ def test_random_input_matches_reference(tmp_path: Path) -> None:
             assert_same(read_all(path, bits=bits, chunk_bytes=chunk), expected)
 
 
+def _plain_lines(rng: np.random.Generator, count: int) -> list[str]:
+    """Lines in the parser's fast-path shape, and near misses that must leave it."""
+    values = ["1", "0", "2.5", ".5", "3.", "0.693", "00012.50", "123456789012345",
+              "1234567890123456", "0.000000000000001", "9.99999999999999", "1e-3", "-0.25"]
+    lines = []
+    for _ in range(count):
+        label = str(rng.choice(["0", "1", "-1"]))
+        k = int(rng.integers(0, 40))
+        names = np.sort(rng.choice(1 << 22, size=k, replace=False))
+        if k > 1 and rng.random() < 0.05:
+            names[-1] = names[0]  # repeated: summed by the general scanner
+        if k > 1 and rng.random() < 0.05:
+            names = names[::-1]  # out of order: sorted by the general scanner
+        toks = [label] + [f"{n}:{rng.choice(values)}" for n in names]
+        if rng.random() < 0.05:
+            toks.append("98765432109876543210:1" if rng.random() < 0.5 else "4194304:2")
+        end = str(rng.choice(["", "", "", " ", "\r"]))
+        lines.append(" ".join(toks) + end)
+    return lines
+
+
+@pytest.mark.parametrize("bits", [10, 22])
+def test_plain_lines_parse_exactly_as_the_general_scanner(bits: int) -> None:
+    """The fast path for plain lines gives the general scanner's rows, bit for bit.
+
+    A tab after the label is valid input that only the general scanner takes, so
+    the same text with tabs is the reference; values are compared exactly.
+    """
+    lines = _plain_lines(np.random.default_rng(11), 3000)
+    plain = "\n".join(lines).encode()
+    general = "\n".join(line.replace(" ", "\t", 1) for line in lines).encode()
+    for text in (plain, plain + b"\n"):
+        got = kernels.parse_chunk(np.frombuffer(text, np.uint8), len(text), bits, False, 4)
+        ref_text = general + text[len(plain):]
+        ref = kernels.parse_chunk(np.frombuffer(ref_text, np.uint8), len(ref_text), bits,
+                                  False, 4)
+        assert got[5] == ref[5] == 0 and got[4] == ref[4]
+        for a, b in zip(got[:4], ref[:4], strict=True):
+            np.testing.assert_array_equal(a, b)
+        assert len(got[0]) == len(lines)
+    expected = naive_parse(plain, bits)
+    batch = Batch(*kernels.parse_chunk(np.frombuffer(plain, np.uint8), len(plain), bits,
+                                       False, 4)[:4])
+    assert_same(batch, expected)
+    np.testing.assert_array_equal(batch.values, expected.values)  # exactly, not to 1e-6
+
+
 def test_line_longer_than_chunk(tmp_path: Path) -> None:
     long_line = "1 " + " ".join(f"{i}:1" for i in range(5000))
     text = f"0 1:1\n{long_line}\n-1 2:3\n".encode()
