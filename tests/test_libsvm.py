@@ -172,7 +172,7 @@ def _plain_lines(rng: np.random.Generator, count: int) -> list[str]:
               "1234567890123456", "0.000000000000001", "9.99999999999999", "1e-3", "-0.25"]
     lines = []
     for _ in range(count):
-        label = str(rng.choice(["0", "1", "-1"]))
+        label = str(rng.choice(["0", "1", "-1", "+1"]))
         k = int(rng.integers(0, 40))
         names = np.sort(rng.choice(1 << 22, size=k, replace=False))
         if k > 1 and rng.random() < 0.05:
@@ -182,7 +182,7 @@ def _plain_lines(rng: np.random.Generator, count: int) -> list[str]:
         toks = [label] + [f"{n}:{rng.choice(values)}" for n in names]
         if rng.random() < 0.05:
             toks.append("98765432109876543210:1" if rng.random() < 0.5 else "4194304:2")
-        end = str(rng.choice(["", "", "", " ", "\r"]))
+        end = str(rng.choice(["", "", "", " ", "  ", "\r"]))
         lines.append(" ".join(toks) + end)
     return lines
 

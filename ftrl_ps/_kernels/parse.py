@@ -223,8 +223,8 @@ def _plain_line(buf: np.ndarray, pos: int, n: int, idx: np.ndarray, vals: np.nda
                 nnz: int, size: np.uint64, mask: np.uint64) -> tuple[int, int, np.float32]:
     """Parse the line at ``buf[pos]`` if it is *plain*; ``(end, new_nnz, label)``.
 
-    Plain: a label ``0``, ``1`` or ``-1``, then tokens ``" " name ":" value`` up to
-    ``\n`` or ``n``, the names 1-19 digits in increasing slot order, the values
+    Plain: a label ``0``, ``1``, ``-1`` or ``+1``, then tokens ``" " name ":" value``
+    up to ``\n`` or ``n`` (one space may end the line), the names 1-19 digits in increasing slot order, the values
     ``1`` or ``[digits][.digits]`` with 1-15 digits in all. Such a line gives the
     same row as the general scanner (the same slots, and the same correctly
     rounded value: ``m / 10**f`` with ``m < 2**53`` and ``f <= 15``); ``end`` is
@@ -242,6 +242,9 @@ def _plain_line(buf: np.ndarray, pos: int, n: int, idx: np.ndarray, vals: np.nda
     elif c == 45 and p + 1 < n and buf[p + 1] == 49:  # -1
         label = np.float32(0.0)
         p += 2
+    elif c == 43 and p + 1 < n and buf[p + 1] == 49:  # +1
+        label = np.float32(1.0)
+        p += 2
     else:
         return -1, nnz, np.float32(0.0)
     k = nnz
@@ -252,6 +255,8 @@ def _plain_line(buf: np.ndarray, pos: int, n: int, idx: np.ndarray, vals: np.nda
         if buf[p] != 32:
             return -1, nnz, label
         p += 1
+        if p >= n or buf[p] == 10:  # one trailing space
+            return p, k, label
         ts = p
         u = np.uint64(0)
         while p < n:
