@@ -29,10 +29,13 @@ the last tenth of the training file (goal: within 10 %); RSS of each process
 at 20 %, 50 % and 100 % of the run and its peak (goal: flat after warm-up,
 i.e. the growth from 20 % to the end small against the state's size).
 
-Cluster mode samples the RSS of the servers and workers the same way; its
-rows/s over time is left to the cluster's own progress output (the workers
-read hand-out units, not one file front to back): the first/last-tenth
-figures are reported only where the file position is meaningful (single).
+Cluster mode samples the RSS of the servers and workers the same way. Each
+worker reads its own byte range of the file front to back (the launcher's
+default ``--split ranges``), so the bytes read so far are the sum over the
+workers of how far each has moved from where it was first seen (a finished
+worker keeps its last position): the first/last-tenth figures are computed
+from that sum as in single mode. (With ``--split units`` a worker jumps
+between hand-out units and the sum is meaningless; do not pass it here.)
 """
 
 from __future__ import annotations
@@ -131,6 +134,9 @@ def watch(cmd: list[str], train: Path, interval: float, log: Path) -> dict[str, 
     """Run ``cmd``; sample RSS of its process tree and the train file position."""
     samples: list[dict[str, Any]] = []
     path = str(train.resolve())
+    # cluster: per worker pid, the first and the last file position seen
+    first_pos: dict[int, int] = {}
+    last_pos: dict[int, int] = {}
     with open(log, "wb") as out:
         start = time.perf_counter()
         child = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
@@ -144,13 +150,21 @@ def watch(cmd: list[str], train: Path, interval: float, log: Path) -> dict[str, 
                     resident = p.memory_info().rss
                     if resident == 0:  # exited, not yet reaped
                         continue
-                    rss[_role(p)] = resident / 2**20
+                    role = _role(p)
+                    rss[role] = resident / 2**20
                     times = p.cpu_times()
                     cpu += times.user + times.system
                 except (psutil.NoSuchProcess, psutil.AccessDenied):
                     continue
-            samples.append({"t": now, "pos": _file_position(proc, path), "rss_mib": rss,
-                            "cpu": cpu})
+                if "worker" in role:
+                    at = _file_position(p, path)
+                    if at is not None:
+                        first_pos.setdefault(p.pid, at)
+                        last_pos[p.pid] = at
+            pos = _file_position(proc, path)
+            if pos is None and last_pos:  # cluster: bytes the workers have read so far
+                pos = sum(last_pos[k] - first_pos[k] for k in last_pos)
+            samples.append({"t": now, "pos": pos, "rss_mib": rss, "cpu": cpu})
             time.sleep(interval)
         wall = time.perf_counter() - start
     if child.returncode != 0:
