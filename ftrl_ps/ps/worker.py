@@ -46,6 +46,7 @@ from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.training import TrainReport
 from ftrl_ps.ps.curvature import unpushed_contraction
 from ftrl_ps.ps.merge import RULES, VERSIONED, push_payload
+from ftrl_ps.ps.rounds import RoundLength
 from ftrl_ps.ps.straggle import Straggler
 from ftrl_ps.ps.workingset import KeyNumbering, PendingDeltas, WorkingSet
 
@@ -89,6 +90,9 @@ class WorkerConfig:
     num_workers: int = 1
     #: a key in this share of a push's rows is dense (``compose``: rho = 0)
     dense_fraction: float = 0.5
+    #: lengthen the rounds of a worker that keeps waiting for slower ones (see
+    #: :class:`ftrl_ps.ps.rounds.RoundLength`); False: every round is ``fetch_step`` steps
+    adaptive_rounds: bool = False
 
     def __post_init__(self) -> None:
         if self.merge_rule not in RULES:
@@ -173,6 +177,7 @@ class Worker:
         self._rows_since_push = 0
         self._since_push = 0
         self._sending: _InFlight | None = None
+        self.round_length = RoundLength(config.adaptive_rounds)
         self.rows_applied = 0  # rows whose push (and tick) the shards acknowledged
         self.report = WorkerReport()
         #: input rows to pass over before training (a restarted worker's position)
@@ -244,9 +249,9 @@ class Worker:
             return
         cfg = self.config  # the deltas as the merge rule wants them (ftrl_ps.ps.merge)
         delta_n, delta_z, merge = push_payload(
-            cfg.merge_rule, todo, self.bias_key, self._rows_since_push, cfg.batch_size *
-            cfg.push_step, cfg.num_workers, cfg.dense_fraction,
-            np.dtype(getattr(self.client, "dtype", np.float64)))
+            cfg.merge_rule, todo, self.bias_key, self._rows_since_push,
+            cfg.batch_size * cfg.push_step * self.round_length.factor, cfg.num_workers,
+            cfg.dense_fraction, np.dtype(getattr(self.client, "dtype", np.float64)))
         self._sync()
         progress = {"position": self.report.rows, "loss_sum": self.report.loss_sum}
         self._sending = _InFlight(self._send, todo.keys, delta_n, delta_z, merge, self.stats(),
@@ -277,7 +282,9 @@ class Worker:
         """Wait for the push and tick in flight, if any (re-raising their error)."""
         sending, self._sending = self._sending, None
         if sending is not None:
+            started = time.perf_counter()
             sending.wait()
+            self.round_length.waited(started, time.perf_counter())
             self.rows_applied = sending.rows
 
     def stats(self) -> dict[str, Any]:
@@ -305,7 +312,7 @@ class Worker:
         round_: list[Batch] = []
         for mb in batches:
             round_.append(mb)
-            if len(round_) == self.config.fetch_step:
+            if len(round_) >= self.config.fetch_step * self.round_length.factor:
                 yield round_
                 round_ = []
         if round_:
@@ -327,7 +334,7 @@ class Worker:
         rnd = self._open(parts)
         for _ in parts:
             self._step(rnd)
-            if self._since_push >= self.config.push_step:
+            if self._since_push >= self.config.push_step * self.round_length.factor:
                 self._push_async()
         self._close()
 
