@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -98,9 +99,7 @@ def test_a_worker_that_keeps_waiting_makes_longer_rounds(adaptive: bool) -> None
     (["worker", "--server", "http://x", "--input", "t.svm", "--worker-index", "0",
       "--num-workers", "4"], WorkerOptions),
 ])
-def test_the_flag_reaches_the_worker_config(command, cls, tmp_path, monkeypatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    Path("t.svm").write_text("1 1:1\n0 2:1\n")
+def test_the_flag_reaches_the_worker_config(command, cls) -> None:
     parser = build_parser()
     assert options_from(cls, parser.parse_args(command)).adaptive_rounds is False
     opts = options_from(cls, parser.parse_args([*command, "--adaptive-rounds"]))
@@ -108,5 +107,6 @@ def test_the_flag_reaches_the_worker_config(command, cls, tmp_path, monkeypatch)
     if cls is WorkerOptions:
         assert worker_config(opts).adaptive_rounds is True
     else:
+        opts = dataclasses.replace(opts, batch_size=100)
         assert _worker_options(opts, ["http://x"], {}, 20, 0, Path("m.json"),
                                "float32").adaptive_rounds is True
