@@ -61,10 +61,11 @@ class RoundLength:
         """The current multiple of ``fetch_step`` and ``push_step`` (1 when disabled)."""
         return int(self.scale)
 
-    def waited(self, started: float, ended: float) -> None:
-        """Record a wait (for the last push and clock tick) from ``started`` to ``ended``."""
+    def waited(self, started: float, ended: float, idle: float | None = None) -> None:
+        """Record a wait for the last push and clock tick from ``started`` to ``ended``,
+        of which ``idle`` seconds (default: all) were spent waiting for other workers."""
         trained = max(started - self._since, 1e-6)
-        waited = max(ended - started, 0.0)
+        waited = max(ended - started if idle is None else idle, 0.0)
         self._since = ended
         if not self.enabled:
             return

@@ -127,6 +127,7 @@ class _InFlight:
     def __init__(self, fn: Any, *args: Any) -> None:
         self._error: BaseException | None = None
         self.rows = 0  # rows trained when the push was made
+        self.result: Any = None  # what fn returned
         self._thread = threading.Thread(
             target=self._run, args=(fn, args), name="ftrl-ps-push", daemon=True
         )
@@ -134,7 +135,7 @@ class _InFlight:
 
     def _run(self, fn: Any, args: tuple[Any, ...]) -> None:
         try:
-            fn(*args)
+            self.result = fn(*args)
         except BaseException as exc:  # handed to the waiting thread
             self._error = exc
 
@@ -269,14 +270,17 @@ class Worker:
         return unpushed_contraction(rnd, self.params, self.config.merge_rule)
 
     def _send(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray, merge: Any,
-              stats: dict[str, Any], progress: dict[str, Any]) -> None:
+              stats: dict[str, Any], progress: dict[str, Any]) -> float:
+        """Push, sleep if straggling, tick; the seconds the tick took (the SSP wait)."""
         self.client.push(keys, delta_n, delta_z, *(() if merge is None else (merge,)), **progress)
         if self.straggler is not None and self.straggler.before_tick():
             self.report.straggles += 1
             self.report.straggle_seconds += self.straggler.config.delay
         started = time.perf_counter()
         self.client.clock(stats)
-        self.report.wait_seconds += time.perf_counter() - started
+        tick = time.perf_counter() - started
+        self.report.wait_seconds += tick
+        return tick
 
     def _sync(self) -> None:
         """Wait for the push and tick in flight, if any (re-raising their error)."""
@@ -284,7 +288,9 @@ class Worker:
         if sending is not None:
             started = time.perf_counter()
             sending.wait()
-            self.round_length.waited(started, time.perf_counter())
+            ended = time.perf_counter()
+            # idle for the tick only: an injected straggle before it is not a wait
+            self.round_length.waited(started, ended, min(ended - started, sending.result))
             self.rows_applied = sending.rows
 
     def stats(self) -> dict[str, Any]:
