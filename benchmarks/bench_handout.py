@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
 import subprocess
 import sys
@@ -37,11 +38,11 @@ STRAGGLER = ["--straggle-workers", "0", "--straggle-prob", "1", "--straggle-dela
 
 
 def run(train: Path, test: Path, split: str, staleness: str, extra: list[str],
-        work: Path) -> dict[str, Any]:
+        work: Path, train_args: list[str]) -> dict[str, Any]:
     out = work / "m.json"
     cmd = [sys.executable, "-m", "ftrl_ps", "train", str(train), "--test", str(test),
            "--bits", str(BITS), "--workers", "4", "--staleness", staleness, "--split", split,
-           "-q", "--metrics-json", str(out), *extra]
+           "-q", "--metrics-json", str(out), *extra, *train_args]
     t0 = time.perf_counter()
     res = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t0
@@ -62,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--splits", default="shares,units")
     p.add_argument("--json", type=Path)
+    p.add_argument("--train-args", default="",
+                   help="more flags for every run's 'ftrl-ps train' (e.g. '--adaptive-rounds')")
     args = p.parse_args(argv)
     folder, _, _ = h.ensure_synth_data(h.DEFAULT_DATA_DIR, args.rows, args.rows // 4, BITS)
     train, test = folder / "train.svm", folder / "test.svm"
@@ -72,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
                 runs: dict[str, list[dict[str, Any]]] = {"clean": [], "straggler": []}
                 for _ in range(args.repeat):  # interleaved: the machine's load hits both
                     for name, extra in (("clean", []), ("straggler", STRAGGLER)):
-                        runs[name].append(run(train, test, split, s, extra, Path(tmp)))
+                        runs[name].append(run(train, test, split, s, extra, Path(tmp),
+                                             shlex.split(args.train_args)))
                 med = {k: statistics.median(r["pass"] for r in v) for k, v in runs.items()}
                 wall = {k: statistics.median(r["wall"] for r in v) for k, v in runs.items()}
                 row = [s, split, f"{med['clean']:.2f}", f"{med['straggler']:.2f}",
@@ -88,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
               "wall straggler s", "wall ratio", "logloss (straggler)",
               "rows per worker (straggler)"]
     print(f"\n4 workers, 1 server, {args.rows:,} generated rows, 2^{BITS} slots; worker 0 "
-          f"sleeps 0.2 s before every tick; median of {args.repeat}")
+          f"sleeps 0.2 s before every tick; median of {args.repeat}"
+          + (f"; also {args.train_args}" if args.train_args else ""))
     print(h.format_table(header, rows))
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")

@@ -108,6 +108,14 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         default=4,
         help="push accumulated deltas and tick the SSP clock every N steps (default 4)",
     )
+    g.add_argument(
+        "--adaptive-rounds",
+        action="store_true",
+        help="a worker that keeps waiting for slower ones at the SSP bound makes its "
+        "rounds (fetch-step and push-step) up to 16x longer, so it ticks at their pace "
+        "and trains instead of waiting; the rounds shrink back when the waits stop "
+        "(off by default: fewer, larger pushes; see docs/algorithm.md)",
+    )
 
 
 def _worker_list(text: str) -> str:

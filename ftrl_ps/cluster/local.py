@@ -84,6 +84,7 @@ class LocalClusterOptions:
     batch_size: int | None = None
     fetch_step: int = 4
     push_step: int = 4
+    adaptive_rounds: bool = False
     max_restarts: int = 3
     token: str | None = field(default=None, repr=False)
     checkpoint_interval: float = 10.0
@@ -114,6 +115,7 @@ def _worker_options(opts: LocalClusterOptions, urls: list[str], params: dict[str
         num_workers=opts.workers, epochs=opts.epochs, bits=bits,
         batch_size=local_batch_size(opts), fetch_step=opts.fetch_step,
         push_step=opts.push_step, dense_fraction=opts.dense_fraction,
+        adaptive_rounds=opts.adaptive_rounds,
         chunk_mb=opts.chunk_mb, metrics_json=str(metrics), quiet=True,
         skip_bad_lines=opts.skip_bad_lines, state_dir=str(metrics.parent / "state"),
         retry_seconds=opts.retry_seconds, dtype=dtype, straggle_prob=opts.straggle_prob,

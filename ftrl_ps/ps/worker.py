@@ -46,6 +46,7 @@ from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.training import TrainReport
 from ftrl_ps.ps.curvature import unpushed_contraction
 from ftrl_ps.ps.merge import RULES, VERSIONED, push_payload
+from ftrl_ps.ps.rounds import RoundLength
 from ftrl_ps.ps.straggle import Straggler
 from ftrl_ps.ps.workingset import KeyNumbering, PendingDeltas, WorkingSet
 
@@ -89,6 +90,9 @@ class WorkerConfig:
     num_workers: int = 1
     #: a key in this share of a push's rows is dense (``compose``: rho = 0)
     dense_fraction: float = 0.5
+    #: lengthen the rounds of a worker that keeps waiting for slower ones (see
+    #: :class:`ftrl_ps.ps.rounds.RoundLength`); False: every round is ``fetch_step`` steps
+    adaptive_rounds: bool = False
 
     def __post_init__(self) -> None:
         if self.merge_rule not in RULES:
@@ -123,6 +127,7 @@ class _InFlight:
     def __init__(self, fn: Any, *args: Any) -> None:
         self._error: BaseException | None = None
         self.rows = 0  # rows trained when the push was made
+        self.result: Any = None  # what fn returned
         self._thread = threading.Thread(
             target=self._run, args=(fn, args), name="ftrl-ps-push", daemon=True
         )
@@ -130,7 +135,7 @@ class _InFlight:
 
     def _run(self, fn: Any, args: tuple[Any, ...]) -> None:
         try:
-            fn(*args)
+            self.result = fn(*args)
         except BaseException as exc:  # handed to the waiting thread
             self._error = exc
 
@@ -173,6 +178,7 @@ class Worker:
         self._rows_since_push = 0
         self._since_push = 0
         self._sending: _InFlight | None = None
+        self.round_length = RoundLength(config.adaptive_rounds)
         self.rows_applied = 0  # rows whose push (and tick) the shards acknowledged
         self.report = WorkerReport()
         #: input rows to pass over before training (a restarted worker's position)
@@ -244,9 +250,9 @@ class Worker:
             return
         cfg = self.config  # the deltas as the merge rule wants them (ftrl_ps.ps.merge)
         delta_n, delta_z, merge = push_payload(
-            cfg.merge_rule, todo, self.bias_key, self._rows_since_push, cfg.batch_size *
-            cfg.push_step, cfg.num_workers, cfg.dense_fraction,
-            np.dtype(getattr(self.client, "dtype", np.float64)))
+            cfg.merge_rule, todo, self.bias_key, self._rows_since_push,
+            cfg.batch_size * cfg.push_step * self.round_length.factor, cfg.num_workers,
+            cfg.dense_fraction, np.dtype(getattr(self.client, "dtype", np.float64)))
         self._sync()
         progress = {"position": self.report.rows, "loss_sum": self.report.loss_sum}
         self._sending = _InFlight(self._send, todo.keys, delta_n, delta_z, merge, self.stats(),
@@ -264,20 +270,27 @@ class Worker:
         return unpushed_contraction(rnd, self.params, self.config.merge_rule)
 
     def _send(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray, merge: Any,
-              stats: dict[str, Any], progress: dict[str, Any]) -> None:
+              stats: dict[str, Any], progress: dict[str, Any]) -> float:
+        """Push, sleep if straggling, tick; the seconds the tick took (the SSP wait)."""
         self.client.push(keys, delta_n, delta_z, *(() if merge is None else (merge,)), **progress)
         if self.straggler is not None and self.straggler.before_tick():
             self.report.straggles += 1
             self.report.straggle_seconds += self.straggler.config.delay
         started = time.perf_counter()
         self.client.clock(stats)
-        self.report.wait_seconds += time.perf_counter() - started
+        tick = time.perf_counter() - started
+        self.report.wait_seconds += tick
+        return tick
 
     def _sync(self) -> None:
         """Wait for the push and tick in flight, if any (re-raising their error)."""
         sending, self._sending = self._sending, None
         if sending is not None:
+            started = time.perf_counter()
             sending.wait()
+            ended = time.perf_counter()
+            # idle for the tick only: an injected straggle before it is not a wait
+            self.round_length.waited(started, ended, min(ended - started, sending.result))
             self.rows_applied = sending.rows
 
     def stats(self) -> dict[str, Any]:
@@ -305,7 +318,7 @@ class Worker:
         round_: list[Batch] = []
         for mb in batches:
             round_.append(mb)
-            if len(round_) == self.config.fetch_step:
+            if len(round_) >= self.config.fetch_step * self.round_length.factor:
                 yield round_
                 round_ = []
         if round_:
@@ -327,7 +340,7 @@ class Worker:
         rnd = self._open(parts)
         for _ in parts:
             self._step(rnd)
-            if self._since_push >= self.config.push_step:
+            if self._since_push >= self.config.push_step * self.round_length.factor:
                 self._push_async()
         self._close()
 

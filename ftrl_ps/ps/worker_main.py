@@ -69,6 +69,8 @@ class WorkerOptions:
     batch_size: int | None = None
     fetch_step: int = 4
     push_step: int = 4
+    #: lengthen the rounds of a worker that keeps waiting at the SSP bound (ftrl_ps.ps.rounds)
+    adaptive_rounds: bool = False
     bits: int | None = None
     alpha: float | None = None
     beta: float | None = None
@@ -180,6 +182,7 @@ def worker_config(options: WorkerOptions) -> Any:
         skip_bad_lines=options.skip_bad_lines,
         num_workers=options.num_workers,
         dense_fraction=options.dense_fraction,
+        adaptive_rounds=options.adaptive_rounds,
     )
 
 
