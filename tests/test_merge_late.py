@@ -92,21 +92,17 @@ def test_a_late_push_adds_its_n_in_full_at_composes_weight() -> None:
     assert z_l[2] == z_c[2] and n_l[2] == n_c[2]  # rho = 1: compose's sum, exactly
 
 
-def _payload(rule: str, rows_in_push: int, rows: int = 700) -> np.ndarray:
-    """rho of keys 3 (in 1 row), 5 (in ``rows``) and the bias 99 of a push."""
+def _payload(rule: str, rows_in_push: int) -> np.ndarray:
     todo = SimpleNamespace(keys=np.array([3, 5, 99]), delta=np.ones((3, 2)),
-                           rows=np.array([1, rows, rows_in_push]),
-                           versions=np.zeros(3, np.uint32))
+                           rows=np.array([1, 300, 300]), versions=np.zeros(3, np.uint32))
     _, _, merge = push_payload(rule, todo, 99, rows_in_push, 2000, 3, 0.5,
                                np.dtype(np.float64))
     return merge[2]
 
 
-def test_a_short_push_is_judged_by_its_own_rows_down_to_half_a_full_one() -> None:
-    # 700 of a short push's 1,200 rows: dense for compose-late, rare for compose (< 1,000)
-    assert _payload("compose-late", 1200).tolist() == [1.0, 0.0, 0.0]
-    assert _payload("compose", 1200).tolist() == [1.0, 1.0, 0.0]
-    # a push of 400 rows counts as 1,000 (half a full one): 300 rows are not dense
-    assert _payload("compose-late", 400, 300).tolist() == [1.0, 1.0, 0.0]
+def test_a_short_push_is_judged_by_its_own_rows() -> None:
+    # 300 of a short push's 400 rows: dense for compose-late, rare for compose (< 1000)
+    assert _payload("compose-late", 400).tolist() == [1.0, 0.0, 0.0]
+    assert _payload("compose", 400).tolist() == [1.0, 1.0, 0.0]
     # in a full push both judge alike
     assert _payload("compose-late", 2000).tolist() == _payload("compose", 2000).tolist()

@@ -194,10 +194,8 @@ def push_payload(
         dn, dz = dn * scale, dz * scale
     merge = None
     if rule in ("compose", "compose-late", "compose-n"):
-        # compose-late judges density against the push's own rows, counted as at
-        # least dense_fraction of a full push (ftrl_ps.ps.late)
-        full = (max(rows_in_push, dense_fraction * push_rows) if rule == "compose-late"
-                else push_rows)
+        # compose-late judges density against the push's own rows (ftrl_ps.ps.late)
+        full = rows_in_push if rule == "compose-late" else push_rows
         rho = saturation(todo.rows, todo.keys, bias_key, full, dense_fraction)
         merge = (todo.versions, todo.rows, rho.astype(dtype))
     elif rule == "curvature":
