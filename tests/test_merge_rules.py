@@ -1,6 +1,6 @@
-"""The ``compose-n`` and ``curvature`` merge rules (ftrl_ps.ps.wspace, ftrl_ps.ps.curvature):
-their tested properties on the store and with real Worker objects (float64 through HTTP:
-tests/test_merge.py, for every rule)."""
+"""The ``compose-late``, ``compose-n`` and ``curvature`` merge rules (ftrl_ps.ps.late,
+ftrl_ps.ps.wspace, ftrl_ps.ps.curvature): their tested properties on the store and with real
+Worker objects (float64 through HTTP: tests/test_merge.py, for every rule)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from tests.test_merge import BITS, PARAMS, _rows, _single
 from tests.test_worker import MemoryServer, as_batches
 
 FTRL4 = (PARAMS.alpha, PARAMS.beta, PARAMS.l1, PARAMS.l2)
-RULES = ["compose-n", "curvature"]
+RULES = ["compose-late", "compose-n", "curvature"]
 
 
 def _store(rule: str) -> ParameterStore:

@@ -87,7 +87,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="how the workers' deltas are merged: 'threshold' (default: keys in "
                           "at least --dense-fraction of a push's rows, and the bias, are "
                           "averaged over the workers, the others summed), or for "
-                          "experiments 'compose' (docs/algorithm.md), 'compose-n', "
+                          "experiments 'compose' (docs/algorithm.md), 'compose-late', 'compose-n', "
                           "'curvature' and 'sum'; the workers follow the servers")
 
     mod = parser.add_argument_group("model (owned by the servers, adopted by the workers)")

@@ -108,7 +108,8 @@ def add_local_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_RULE,
         help="how the servers merge the workers' deltas (docs/algorithm.md): 'threshold' "
         "(default) averages the keys in at least --dense-fraction of a push's rows and the "
-        "bias over the workers and sums the others; 'compose', 'compose-n' and 'curvature' "
+        "bias over the workers and sums the others; 'compose', 'compose-late', 'compose-n' and "
+        "'curvature' "
         "compose concurrent pushes, 'sum' adds them: kept for experiments "
         "(benchmarks/bench_merge.py)",
     )

@@ -38,6 +38,7 @@ import numpy as np
 
 from ftrl_ps.ps.curvature import apply_curvature, to_wire
 from ftrl_ps.ps.groups import compose_add, composed
+from ftrl_ps.ps.late import apply_late
 from ftrl_ps.ps.wspace import apply_n_summed
 
 __all__ = [
@@ -52,11 +53,11 @@ __all__ = [
 ]
 
 #: merge rules a cluster can run (``--merge-rule``)
-RULES = ("compose", "compose-n", "curvature", "sum", "threshold")
+RULES = ("compose", "compose-late", "compose-n", "curvature", "sum", "threshold")
 #: the default: ``compose`` lost badly in runs of few, long rounds (docs/algorithm.md 7)
 DEFAULT_RULE = "threshold"
 #: rules whose pushes carry the merge sections (versions pulled, rows, rho)
-VERSIONED = ("compose", "compose-n", "curvature")
+VERSIONED = ("compose", "compose-late", "compose-n", "curvature")
 
 def saturation(
     rows: np.ndarray,
@@ -92,7 +93,8 @@ class ComposeState:
 
     def __init__(self, size: int, dtype: np.dtype, rule: str = "compose",
                  params: tuple[float, float, float, float] = (0.1, 1.0, 1.0, 1.0)) -> None:
-        #: "curvature" (ftrl_ps.ps.curvature), "compose-n" (ftrl_ps.ps.wspace), else compose
+        #: "curvature" (ftrl_ps.ps.curvature), "compose-n" (ftrl_ps.ps.wspace),
+        #: "compose-late" (ftrl_ps.ps.late), else compose
         self.rule = rule
         self.params = params  # FTRL's alpha, beta, l1, l2 (compose-n)
         self.version = np.zeros(size, np.uint32)  # pushes applied to the key
@@ -119,7 +121,7 @@ class ComposeState:
     ) -> np.ndarray:
         """The amounts to add to ``(n, z)`` of ``local`` keys for one push; updates the groups.
 
-        ``current``: the keys' ``(n, z)`` now (the ``compose-n`` rule needs them).
+        ``current``: the keys' ``(n, z)`` now (``compose-n`` and ``compose-late`` need them).
 
         ``delta`` is the push's ``(len, 2)`` deltas, ``pulled`` the versions the
         worker pulled, ``rows`` its rows containing each key, ``rho`` its
@@ -140,6 +142,10 @@ class ComposeState:
             assert current is not None, "compose-n needs the keys' current n and z"
             n, z = (np.asarray(a, np.float64) for a in current)
             out = apply_n_summed(self, local, delta, pulled, rows, rho, n, z, self.params)
+        elif self.rule == "compose-late":
+            assert current is not None, "compose-late needs the keys' current n and z"
+            n, z = (np.asarray(a, np.float64) for a in current)
+            out = apply_late(self, local, delta, pulled, rows, rho, n, z, self.params)
         else:
             out, _ = compose_add(self, local, delta, pulled, rows, rho)
         self.version[local] += np.uint32(1)
@@ -187,8 +193,10 @@ def push_payload(
                             dense_fraction)
         dn, dz = dn * scale, dz * scale
     merge = None
-    if rule in ("compose", "compose-n"):
-        rho = saturation(todo.rows, todo.keys, bias_key, push_rows, dense_fraction)
+    if rule in ("compose", "compose-late", "compose-n"):
+        # compose-late judges density against the push's own rows (ftrl_ps.ps.late)
+        full = rows_in_push if rule == "compose-late" else push_rows
+        rho = saturation(todo.rows, todo.keys, bias_key, full, dense_fraction)
         merge = (todo.versions, todo.rows, rho.astype(dtype))
     elif rule == "curvature":
         merge = (todo.versions, todo.rows, to_wire(todo.kappa).astype(dtype))
