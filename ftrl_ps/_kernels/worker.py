@@ -34,9 +34,10 @@ def first_seen(indices, extra_key, table, shift, limit, local, seen, hits):  # t
     ``indices`` hold it, and ``local[j]`` the number of ``indices[j]``.
     ``seen``/``hits`` need ``len(indices) + 1`` entries, ``local`` as many as
     ``indices``. ``table`` (cleared here) maps keys to numbers by linear
-    probing from the top ``64 - shift`` bits of the key's hash; once more than
-    ``limit`` keys are numbered it returns -1 (the caller retries with a
-    larger table; keep ``limit`` well below the table's size, e.g. 60 %).
+    probing from the top ``64 - shift`` bits of the key's hash. When there are
+    more than ``limit`` distinct keys (``extra_key`` included) it stops and
+    returns -1: the caller retries with a larger table (keep ``limit`` well
+    below the table's size, e.g. 60 %).
     """
     n = indices.shape[0]
     mask = np.uint64(table.shape[0] - 1)
