@@ -271,3 +271,24 @@ def test_bad_launch_variable_is_a_usage_error(small_train: Path) -> None:
     )
     assert res.returncode == 2
     assert f"{LAUNCH_ENV}='thread'" in res.stderr
+
+
+@pytest.mark.parametrize("discard", [False, True])
+def test_cluster_stop_writes_a_last_checkpoint_unless_discarded(
+    tmp_path: Path, discard: bool
+) -> None:
+    from ftrl_ps.cluster.supervise import Cluster
+
+    ckpt = tmp_path / "ckpt"
+    cluster = Cluster(tmp_path, Launcher(dict(os.environ)))
+    cluster.start_server(0, ShardOptions(bits=8, checkpoint_dir=str(ckpt),
+                                         checkpoint_interval=3600))
+    try:
+        cluster.wait_servers()
+    finally:
+        cluster.stop(discard=discard)
+    server = cluster.servers[0].popen
+    # SIGTERM: a graceful exit (uvicorn re-raises the signal after shutting down)
+    # with a last checkpoint; discard: killed, nothing written
+    assert server.returncode == (-signal.SIGKILL if discard else -signal.SIGTERM)
+    assert bool(list(ckpt.glob("shard-0-*.ckpt"))) is not discard

@@ -299,6 +299,12 @@ def test_every_route_but_the_probes_needs_the_token(shard: Shard):
     assert shard.anon.post("/v1/pull", content=deep, headers=JSON).status_code == 401
     assert_error(shard.client.post("/v1/pull", content=deep, headers=JSON), 400,
                  "ProtocolError", "nested 5000 levels")
+    limit = 32  # the default max_json_depth: the first body over it, and the last under
+    over = b"[" * (limit + 1) + b"]" * (limit + 1)
+    assert_error(shard.client.post("/v1/pull", content=over, headers=JSON), 400,
+                 "ProtocolError", f"nested {limit + 1} levels")
+    under = b"[" * limit + b"]" * limit
+    assert "nested" not in shard.client.post("/v1/pull", content=under, headers=JSON).text
     assert shard.anon.get("/health").status_code == 200
     assert shard.anon.get("/ready").json()["status"] == "ready"
 

@@ -54,3 +54,52 @@ def test_adopt_adds_pending_deltas_of_its_keys_and_returns_the_rest() -> None:
     assert out.keys.tolist() == [5] and out.delta.tolist() == [[0.5, 2.0]]
     ws.mark_pushed()
     assert not ws.dirty and not ws.unpushed().keys.size
+
+
+def _first_seen_reference(indices: np.ndarray, extra_key: int) -> tuple[list[int], list[int],
+                                                                         list[int]]:
+    """Plain Python: keys by first appearance (``extra_key`` first), hits, numbers."""
+    number: dict[int, int] = {extra_key: 0}
+    hits = [0]
+    local = []
+    for k in indices.tolist():
+        if k not in number:
+            number[k] = len(number)
+            hits.append(0)
+        hits[number[k]] += 1
+        local.append(number[k])
+    return list(number), hits, local
+
+
+def test_first_seen_kernel_matches_plain_python_and_asks_for_a_larger_table() -> None:
+    from ftrl_ps._kernels.worker import first_seen
+
+    rng = np.random.default_rng(5)
+    # keys up to 2**30 (MAX_BITS), clustered (shared high bits) and repeated
+    indices = np.concatenate([rng.integers(0, 1 << 30, 300), (rng.integers(0, 40, 500) << 20),
+                              rng.integers(0, 50, 200)]).astype(np.int32)
+    rng.shuffle(indices)
+    extra = 1 << 30  # the bias key at MAX_BITS
+    seen, hits = np.empty(indices.size + 1, np.int64), np.empty(indices.size + 1, np.int64)
+    local = np.empty(indices.size, np.int32)
+    small = np.empty(1 << 8, np.int64)
+    assert first_seen(indices, extra, small, 64 - 8, 150, local, seen, hits) == -1  # > 150 keys
+    table = np.empty(1 << 11, np.int64)
+    count = first_seen(indices, extra, table, 64 - 11, 1200, local, seen, hits)
+    keys, ref_hits, ref_local = _first_seen_reference(indices, extra)
+    assert count == len(keys)
+    assert seen[:count].tolist() == keys and hits[:count].tolist() == ref_hits
+    assert local.tolist() == ref_local
+
+
+def test_numbering_grows_and_shrinks_its_table_with_the_rounds() -> None:
+    rng = np.random.default_rng(8)
+    numbering = KeyNumbering(22)
+    for distinct in (10, 30_000, 200, 5000):
+        indices = rng.choice(1 << 22, distinct, replace=False)
+        indices = np.concatenate([indices, indices[: distinct // 2]])
+        keys, occ, local = numbering.number(_parts(indices, per=997))
+        np.testing.assert_array_equal(keys, np.append(np.unique(indices), numbering.bias_key))
+        np.testing.assert_array_equal(keys[local], indices)
+        assert numbering._table.size >= keys.size / KeyNumbering.MAX_LOAD
+        assert numbering._table.size <= 8 * max(keys.size, 1 << 7)  # shrunk again

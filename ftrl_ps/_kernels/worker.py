@@ -1,14 +1,14 @@
 """Kernels of the worker loop: the key set of a round and its compact numbering.
 
-:func:`first_seen` numbers keys in order of first appearance (one pass, the
-tags of upcoming keys prefetched); sorting the few distinct keys is left to
-numpy (several times faster than numba's argsort); :func:`renumber` then maps
-the numbers to positions in the sorted key set.
+:func:`first_seen` numbers keys in order of first appearance (one pass over
+the round's indices, through a small open-addressing hash table that stays in
+cache); sorting the few distinct keys is left to numpy (several times faster
+than numba's argsort); :func:`renumber` then maps the numbers to positions in
+the sorted key set.
 
 Assumptions (checked or guaranteed by :mod:`ftrl_ps.ps.workingset`): every index is
-in ``[0, extra_key)``; ``tags`` is a C-contiguous ``(extra_key + 1, 2)`` int32
-array that only :func:`first_seen` writes (column 0 a stamp, column 1 a
-slot, side by side so one cache line serves both).
+in ``[0, 2**30)`` (``MAX_BITS``), ``extra_key`` too; ``table`` is an int64 array
+whose size is a power of two, ``2**(64 - shift)``.
 """
 
 from __future__ import annotations
@@ -16,44 +16,57 @@ from __future__ import annotations
 import numpy as np
 
 from ftrl_ps._kernels._config import njit
-from ftrl_ps._kernels._intrinsics import prefetch
 
-__all__ = ["PREFETCH_AHEAD", "first_seen", "renumber"]
+__all__ = ["EMPTY", "HASH_MULTIPLIER", "first_seen", "renumber"]
 
-#: entries ahead whose tags :func:`first_seen` prefetches
-PREFETCH_AHEAD = 16
+#: an empty slot of the hash table (a filled one holds ``key << 32 | number``)
+EMPTY = -1
+#: Fibonacci hashing: the top bits of ``key * HASH_MULTIPLIER`` (2**64 / golden ratio)
+HASH_MULTIPLIER = 0x9E3779B97F4A7C15
 
 
 @njit
-def first_seen(indices, extra_key, tags, token, local, seen, hits):  # type: ignore[no-untyped-def]
+def first_seen(indices, extra_key, table, shift, limit, local, seen, hits):  # type: ignore[no-untyped-def]
     """Number the distinct keys of ``indices`` (``extra_key`` first) by first appearance.
 
     Writes, for ``count`` distinct keys (the return value): ``seen[s]`` the key
     numbered ``s`` (``seen[0] = extra_key``), ``hits[s]`` how many entries of
     ``indices`` hold it, and ``local[j]`` the number of ``indices[j]``.
     ``seen``/``hits`` need ``len(indices) + 1`` entries, ``local`` as many as
-    ``indices``. ``tags[k, 0] == token`` marks keys already numbered in this
-    call; ``token`` must differ from every earlier call's (the caller counts
-    up), so ``tags`` never needs clearing.
+    ``indices``. ``table`` (cleared here) maps keys to numbers by linear
+    probing from the top ``64 - shift`` bits of the key's hash. When there are
+    more than ``limit`` distinct keys (``extra_key`` included) it stops and
+    returns -1: the caller retries with a larger table (keep ``limit`` well
+    below the table's size, e.g. 60 %).
     """
     n = indices.shape[0]
-    flat = tags.reshape(-1)
-    tags[extra_key, 0] = token
-    tags[extra_key, 1] = 0
+    mask = np.uint64(table.shape[0] - 1)
+    mult = np.uint64(HASH_MULTIPLIER)
+    sh = np.uint64(shift)
+    table[:] = EMPTY
+    key = np.int64(extra_key)
+    table[(np.uint64(key) * mult) >> sh] = key << 32
     seen[0] = extra_key
     hits[0] = 0
     count = 1
     for j in range(n):
-        if j + PREFETCH_AHEAD < n:
-            prefetch(flat, 2 * np.int64(indices[j + PREFETCH_AHEAD]))
-        k = indices[j]
-        if tags[k, 0] != token:
-            tags[k, 0] = token
-            tags[k, 1] = count
-            seen[count] = k
-            hits[count] = 0
-            count += 1
-        s = tags[k, 1]
+        key = np.int64(indices[j])
+        h = (np.uint64(key) * mult) >> sh
+        while True:
+            e = table[h]
+            if e == EMPTY:
+                if count >= limit:
+                    return -1
+                table[h] = (key << 32) | count
+                seen[count] = key
+                hits[count] = 0
+                s = count
+                count += 1
+                break
+            if (e >> 32) == key:
+                s = e & 0xFFFFFFFF
+                break
+            h = (h + np.uint64(1)) & mask
         hits[s] += 1
         local[j] = s
     return count

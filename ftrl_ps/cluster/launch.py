@@ -101,9 +101,10 @@ def preload() -> None:
     skip_blas_probe()
     import httpx
 
-    from ftrl_ps.ps.kernels import warm_up as warm_worker
+    from ftrl_ps.ps import kernels
 
-    warm_worker()
+    kernels.warm_up()
+    kernels.PRELOADED = True  # the forked workers skip the cache check (load_kernels)
     # an httpx transport imports httpcore when first made (~0.15 s)
     httpx.Client(trust_env=False, verify=False).close()
 

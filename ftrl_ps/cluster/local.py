@@ -124,6 +124,10 @@ def _worker_options(opts: LocalClusterOptions, urls: list[str], params: dict[str
     )
 
 
+#: seconds between two looks at the processes while the workers run: a worker's
+#: end is seen this late at most (each look is a few waitpid calls, ~50 us)
+HEAL_INTERVAL = 0.01
+
 #: rounds (pull, train ``fetch_step`` steps, push) each worker should get at least
 TARGET_ROUNDS = 20
 MIN_BATCH, MAX_BATCH = 50, 5000
@@ -217,6 +221,7 @@ def run_cluster(args: LocalClusterOptions) -> int:
             shard_counters = [client.status(i).get("counters", {}) for i in range(len(urls))]
             streams = [client.streams(i) for i in range(len(urls))]
         train_seconds = time.perf_counter() - started - compile_seconds
+        cluster.stop(discard=True)  # the state is here: no last checkpoint to wait for
         reports = [_read_json(m) for m in metrics]
         rows = sum(int(r.get("rows", 0)) for r in reports)
         loss_sum = sum(float(r.get("loss_sum", 0.0)) for r in reports)
@@ -264,7 +269,7 @@ def _wait_for_workers(cluster: Cluster, connect: Any, progress: Progress) -> Non
                 with contextlib.suppress(FTRLPSError):
                     client = client or connect()
                     _live_line(client, progress, history)
-            time.sleep(0.05)
+            time.sleep(HEAL_INTERVAL)
     finally:
         if client is not None:
             client.close()

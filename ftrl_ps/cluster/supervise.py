@@ -152,7 +152,16 @@ class Cluster:
         self._wait_ready(new)
         event.restarted = time.time()
 
-    def stop(self) -> None:
+    def stop(self, *, discard: bool = False) -> None:
+        """Stop every process: SIGTERM, SIGKILL after ``STOP_GRACE`` s.
+
+        ``discard``: the run is over and the launcher holds the servers' state,
+        so nothing they would still write (a last checkpoint, deleted with the
+        run's folder) is wanted: they are killed at once (~0.15 s less per run).
+        """
+        if discard:
+            for p in [*self.workers, *self.servers]:
+                p.popen.kill()
         stop_all([p.popen for p in [*self.workers, *self.servers]], STOP_GRACE)
 
 

@@ -22,13 +22,18 @@ import time
 
 import numpy as np
 
-__all__ = ["NOTICE", "load_kernels", "warm_all", "warm_up"]
+__all__ = ["NOTICE", "PRELOADED", "load_kernels", "warm_all", "warm_up"]
 
 NOTICE = "compiling kernels (first run only)"
 #: when the cache cannot be inspected: say the notice if loading takes longer
 SLOW_LOAD_SECONDS = 3.0
 
 log = logging.getLogger("ftrl_ps.kernels")
+
+#: True in a launcher that has checked and loaded the kernels before forking its
+#: workers (:func:`ftrl_ps.cluster.launch.preload`), and so in those workers:
+#: :func:`load_kernels` has nothing left to check there (~20 ms per process saved)
+PRELOADED = False
 
 
 def warm_all() -> None:
@@ -66,6 +71,8 @@ def load_kernels() -> float:
     """
     from ftrl_ps._kernels._config import uncached_kernels
 
+    if PRELOADED:
+        return 0.0
     missing = uncached_kernels()
     if missing == []:
         return 0.0

@@ -260,6 +260,8 @@ class ParameterStore:
         callers (metrics scrapes, the dashboard) cost at most ~2 % of a core
         whatever the shard's size.
         """
+        if self.changes.version == 0:  # nothing pushed or loaded yet (a fresh shard)
+            return 0
         now = time.monotonic()
         at, value, took = self._key_count
         if value >= 0 and now - at < max(max_age, 50 * took):

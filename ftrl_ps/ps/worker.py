@@ -5,9 +5,9 @@ a *round*. At the start of a round the worker reads the round's mini-batches
 ahead, numbers their distinct keys (plus the bias) ``0..k-1``, pulls exactly
 those keys' ``n``/``z`` from the servers into a compact ``(k, 2)`` working set
 and trains on it: a few hundred KiB that stay in cache. (Numbering the keys
-uses one ``(stamp, number)`` int32 pair per key of the key space, 8 bytes a
-key, allocated once per worker: 32 MiB at ``bits=22``; the ``n``/``z`` values
-are never copied key-space-wide.) Every ``push_step`` steps it pushes the ``n``/``z``
+uses a hash table sized for the round's keys, about 1 MiB for 30,000 keys,
+whatever ``bits``; nothing is allocated or copied key-space-wide.) Every
+``push_step`` steps it pushes the ``n``/``z``
 deltas accumulated since its last push and ticks its SSP clock (which may
 wait for slower workers).
 

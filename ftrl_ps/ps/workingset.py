@@ -64,16 +64,29 @@ class PendingDeltas:
 class KeyNumbering:
     """Numbers the distinct keys of a round's mini-batches (a few ms per round).
 
-    Keeps a ``(stamp, number)`` pair per key of the ``2**bits`` space (side by
-    side: one cache line serves both; stamps are never cleared) and scratch
-    buffers reused from round to round.
+    Keys are found through an open-addressing hash table sized for the
+    round's distinct keys (about 4 times their number, a power of two: 1 MiB
+    for 30,000 keys, so it stays in cache), grown and redone when a round has
+    more keys than the last; scratch buffers are reused from round to round.
+    Memory does not depend on ``bits``.
     """
+
+    #: the table holds at most this share of keys before it is grown
+    MAX_LOAD = 0.6
+    MIN_TABLE_BITS = 10
 
     def __init__(self, bits: int) -> None:
         self.bias_key = num_keys(bits) - 1
-        self._tags = np.zeros((num_keys(bits), 2), dtype=np.int32)
-        self._token = 0
+        self._table = np.empty(1 << self.MIN_TABLE_BITS, np.int64)
+        self._table_bits = self.MIN_TABLE_BITS
         self._scratch = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int32))
+
+    def _size_table(self, keys: int) -> None:
+        """A table of at least ``keys / MAX_LOAD`` slots (rounded up to 2 x a power of two)."""
+        table_bits = max(self.MIN_TABLE_BITS, int(np.ceil(np.log2(keys / self.MAX_LOAD))) + 1)
+        if table_bits != self._table_bits:
+            self._table_bits = table_bits
+            self._table = np.empty(1 << table_bits, np.int64)
 
     def number(self, parts: list[Batch]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Sorted keys of ``parts`` plus the bias, rows per key, and the indices renumbered.
@@ -91,8 +104,14 @@ class KeyNumbering:
                              np.empty(size, np.int32))
         seen, hits, buf = self._scratch
         local = buf[: indices.size]
-        self._token += 1
-        count = _k.first_seen(indices, self.bias_key, self._tags, self._token, local, seen, hits)
+        while True:
+            limit = int(self._table.size * self.MAX_LOAD)
+            count = _k.first_seen(indices, self.bias_key, self._table, 64 - self._table_bits,
+                                  limit, local, seen, hits)
+            if count >= 0:
+                break
+            self._size_table(min(indices.size + 1, 2 * limit))  # more keys than it held: grow
+        self._size_table(count)  # sized for this round's keys (the next is much alike)
         packed = (seen[:count] << 32) | np.arange(count)
         packed.sort()  # numpy's sort: several times faster than numba's argsort here
         keys = np.empty(count, np.uint32)

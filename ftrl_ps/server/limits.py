@@ -185,7 +185,10 @@ class BodyLimitMiddleware:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
-        depth = json_depth(body)
+        # nesting never exceeds the number of brackets opened: most bodies (clock
+        # ticks, heartbeats) have a handful, and need no scan (~0.2 ms each)
+        opened = body.count(b"[") + body.count(b"{")
+        depth = json_depth(body) if opened > self.max_json_depth else 0
         if depth > self.max_json_depth:
             await self._reject(send, None, ProtocolError(
                 f"the JSON body is nested {depth} levels deep; the limit is "

@@ -1,0 +1,139 @@
+"""Where a local cluster's time goes: wall, CPU seconds per process, checkouts interleaved.
+
+Usage::
+
+    python benchmarks/bench_cluster_cpu.py --tree main=/work/main --tree new=. \\
+        [--data DIR] [--repeat 3] [--workers 2] [--staleness 3] [--extra "--batch-size 10000"]
+
+For every round and every checkout (``NAME=PATH``, run with ``PYTHONPATH=PATH``
+from a neutral folder, so the checkout's code is what runs) it times
+``ftrl-ps train DIR/train.svm`` in one process and as a local cluster (1 server +
+``--workers`` workers), then scores each model on ``DIR/test.svm`` with
+``ftrl-ps eval`` (not timed). Per run it prints the wall time, the CPU seconds
+(user + system) of the command and every process it started
+(``RUSAGE_CHILDREN``), and each process as ``name@start:cpu`` (psutil, sampled
+every 10 ms: when it appeared, seconds after the start, and its CPU seconds);
+then the medians and the single/cluster wall ratio of every round. ``DIR``
+defaults to ``bench_single.py``'s cached 1M-row set in ``benchmarks/.data``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_DATA = HERE / ".data" / "synth_r1000000_t100000_b22_s0"
+
+
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--tree", action="append", required=True, metavar="NAME=PATH",
+                   help="a checkout to time (give two or more)")
+    p.add_argument("--data", type=Path, default=DEFAULT_DATA,
+                   help="folder with train.svm and test.svm")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--staleness", default="3")
+    p.add_argument("--bits", type=int, default=22)
+    p.add_argument("--extra", default="", help="more flags for the cluster run (quoted)")
+    p.add_argument("--no-single", action="store_true", help="time the clusters only")
+    return p.parse_args(argv)
+
+
+def _run(tree: Path, cmd: list[str], out: Path) -> tuple[float, float, str]:
+    """Run ``cmd`` with ``tree`` first on the path; (wall s, CPU s of it and its
+    children, ``name@start:cpu`` of every process seen)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    with open(out.with_suffix(".err"), "wb") as err:
+        proc = subprocess.Popen(cmd, env=dict(os.environ, PYTHONPATH=str(tree)), cwd=out.parent,
+                                stdout=subprocess.DEVNULL, stderr=err)
+    seen: dict[int, list[object]] = {}
+    root = psutil.Process(proc.pid)
+    while proc.poll() is None:
+        try:
+            procs = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            procs = []
+        for q in procs:
+            try:
+                times = q.cpu_times()
+                entry = seen.setdefault(q.pid, [q.name(), time.perf_counter() - start, 0.0])
+                entry[0], entry[2] = q.name(), times.user + times.system
+            except psutil.Error:
+                pass
+        time.sleep(0.01)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"{shlex.join(cmd)} failed:\n{out.with_suffix('.err').read_text()}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    procs_seen = " ".join(f"{n}@{s:.2f}:{c:.2f}" for n, s, c in seen.values())
+    return wall, cpu, procs_seen
+
+
+def _logloss(tree: Path, model: Path, test: Path) -> float:
+    scored = model.with_suffix(".eval.json")
+    subprocess.run([sys.executable, "-m", "ftrl_ps", "eval", str(model), str(test), "--json",
+                    str(scored)], env=dict(os.environ, PYTHONPATH=str(tree)), cwd=model.parent,
+                   check=True, capture_output=True)
+    return float(json.loads(scored.read_text())["logloss"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _args(argv)
+    trees = {}
+    for spec in args.tree:
+        name, _, path = spec.partition("=")
+        trees[name] = Path(path).resolve()
+    train, test = args.data / "train.svm", args.data / "test.svm"
+    if not train.is_file() or not test.is_file():
+        raise SystemExit(f"{args.data} has no train.svm/test.svm (run bench_single.py once)")
+    modes = ["cluster"] if args.no_single else ["single", "cluster"]
+    results: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+    print(f"load average at the start: {os.getloadavg()}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="bench_cluster_cpu_") as tmp:
+        work = Path(tmp)
+        for rnd in range(args.repeat):
+            for name, tree in trees.items():
+                for mode in modes:
+                    model = work / f"{name}_{mode}_{rnd}.model"
+                    cmd = [sys.executable, "-m", "ftrl_ps", "train", str(train), "--bits",
+                           str(args.bits), "-q", "--model", str(model)]
+                    if mode == "cluster":
+                        cmd += ["--workers", str(args.workers), "--staleness", args.staleness,
+                                *shlex.split(args.extra)]
+                    wall, cpu, procs = _run(tree, cmd, model)
+                    ll = _logloss(tree, model, test)
+                    results.setdefault((name, mode), []).append((wall, cpu, ll))
+                    print(f"round {rnd + 1} {name:8s} {mode:7s} wall {wall:5.2f} s  "
+                          f"cpu {cpu:5.2f} s  test logloss {ll:.5f}  {procs}", flush=True)
+    print(f"load average at the end: {os.getloadavg()}")
+    print("\nmedians:")
+    for (name, mode), runs in results.items():
+        print(f"  {name:8s} {mode:7s} wall {statistics.median(r[0] for r in runs):5.2f} s  "
+              f"cpu {statistics.median(r[1] for r in runs):5.2f} s  "
+              f"test logloss {statistics.median(r[2] for r in runs):.5f}")
+    if not args.no_single:
+        for name in trees:
+            ratios = [s[0] / c[0] for s, c in zip(results[name, "single"],
+                                                   results[name, "cluster"], strict=True)]
+            print(f"  {name}: single wall / cluster wall per round "
+                  f"{' '.join(f'{r:.2f}' for r in ratios)}, median {statistics.median(ratios):.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
