@@ -245,3 +245,21 @@ def test_cluster_resumes_from_a_saved_model(a9a: tuple[Path, Path], tmp_path: Pa
     # than a fresh first pass (progressive logloss 0.335 on a9a)
     assert got["progressive_logloss"] < 0.33
     assert got["test_logloss"] <= 0.326
+
+
+@pytest.mark.parametrize("rows, workers, expected", [
+    (20_000_000, 2, 20_000),  # capped: 25 rounds of 4 x 20,000 rows per worker
+    (1_000_000, 2, 6_250),  # 20 rounds of 4 x 6,250 rows
+    (32_561, 4, 101),  # a9a: 20 rounds
+    (1_000, 8, 50),  # floor: a round or two per worker
+])
+def test_default_batch_gives_about_20_rounds_within_bounds(
+    rows: int, workers: int, expected: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ftrl_ps.cluster.local as local
+
+    monkeypatch.setattr(local, "estimate_rows", lambda _: rows)
+    opts = local.LocalClusterOptions(train="t.svm", workers=workers, epochs=1)
+    assert local.local_batch_size(opts) == expected
+    assert local.local_batch_size(local.LocalClusterOptions(
+        train="t.svm", workers=workers, epochs=1, batch_size=7)) == 7
