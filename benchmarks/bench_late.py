@@ -30,49 +30,22 @@ import numpy as np
 
 from ftrl_ps.core.ftrl import FTRL, FTRLParams
 from ftrl_ps.core.metrics import logloss
-from ftrl_ps.data.batch import Batch
 from ftrl_ps.data.libsvm import read_all
+from ftrl_ps.data.minibatch import slice_rows
 from ftrl_ps.ps.layout import Layout
+from ftrl_ps.ps.local_client import LocalClient
 from ftrl_ps.ps.store import ParameterStore
 from ftrl_ps.ps.worker import Worker, WorkerConfig
-
-
-class _Shard:
-    """One float64 store with the client's verbs (no network, no clock)."""
-
-    dtype = np.dtype(np.float64)
-
-    def __init__(self, bits: int, rule: str, params: FTRLParams) -> None:
-        self.store = ParameterStore(Layout(bits, group_size=64), dtype="float64",
-                                    merge_rule=rule,
-                                    ftrl=(params.alpha, params.beta, params.l1, params.l2))
-
-    def pull(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return self.store.pull(keys)
-
-    def pull_versioned(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return self.store.pull_versioned(keys)
-
-    def push(self, keys: np.ndarray, dn: np.ndarray, dz: np.ndarray, merge: Any = None,
-             **progress: Any) -> None:
-        self.store.push(keys, dn, dz, merge)
-
-    def clock(self, stats: Any = None) -> None:
-        pass
-
-
-def _rows(b: Batch, start: int, end: int) -> Batch:
-    """Rows ``start:end`` of ``b``."""
-    lo, hi = int(b.indptr[start]), int(b.indptr[end])
-    return Batch(labels=b.labels[start:end], indptr=b.indptr[start:end + 1] - lo,
-                 indices=b.indices[lo:hi], values=b.values[lo:hi])
 
 
 def run(train: Any, test: Any, bits: int, rule: str, workers: int, batch: int,
         per_round: int, seed: int) -> float:
     """Test log loss of one replayed cluster run."""
     params = FTRLParams()
-    shard = _Shard(bits, rule if rule != "threshold" else "sum", params)
+    shard = LocalClient(ParameterStore(  # one float64 store, no network, no clock
+        Layout(bits, group_size=64), dtype="float64",
+        merge_rule=rule if rule != "threshold" else "sum",
+        ftrl=(params.alpha, params.beta, params.l1, params.l2)))
     cfg = WorkerConfig(batch_size=batch, fetch_step=per_round, push_step=per_round,
                        merge_rule=rule, num_workers=workers)
     rng = np.random.default_rng(seed)
@@ -80,7 +53,7 @@ def run(train: Any, test: Any, bits: int, rule: str, workers: int, batch: int,
     bounds = np.linspace(0, rows, workers + 1).astype(int)
     plans, events = [], []
     for i in range(workers):
-        batches = [_rows(train, a, min(a + batch, bounds[i + 1]))
+        batches = [slice_rows(train, a, min(a + batch, bounds[i + 1]))
                    for a in range(bounds[i], bounds[i + 1], batch)]
         rounds = [batches[a:a + per_round] for a in range(0, len(batches), per_round)]
         plans.append((Worker(shard, bits, params, cfg), rounds))

@@ -2,29 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
 
 from ftrl_ps.core.ftrl import FTRL, FTRLParams
 from ftrl_ps.data.libsvm import Batch
 from ftrl_ps.ps.layout import Layout
+from ftrl_ps.ps.local_client import LocalClient
 from ftrl_ps.ps.store import ParameterStore
 from ftrl_ps.ps.worker import Worker, WorkerConfig
 from tests.test_ftrl import random_rows
 
 
-class MemoryServer:
-    """One float64 :class:`ParameterStore` with the client's pull/push/clock verbs."""
+class MemoryServer(LocalClient):
+    """One float64 :class:`ParameterStore` of ``size`` keys (a power of two plus the
+    bias), every push's keys kept, and the whole ``n``/``z`` at hand."""
 
     def __init__(self, size: int) -> None:
         bits = (size - 1).bit_length() - 1
         assert size == (1 << bits) + 1
-        self.store = ParameterStore(Layout(bits, group_size=16), dtype="float64")
-        self.dtype = np.dtype(np.float64)
-        self.clocks = 0
-        self.pushed_keys: list[np.ndarray] = []
+        super().__init__(ParameterStore(Layout(bits, group_size=16), dtype="float64"),
+                         keep_pushed=True)
 
     @property
     def n(self) -> np.ndarray:
@@ -33,20 +31,6 @@ class MemoryServer:
     @property
     def z(self) -> np.ndarray:
         return self.store.pull(np.arange(self.store.size))[1]
-
-    def pull(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return self.store.pull(keys)
-
-    def pull_versioned(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return self.store.pull_versioned(keys)
-
-    def push(self, keys: np.ndarray, dn: np.ndarray, dz: np.ndarray, merge: Any = None,
-             **progress: Any) -> None:
-        self.store.push(keys, dn, dz, merge)
-        self.pushed_keys.append(keys)
-
-    def clock(self, stats: dict[str, Any] | None = None) -> None:
-        self.clocks += 1
 
 
 def as_batches(labels, indptr, indices, values, per: int) -> list[Batch]:
