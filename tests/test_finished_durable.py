@@ -17,12 +17,14 @@ empty after the last push before it asks again (docs/durability.md, sections
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -53,11 +55,18 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out / "train.svm"
 
 
-def _start(ckpt: Path, workers: int) -> list[ServerProcess]:
+@contextlib.contextmanager
+def _shards(ckpt: Path, workers: int) -> Iterator[list[ServerProcess]]:
+    """Two shards; whatever the list holds at the end (tests put restarted ones in) is stopped."""
     base = shard_options(["--bits", str(BITS), "--num-shards", "2", "--checkpoint-dir",
                           str(ckpt), "--checkpoint-interval", "3600", "--num-workers",
                           str(workers), "--token", TOKEN])
-    return spawn_servers([replace(base, shard_index=i) for i in range(2)])
+    servers = spawn_servers([replace(base, shard_index=i) for i in range(2)])
+    try:
+        yield servers
+    finally:
+        for s in servers:
+            s.stop()
 
 
 def _kill_and_restart(server: ServerProcess) -> ServerProcess:
@@ -105,8 +114,7 @@ def _rows_applied(records: list[list[dict[str, Any]]]) -> int:
 @pytest.mark.timeout(300)
 def test_finished_workers_pushes_survive_kill_9_of_every_shard(data: Path,
                                                                tmp_path: Path) -> None:
-    servers = _start(tmp_path / "ckpt", 2)
-    try:
+    with _shards(tmp_path / "ckpt", 2) as servers:
         urls = [s.url for s in servers]
         procs = [_worker(urls, data, i, 2, tmp_path / "state", tmp_path / f"w{i}.json")
                  for i in range(2)]
@@ -119,7 +127,7 @@ def test_finished_workers_pushes_survive_kill_9_of_every_shard(data: Path,
         assert RunProgress.from_snapshot(before[2]).complete
 
         # the workers are gone; now both shards die and restart from their checkpoints
-        servers = [_kill_and_restart(s) for s in servers]
+        servers[:] = [_kill_and_restart(s) for s in servers]
         after = _snapshot(urls)
         for s in servers:
             assert "restored checkpoint" in s.stderr_text(), s.stderr_text()
@@ -132,17 +140,13 @@ def test_finished_workers_pushes_survive_kill_9_of_every_shard(data: Path,
                 assert rec["durable_seq"] == rec["last_seq"]
         progress = RunProgress.from_snapshot(after[2])
         assert progress.complete and progress.finished == (0, 1), progress.describe()
-    finally:
-        for s in servers:
-            s.stop()
 
 
 @pytest.mark.timeout(300)
 def test_restarted_worker_that_pushed_its_share_replays_to_a_shard_that_lost_it(
         data: Path, tmp_path: Path) -> None:
-    servers = _start(tmp_path / "ckpt", 1)
     state = tmp_path / "state"
-    try:
+    with _shards(tmp_path / "ckpt", 1) as servers:
         urls = [s.url for s in servers]
         # a first incarnation pushes "its whole share" and dies before finishing
         rng = np.random.default_rng(0)
@@ -175,18 +179,14 @@ def test_restarted_worker_that_pushed_its_share_replays_to_a_shard_that_lost_it(
         rec = after[1][1][0]
         assert (rec["pushes"], rec["digest"]) == (sent[1][0], f"{sent[1][1]:016x}"), rec
         assert RunProgress.from_snapshot(after[2]).complete
-    finally:
-        for s in servers:
-            s.stop()
 
 
 @pytest.mark.timeout(300)
 def test_restarted_worker_with_its_identity_takes_back_its_index_at_once(
         data: Path, tmp_path: Path) -> None:
-    servers = _start(tmp_path / "ckpt", 2)
     state = tmp_path / "state"
     slow = ("--straggle-prob", "1", "--straggle-delay", "0.4")  # ~12 ticks of 0.4 s
-    try:
+    with _shards(tmp_path / "ckpt", 2) as servers:
         urls = [s.url for s in servers]
         a = _worker(urls, data, "auto", 2, state, tmp_path / "a.json", "--identity", "slot-a",
                     *slow)
@@ -227,9 +227,6 @@ def test_restarted_worker_with_its_identity_takes_back_its_index_at_once(
         for shard in range(2):
             for rec in records[shard]:
                 assert [rec["pushes"], rec["digest"]] == sent[rec["worker"]][shard], rec
-    finally:
-        for s in servers:
-            s.stop()
 
 
 @pytest.mark.timeout(300)
@@ -238,8 +235,7 @@ def test_finish_replays_to_a_shard_that_restarted_before_it_could_checkpoint(
     """finish() asks shard 1 to make the pushes durable; shard 1 restarted empty
     meanwhile: the client replays its journal there, asks again, and only then
     finishes; a later kill -9 of shard 1 loses nothing."""
-    servers = _start(tmp_path / "ckpt", 1)
-    try:
+    with _shards(tmp_path / "ckpt", 1) as servers:
         urls = [s.url for s in servers]
         rng = np.random.default_rng(1)
         with PSClient(urls, token=TOKEN, state_dir=tmp_path / "state") as client:
@@ -259,6 +255,3 @@ def test_finish_replays_to_a_shard_that_restarted_before_it_could_checkpoint(
         rec = after[1][1][0]
         assert (rec["pushes"], rec["digest"]) == (sent[1][0], f"{sent[1][1]:016x}"), rec
         assert RunProgress.from_snapshot(after[2]).complete
-    finally:
-        for s in servers:
-            s.stop()
