@@ -137,9 +137,10 @@ def _rows(rng: np.random.Generator, count: int, own: list[int]) -> tuple[np.ndar
     return labels, np.arange(0, indices.size + 1, 2), indices, values
 
 
-def _bsp_round(server: MemoryServer, data: list[tuple[np.ndarray, ...]]) -> list[Worker]:
+def _bsp_round(server: MemoryServer, data: list[tuple[np.ndarray, ...]],
+               rule: str = "compose") -> list[Worker]:
     """One BSP round: every worker pulls, then trains, then pushes (in index order)."""
-    cfg = WorkerConfig(batch_size=40, fetch_step=1, push_step=1, merge_rule="compose")
+    cfg = WorkerConfig(batch_size=40, fetch_step=1, push_step=1, merge_rule=rule)
     workers = [Worker(server, BITS, PARAMS, cfg) for _ in data]
     rounds = [w._open(as_batches(*d, per=40)) for w, d in zip(workers, data, strict=True)]
     for w, rnd in zip(workers, rounds, strict=True):

@@ -13,10 +13,9 @@ from ftrl_ps.core.ftrl import FTRL
 from ftrl_ps.ps.curvature import from_wire, shrink, to_wire
 from ftrl_ps.ps.layout import Layout
 from ftrl_ps.ps.store import ParameterStore
-from ftrl_ps.ps.worker import Worker, WorkerConfig
 from ftrl_ps.ps.wspace import precision, rescaled
-from tests.test_merge import BITS, PARAMS, _rows, _single
-from tests.test_worker import MemoryServer, as_batches
+from tests.test_merge import BITS, PARAMS, _bsp_round, _rows, _single
+from tests.test_worker import MemoryServer
 
 FTRL4 = (PARAMS.alpha, PARAMS.beta, PARAMS.l1, PARAMS.l2)
 RULES = ["compose-late", "compose-n", "curvature"]
@@ -31,19 +30,6 @@ def _server(rule: str) -> MemoryServer:
     server.store = ParameterStore(Layout(BITS, group_size=16), dtype="float64",
                                   merge_rule=rule, ftrl=FTRL4)
     return server
-
-
-def _bsp_round(server: MemoryServer, data: list[tuple[np.ndarray, ...]], rule: str
-               ) -> list[Worker]:
-    """One BSP round: every worker pulls, then trains, then pushes (in index order)."""
-    cfg = WorkerConfig(batch_size=40, fetch_step=1, push_step=1, merge_rule=rule)
-    workers = [Worker(server, BITS, PARAMS, cfg) for _ in data]
-    rounds = [w._open(as_batches(*d, per=40)) for w, d in zip(workers, data, strict=True)]
-    for w, rnd in zip(workers, rounds, strict=True):
-        w._step(rnd)
-    for w in workers:
-        w.push()
-    return workers
 
 
 def _group(rng: np.random.Generator, rule: str, members: int) -> list[tuple]:
