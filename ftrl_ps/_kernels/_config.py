@@ -8,6 +8,7 @@ lock-striped parameter store).
 
 from __future__ import annotations
 
+import importlib
 import sys
 from typing import Any
 
@@ -25,6 +26,17 @@ class _Absent:
             raise ImportError(f"{name} skipped while loading numba")
 
 
+def _import_without(module: str, *absent: str) -> None:
+    """Import ``module`` while the modules ``absent`` (and their submodules) look
+    not installed (:class:`_Absent` first on ``sys.meta_path`` meanwhile)."""
+    hook = _Absent(*absent)
+    sys.meta_path.insert(0, hook)
+    try:
+        importlib.import_module(module)
+    finally:
+        sys.meta_path.remove(hook)
+
+
 def _light_numba_import() -> None:
     """Import numba without the optional modules it only probes at import time.
 
@@ -38,12 +50,7 @@ def _light_numba_import() -> None:
     """
     if "numba" in sys.modules:
         return
-    hook = _Absent(*(m for m in ("scipy", "yaml") if m not in sys.modules))
-    sys.meta_path.insert(0, hook)
-    try:
-        import numba  # noqa: F401
-    finally:
-        sys.meta_path.remove(hook)
+    _import_without("numba", *(m for m in ("scipy", "yaml") if m not in sys.modules))
 
 
 if _kernels.SKIP_BLAS_PROBE:
@@ -80,8 +87,6 @@ def uncached_kernels() -> list[str] | None:
     are not cached on their own and are not listed. Returns None when this
     numba's cache cannot be inspected (its internals changed).
     """
-    import importlib
-
     from numba.core.registry import CPUDispatcher
 
     missing = []
@@ -113,12 +118,7 @@ def skip_blas_probe() -> None:
     if "scipy.linalg" in sys.modules or "numba.np.arraymath" in sys.modules:
         return
     # scipy itself too when not loaded yet: importing scipy.linalg imports it first
-    hook = _Absent("scipy.linalg" if "scipy" in sys.modules else "scipy")
-    sys.meta_path.insert(0, hook)
-    try:
-        import numba.np.arraymath  # noqa: F401
-    finally:
-        sys.meta_path.remove(hook)
+    _import_without("numba.np.arraymath", "scipy.linalg" if "scipy" in sys.modules else "scipy")
 
 
 if _kernels.SKIP_BLAS_PROBE:
