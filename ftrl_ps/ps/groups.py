@@ -55,9 +55,10 @@ def classify(groups: Any, local: np.ndarray, pulled: np.ndarray
 
 
 def compose_add(groups: Any, local: np.ndarray, delta: np.ndarray, pulled: np.ndarray,
-                rows: np.ndarray, rho: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """What ``compose`` adds to ``(n, z)`` of ``local`` keys for one push, and
-    which keys started a group; updates the groups (not ``version``).
+                rows: np.ndarray, rho: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What ``compose`` adds to ``(n, z)`` of ``local`` keys for one push, which
+    keys started a group and which were late (:func:`classify`); updates the
+    groups (not ``version``).
 
     ``delta`` is the push's ``(len, 2)`` deltas, ``pulled`` the versions the
     worker pulled, ``rows`` its rows containing each key (the weight in the
@@ -93,4 +94,4 @@ def compose_add(groups: Any, local: np.ndarray, delta: np.ndarray, pulled: np.nd
         out[join] = after - before
     if late.any():
         out[late] = delta[late] * (rho[late] ** missed[late])[:, None]
-    return out, fresh
+    return out, fresh, late

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from ftrl_ps.ps.groups import classify, compose_add
+from ftrl_ps.ps.groups import compose_add
 from ftrl_ps.ps.wspace import rescaled
 
 __all__ = ["apply_late"]
@@ -54,8 +54,7 @@ def apply_late(groups: Any, local: np.ndarray, delta: np.ndarray, pulled: np.nda
     """Amounts to add to ``(n, z)`` of ``local`` keys for one push; updates ``groups``.
     See the module docstring."""
     rho = np.asarray(rho, np.float64)
-    late = classify(groups, local, pulled)[4]  # before compose_add moves the groups
-    out, _ = compose_add(groups, local, delta, pulled, rows, rho)
+    out, _, late = compose_add(groups, local, delta, pulled, rows, rho)
     k = np.flatnonzero(late & (rho < 1.0))  # rho = 1: compose adds delta, n included
     if k.size:
         n_compose = np.maximum(n[k] + out[k, 0], 0.0)

@@ -138,16 +138,13 @@ class ComposeState:
         """
         if self.rule == "curvature":
             out = apply_curvature(self, local, delta, pulled, rho)
-        elif self.rule == "compose-n":
-            assert current is not None, "compose-n needs the keys' current n and z"
+        elif self.rule in ("compose-n", "compose-late"):
+            assert current is not None, f"{self.rule} needs the keys' current n and z"
             n, z = (np.asarray(a, np.float64) for a in current)
-            out = apply_n_summed(self, local, delta, pulled, rows, rho, n, z, self.params)
-        elif self.rule == "compose-late":
-            assert current is not None, "compose-late needs the keys' current n and z"
-            n, z = (np.asarray(a, np.float64) for a in current)
-            out = apply_late(self, local, delta, pulled, rows, rho, n, z, self.params)
+            apply = apply_n_summed if self.rule == "compose-n" else apply_late
+            out = apply(self, local, delta, pulled, rows, rho, n, z, self.params)
         else:
-            out, _ = compose_add(self, local, delta, pulled, rows, rho)
+            out = compose_add(self, local, delta, pulled, rows, rho)[0]
         self.version[local] += np.uint32(1)
         return out
 

@@ -75,7 +75,7 @@ def apply_n_summed(groups: Any, local: np.ndarray, delta: np.ndarray, pulled: np
     # compose's state of the keys: n + extra, and the z giving the same weight there
     n_c = np.maximum(n + groups.extra[local], 0.0)
     z_c = rescaled(z, n, n_c, params)
-    add, fresh = compose_add(groups, local, delta, pulled, rows, rho)
+    add, fresh, _ = compose_add(groups, local, delta, pulled, rows, rho)
     n_c = np.maximum(n_c + add[:, 0], 0.0)
     z_c = z_c + add[:, 1]
     new_n = np.maximum(n + delta[:, 0], 0.0)
