@@ -80,8 +80,8 @@ class ParameterStore:
     dtype : {"float32", "float64"}, default "float32"
         Storage dtype of ``n`` and ``z``. Pushed deltas are cast to it.
     merge_rule : str, default "compose"
-        How pushes with merge sections are merged (``compose``, ``compose-n`` or
-        ``curvature``, :mod:`ftrl_ps.ps.merge`).
+        How pushes with merge sections are merged (``compose``, ``compose-late``,
+        ``compose-n`` or ``curvature``, :mod:`ftrl_ps.ps.merge`).
     ftrl : tuple, default (0.1, 1.0, 1.0, 1.0)
         FTRL's ``(alpha, beta, l1, l2)`` (the ``compose-n`` rule needs them).
     """
