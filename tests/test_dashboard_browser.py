@@ -13,12 +13,16 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.conftest import REPO
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 TOKEN = "dashboard-test-token"
 ARTIFACTS = REPO / "test-artifacts"
@@ -73,6 +77,20 @@ def running_cluster(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[str]
                 proc.wait()
 
 
+def _points(page: Page, chart: str) -> int:
+    """How many points the chart says it draws (its ``data-points`` attribute)."""
+    value = page.locator(chart).get_attribute("data-points")
+    return int(value) if value and value.isdigit() else 0
+
+
+def _wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the page did not show {what} within {timeout:.0f} s")
+        time.sleep(0.1)
+
+
 @pytest.mark.slow
 def test_dashboard_shows_workers_and_charts_in_chromium(
     running_cluster: tuple[str, subprocess.Popen[str]],
@@ -95,12 +113,11 @@ def test_dashboard_shows_workers_and_charts_in_chromium(
             page.fill("#token", TOKEN)
             page.click("#login button[type=submit]")
             page.wait_for_selector("#main:not([hidden])", timeout=15_000)
-            page.wait_for_function(
-                "document.querySelectorAll('#workers tbody tr').length === 2", timeout=20_000)
-            page.wait_for_function(
-                "Number(document.getElementById('chart-rate').dataset.points) >= 2 && "
-                "Number(document.getElementById('chart-loss').dataset.points) >= 2",
-                timeout=30_000)
+            # Poll from Python: wait_for_function's in-page polling evaluates a string,
+            # which the page's Content-Security-Policy (script-src 'self') rightly refuses.
+            _wait_until(lambda: page.locator("#workers tbody tr").count() == 2, 20, "2 workers")
+            _wait_until(lambda: _points(page, "#chart-rate") >= 2
+                        and _points(page, "#chart-loss") >= 2, 30, "2 points per chart")
             rows = page.locator("#workers tbody tr")
             indices = sorted(rows.nth(i).locator("td").first.inner_text() for i in range(2))
             shards = page.locator("#shards tbody tr").count()
