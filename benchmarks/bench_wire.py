@@ -8,7 +8,10 @@ and prints a table:
 * ``req/s``   — requests per second (a push and a pull count as two);
 * ``Mkv/s``   — million key-values per second moved in both directions
   (a pushed key carries delta_n and delta_z, a pulled key returns n and z);
-* ``ms/round``— median time of one push + pull round.
+* ``ms/round``— median time of one push + pull round;
+* ``srv Mkv/cpu-s`` — the same key-values per CPU second (user + system) of
+  the server process alone (psutil; only with a server this script started):
+  what one shard core answers, whatever the client costs on the same machine.
 
 Each cell is the median of ``--repeats`` timed runs of about ``--seconds`` each.
 
@@ -25,15 +28,24 @@ import statistics
 import time
 
 import numpy as np
+import psutil
 
 from ftrl_ps.cluster.spawn import spawn_server
 from ftrl_ps.ps.client import PSClient
 from ftrl_ps.server.options import ShardOptions
 
 
-def run_cell(ps: PSClient, keys: np.ndarray, seconds: float, compose: bool = False
-             ) -> tuple[float, float]:
-    """Rounds per second and median seconds per round for ``seconds`` of work.
+def _cpu(proc: psutil.Process | None) -> float:
+    if proc is None:
+        return float("nan")
+    t = proc.cpu_times()
+    return t.user + t.system
+
+
+def run_cell(ps: PSClient, keys: np.ndarray, seconds: float, compose: bool = False,
+             server: psutil.Process | None = None) -> tuple[float, float, float]:
+    """Rounds per second, median seconds per round and rounds per server CPU
+    second (nan without ``server``) for ``seconds`` of work.
 
     ``compose``: pushes carry the merge sections of the compose rule (versions,
     rows, rho) and pulls ask for versions, as a worker under that rule does.
@@ -44,6 +56,7 @@ def run_cell(ps: PSClient, keys: np.ndarray, seconds: float, compose: bool = Fal
     rho = np.ones(keys.size, dtype=np.float32)
     versions = ps.pull_versioned(keys)[2]
     times: list[float] = []
+    cpu0 = _cpu(server)
     start = time.perf_counter()
     while time.perf_counter() - start < seconds or len(times) < 3:
         t0 = time.perf_counter()
@@ -54,7 +67,8 @@ def run_cell(ps: PSClient, keys: np.ndarray, seconds: float, compose: bool = Fal
             ps.push(keys, dn, dz)
             ps.pull(keys)
         times.append(time.perf_counter() - t0)
-    return len(times) / (time.perf_counter() - start), statistics.median(times)
+    wall = time.perf_counter() - start
+    return len(times) / wall, statistics.median(times), len(times) / max(_cpu(server) - cpu0, 1e-9)
 
 
 def main() -> None:
@@ -71,6 +85,7 @@ def main() -> None:
 
     server = None if args.url else spawn_server(ShardOptions(bits=args.bits))
     url = args.url or server.url  # type: ignore[union-attr]
+    proc = None if server is None else psutil.Process(server.pid)
     rng = np.random.default_rng(args.seed)
     rows = []
     try:
@@ -78,19 +93,19 @@ def main() -> None:
         num_keys = clients["binary"].layout.num_keys
         for size in args.sizes:
             keys = np.sort(rng.choice(num_keys, size, replace=False))
-            for fmt, ps in clients.items():
-                run_cell(ps, keys, 0.2)  # warm-up: connection, kernels
-                cells = [run_cell(ps, keys, args.seconds) for _ in range(args.repeats)]
-                rounds = statistics.median(c[0] for c in cells)
-                ms = statistics.median(c[1] for c in cells) * 1e3
-                rows.append((size, fmt, 2 * rounds, 2 * rounds * size * 2 / 1e6, ms))
+            cells_of: dict[str, tuple[PSClient, bool]] = {
+                fmt: (ps, False) for fmt, ps in clients.items()}
             if args.compose:
-                ps = clients["binary"]
-                run_cell(ps, keys, 0.2, compose=True)
-                cells = [run_cell(ps, keys, args.seconds, True) for _ in range(args.repeats)]
+                cells_of["compose"] = (clients["binary"], True)
+            for fmt, (ps, compose) in cells_of.items():
+                run_cell(ps, keys, 0.2, compose)  # warm-up: connection, kernels
+                cells = [run_cell(ps, keys, args.seconds, compose, proc)
+                         for _ in range(args.repeats)]
                 rounds = statistics.median(c[0] for c in cells)
                 ms = statistics.median(c[1] for c in cells) * 1e3
-                rows.append((size, "compose", 2 * rounds, 2 * rounds * size * 2 / 1e6, ms))
+                per_cpu = statistics.median(c[2] for c in cells)
+                rows.append((size, fmt, 2 * rounds, 2 * rounds * size * 2 / 1e6, ms,
+                             per_cpu * size * 4 / 1e6))
         for ps in clients.values():
             ps.close()
     finally:
@@ -98,11 +113,11 @@ def main() -> None:
             server.stop()
 
     print(f"server {url}  bits={args.bits}  {args.repeats} x {args.seconds:g} s per cell")
-    print(f"{'keys':>8} {'format':>7} {'req/s':>9} {'Mkv/s':>8} {'ms/round':>9}  "
-          "(compose: binary with the merge sections)")
-    for size, fmt, rps, mkv, ms in rows:
-        print(f"{size:>8} {fmt:>7} {rps:>9.1f} {mkv:>8.2f} {ms:>9.2f}")
-    by = {(s, f): r for s, f, r, _, _ in rows}
+    print(f"{'keys':>8} {'format':>7} {'req/s':>9} {'Mkv/s':>8} {'ms/round':>9} "
+          f"{'srv Mkv/cpu-s':>14}  (compose: binary with the merge sections)")
+    for size, fmt, rps, mkv, ms, srv in rows:
+        print(f"{size:>8} {fmt:>7} {rps:>9.1f} {mkv:>8.2f} {ms:>9.2f} {srv:>14.2f}")
+    by = {(s, f): r for s, f, r, _, _, _ in rows}
     for size in args.sizes:
         print(f"binary/json speed-up at {size} keys: {by[size, 'binary'] / by[size, 'json']:.1f}x")
 
