@@ -35,8 +35,10 @@
 # COMPOSE_TEST_REPORT (a JSON file, default none),
 # COMPOSE_TEST_KEEP=1 (leave the project running; you clean up).
 #
-# Fault mode (FAULTS=1; GEN_ROWS defaults to 400000 there so that training lasts long
-# enough): once server-0's /v1/status shows pushes and not every worker has finished,
+# Fault mode (FAULTS=1; GEN_ROWS defaults to 400000 there, and every worker sleeps
+# FTRL_PS_STRAGGLE_DELAY (0.03 s) before each clock tick, the documented straggler
+# injection, so that training lasts a few seconds whatever the machine's speed and
+# the kill lands mid-training): once server-0's /v1/status shows pushes and not every worker has finished,
 # kill -9 the container of FAULT_SERVER (server-1) and of one worker replica; the
 # restart policies, shard checkpoints and push journals must bring the run to the same
 # checks as the normal mode, and both killed containers must have restarted. The report
@@ -70,6 +72,10 @@ FAULTS=${FAULTS:-}
 FAULT_SERVER=${FAULT_SERVER-server-1}   # empty: kill no server
 if [ -n "$FAULTS" ]; then DEFAULT_ROWS=400000; else DEFAULT_ROWS=200000; fi
 export GEN_ROWS=${GEN_ROWS:-$DEFAULT_ROWS} GEN_TEST_ROWS=${GEN_TEST_ROWS:-5000}
+if [ -n "$FAULTS" ]; then  # passed to the worker replicas by docker-compose.yml
+  export FTRL_PS_STRAGGLE_PROB=${FTRL_PS_STRAGGLE_PROB:-1}
+  export FTRL_PS_STRAGGLE_DELAY=${FTRL_PS_STRAGGLE_DELAY:-0.03}
+fi
 # logs of each run stay in runs/PROJECT (a day), last-run points to the newest: two
 # runs at once (other worktrees) must not share a folder
 WORK=$STATE/runs/$PROJECT
@@ -184,7 +190,8 @@ s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
 export SERVE_PORT
 export FTRL_PS_TOKEN=${FTRL_PS_TOKEN:-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')}
 log "podman-compose -p $PROJECT up -d  (GEN_ROWS=$GEN_ROWS GEN_TEST_ROWS=$GEN_TEST_ROWS" \
-    "FTRL_PS_NUM_WORKERS=$WORKERS SERVE_PORT=$SERVE_PORT)"
+    "FTRL_PS_NUM_WORKERS=$WORKERS SERVE_PORT=$SERVE_PORT" \
+    "FTRL_PS_STRAGGLE_DELAY=${FTRL_PS_STRAGGLE_DELAY:-0})"
 T_UP=$(date +%s)
 pc up -d >"$WORK/up.log" 2>&1 || { cat "$WORK/up.log" >&2; die "podman-compose up failed"; }
 names() {  # container names of one service of the project
