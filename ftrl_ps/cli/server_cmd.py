@@ -52,7 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="bearer token required on every request but /health and /ready "
                           f"(default: ${TOKEN_ENV}, else no authentication)")
     net.add_argument("--max-body-mb", type=c.positive_float, default=64.0, metavar="MB",
-                     help="largest accepted request body in MiB; larger -> 413 (default 64)")
+                     help="largest accepted request body in MiB; larger -> 413 (default 64). "
+                     "Workers read it from the status and split rounds whose push "
+                     "would be larger")
     net.add_argument("--body-timeout", type=c.positive_float, default=30.0, metavar="SECONDS",
                      help="a request body that stalls this long is answered 408 and its "
                           "connection closed (default 30)")

@@ -138,6 +138,10 @@ class PSClient(StreamingPushes, Pulls):
         self.layout = Layout.from_dict(first["layout"])
         self.dtype = np.dtype(first["dtype"])
         self.server_settings: dict[str, Any] = first.get("settings", {})
+        limits = [st.get("settings", {}).get("max_body_mb") for st in statuses]
+        #: the smallest request body the servers take (None: they do not say)
+        self.max_body_bytes: int | None = (
+            int(min(limits) * (1 << 20)) if limits and None not in limits else None)
         #: what the servers own of the model: bits, dtype, params (hyper-parameters)
         self.server_model: dict[str, Any] | None = first.get("model")
         if self.layout.num_shards != len(self.urls):

@@ -46,6 +46,7 @@ from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.training import TrainReport
 from ftrl_ps.ps.curvature import unpushed_contraction
 from ftrl_ps.ps.merge import RULES, VERSIONED, push_payload
+from ftrl_ps.ps.pushsize import fitting, max_push_keys
 from ftrl_ps.ps.rounds import RoundLength
 from ftrl_ps.ps.straggle import Straggler
 from ftrl_ps.ps.workingset import KeyNumbering, PendingDeltas, WorkingSet
@@ -179,6 +180,8 @@ class Worker:
         self._since_push = 0
         self._sending: _InFlight | None = None
         self.round_length = RoundLength(config.adaptive_rounds)
+        #: the most keys one push may carry (the servers' body limit; None: no limit)
+        self.max_push_keys = max_push_keys(client, config.merge_rule)
         self.rows_applied = 0  # rows whose push (and tick) the shards acknowledged
         self.report = WorkerReport()
         #: input rows to pass over before training (a restarted worker's position)
@@ -198,6 +201,9 @@ class Worker:
         if self._round is not None:
             self._close()
         numbered = self._numbering.number(parts)
+        cap, held = self.max_push_keys, self._pending.keys.size
+        if cap is not None and held and held + numbered[0].size > cap:
+            self._push_async()  # with this round's keys they would not fit in one push
         self._sync()  # pull only after the last push and clock tick went through
         versions = None
         if self.config.merge_rule in VERSIONED:
@@ -336,7 +342,13 @@ class Worker:
 
     def train_round(self, parts: list[Batch]) -> None:
         """Train one round: pull the keys of the mini-batches ``parts``, train them
-        in order, push every ``push_step`` steps (in the background)."""
+        in order, push every ``push_step`` steps (in the background). A round with
+        more keys than one push may carry is trained as several (ps.pushsize)."""
+        for piece in fitting(parts, self.max_push_keys,
+                             lambda p: int(self._numbering.number(p)[0].size)):
+            self._train_round(piece)
+
+    def _train_round(self, parts: list[Batch]) -> None:
         rnd = self._open(parts)
         for _ in parts:
             self._step(rnd)
