@@ -9,6 +9,7 @@ from ftrl_ps.core.ftrl import FTRL, FTRLParams
 from ftrl_ps.errors import DataError, FTRLPSError
 from ftrl_ps.ps.client import PSClient
 from ftrl_ps.ps.pushsize import BODY_SHARE, max_push_keys
+from ftrl_ps.ps.stream import StreamLearner
 from ftrl_ps.ps.worker import Worker, WorkerConfig
 from tests._servers import real_server
 from tests.test_ftrl import random_rows
@@ -117,3 +118,24 @@ def test_a_worker_trains_through_a_real_server_with_a_small_body_limit() -> None
     assert worker.report.keys_pushed <= worker.report.pushes * worker.max_push_keys
     np.testing.assert_allclose(n, ref.n, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(z, ref.z, rtol=1e-9, atol=1e-12)
+
+
+def test_the_stream_learner_splits_a_large_backlog_too() -> None:
+    rng = np.random.default_rng(9)
+    data = random_rows(rng, 600, 1000, max_nnz=30)
+    params = FTRLParams(l1=0.2)
+    ref = FTRL(10, params, dtype="float64")
+    ref.fit_rows(*data)
+    server = Limited(ref.state.shape[0], 2400)
+    learner = StreamLearner(server, 10, params, WorkerConfig(batch_size=50), push_interval=60)
+    cap = learner.worker.max_push_keys
+    assert cap == int(2400 * BODY_SHARE) // 20  # servers that do not name a rule: summed
+    for batch in as_batches(*data, per=300):  # queued before the learner starts: one backlog
+        learner.submit(batch)
+    learner.start()
+    learner.stop()
+    status = learner.status()
+    assert status["error"] is None and status["rows_trained"] == 600, status
+    assert max(k.size for k in server.pushed_keys) <= cap
+    np.testing.assert_allclose(server.n, ref.n, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(server.z, ref.z, rtol=1e-12, atol=1e-12)

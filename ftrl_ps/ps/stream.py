@@ -79,6 +79,8 @@ class _Notifying:
         self._clocked = clocked
 
         self.dtype = getattr(client, "dtype", np.float64)
+        # rounds too large for one push are split (ftrl_ps.ps.pushsize)
+        self.max_body_bytes = getattr(client, "max_body_bytes", None)
 
     def pull(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return self._client.pull(keys)
