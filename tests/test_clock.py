@@ -242,6 +242,18 @@ def test_tick_with_expected_clock_is_idempotent():
     assert clock.snapshot()["workers"][0]["stats"] == {"rows": 5.0}
 
 
+def test_finish_keeps_the_last_stats_it_is_given():
+    clock = SSPClock(0)
+    a, b = clock.register(0, 2), clock.register(1, 2)
+    clock.tick(a, {"rows": 5.0})
+    clock.finish(a, {"rows": 9.0})
+    clock.finish(a, {"rows": 1.0})  # a retried finish changes nothing
+    clock.finish(b)
+    workers = clock.snapshot()["workers"]
+    assert [w["stats"] for w in workers] == [{"rows": 9.0}, {}]
+    assert [w["state"] for w in workers] == ["finished", "finished"]
+
+
 @pytest.mark.parametrize("bad", [-1, 1.5, "2", True])
 def test_bad_staleness(bad):
     with pytest.raises(ConfigError):

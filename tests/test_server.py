@@ -339,6 +339,26 @@ def test_clock_routes_ssp_zero():
         assert_error(c.post(f"/v1/workers/{b}/heartbeat"), 409, "WorkerStateError", "finished")
 
 
+def test_finish_carries_the_last_stats_and_validates_them():
+    """A worker does not tick after its last push: the finish request brings its
+    last progress to the status page (an empty body still finishes)."""
+    with in_process(bits=12, group_size=64, staleness=0) as c:
+        a, b = register(c, 0, 2), register(c, 1, 2)
+        c.post(f"/v1/workers/{a}/clock", json={"clock": 1, "stats": {"rows": 10}})
+        assert_error(c.post(f"/v1/workers/{a}/finish", json={"stats": {"rows": "x"}}), 400,
+                     "ProtocolError", "stats")
+        assert_error(c.post(f"/v1/workers/{a}/finish", json={"rows": 1}), 400,
+                     "ProtocolError")
+        workers = c.get("/v1/status").json()["clock"]["workers"]
+        assert workers[0]["state"] == "live" and workers[0]["stats"] == {"rows": 10.0}
+        done = c.post(f"/v1/workers/{a}/finish", json={"stats": {"rows": 25, "pushes": 3}})
+        assert done.status_code == 200 and done.json()["state"] == "finished", done.text
+        assert c.post(f"/v1/workers/{b}/finish").json()["state"] == "finished"
+        workers = c.get("/v1/status").json()["clock"]["workers"]
+        assert workers[0]["stats"] == {"rows": 25.0, "pushes": 3.0}
+        assert workers[1]["state"] == "finished" and workers[1]["stats"] == {}
+
+
 def test_dead_worker_is_refused_and_can_register_again():
     with in_process(bits=12, group_size=64, staleness=1, worker_timeout=0.3) as c:
         a, b = register(c, 0, 2), register(c, 1, 2)

@@ -68,6 +68,29 @@ def test_one_worker_equals_single_process(fetch_step: int, push_step: int) -> No
     assert server.clocks == worker.report.pushes
 
 
+def test_the_final_push_does_not_tick() -> None:
+    """A worker with nothing left to train pushes without a clock tick (its finish
+    request says it is done); more work after it goes on at the same clock."""
+    rng = np.random.default_rng(3)
+    data = random_rows(rng, 300, 64)
+    params = FTRLParams()
+    ref = FTRL(6, params, dtype="float64")
+    ref.fit_rows(*data)
+    server = MemoryServer(ref.state.shape[0])
+    # 15 steps per 150 rows, a push every 4: the last 3 steps are left for the final push
+    worker = Worker(server, 6, params, WorkerConfig(batch_size=10, fetch_step=4, push_step=4))
+    batches = as_batches(*data, per=50)
+    worker.train_batches(iter(batches[:3]))
+    worker.push(final=True)
+    assert server.clocks == worker.report.pushes - 1
+    worker.train_batches(iter(batches[3:]))  # handed more work afterwards
+    worker.push(final=True)
+    assert server.clocks == worker.report.pushes - 2
+    assert worker.rows_applied == worker.report.rows == 300
+    np.testing.assert_allclose(server.n, ref.n, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(server.z, ref.z, rtol=1e-12, atol=1e-12)
+
+
 def test_pull_keeps_unpushed_local_updates() -> None:
     """Goline's bug: a pull must not overwrite the worker's own unpushed updates."""
     params = FTRLParams()

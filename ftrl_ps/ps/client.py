@@ -310,8 +310,9 @@ class PSClient(StreamingPushes, Pulls):
             self._hb_stop.set()
             thread.join()
 
-    def finish(self) -> None:
-        """Tell shard 0 this worker is done (it stops holding back the others).
+    def finish(self, stats: dict[str, Any] | None = None) -> None:
+        """Tell shard 0 this worker is done (it stops holding back the others);
+        ``stats``: its last progress, as a clock tick would carry it.
 
         First every shard persists this worker's pushes (:meth:`make_durable`),
         and shard 0 answers once a checkpoint says "finished": once this
@@ -323,7 +324,8 @@ class PSClient(StreamingPushes, Pulls):
                 self.heartbeat()  # shard 0 still knows this epoch (else: register again)
                 self.make_durable()
                 self.stop_heartbeat()
-                self._net.post_json(0, f"/v1/workers/{self.worker_id}/finish", {},
+                body = {} if stats is None else {"stats": stats}
+                self._net.post_json(0, f"/v1/workers/{self.worker_id}/finish", body,
                                     idempotent=True)
                 return
             except UnknownWorkerError:  # shard 0 restarted and forgot this epoch

@@ -256,13 +256,17 @@ class SSPClock(RegistryState):
         with self._cond:
             self._live_worker(worker_id)
 
-    def finish(self, worker_id: int) -> None:
-        """Mark the worker finished: it leaves the minimum (idempotent)."""
+    def finish(self, worker_id: int, stats: dict[str, float] | None = None) -> None:
+        """Mark the worker finished: it leaves the minimum (idempotent). ``stats``:
+        its last progress for the status page (a worker need not tick after its
+        last push)."""
         with self._cond:
             w = self._get(worker_id)
             if w.state == FINISHED:
                 return
             self._live_worker(worker_id)
+            if stats is not None:
+                w.stats = dict(stats)
             w.state = FINISHED
             self._cond.notify_all()
 

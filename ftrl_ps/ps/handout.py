@@ -186,7 +186,9 @@ def train_units(worker: Worker, work: WorkClient, worker_index: int) -> int:
     got = None
     while True:
         worker.train_batches(stream.batches(got))
-        worker.push()  # every row trained is applied: the next request reports the rest
+        # every row trained is applied (the next request reports the rest); no tick:
+        # more work, if any, goes on at the same clock
+        worker.push(final=True)
         got = stream.next_unit()  # None, unless a dead worker's unit was freed meanwhile
         if got is None:
             break

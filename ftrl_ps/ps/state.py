@@ -191,10 +191,11 @@ class ServerState:
             self.checkpointer.ensure(requested)
         return self.claim(worker, epoch)
 
-    def finish_worker(self, worker_id: int) -> None:
-        """Mark the worker finished (shard 0) and, with a checkpoint dir, persist that
-        before answering: a restarted shard 0 still knows the worker finished."""
-        self.require_clock().finish(worker_id)
+    def finish_worker(self, worker_id: int, stats: dict[str, float] | None = None) -> None:
+        """Mark the worker finished (shard 0) with its last ``stats`` (if given) and,
+        with a checkpoint dir, persist that before answering: a restarted shard 0
+        still knows the worker finished."""
+        self.require_clock().finish(worker_id, stats)
         if self.checkpointer is not None:
             self.checkpointer.ensure(time.monotonic())
 

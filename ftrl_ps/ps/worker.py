@@ -235,12 +235,18 @@ class Worker:
             self._pending = self._pending.merge(rnd.unpushed(self._contraction(rnd)))
 
     # -- communication -------------------------------------------------
-    def push(self) -> None:
-        """Push every delta accumulated since the last push, tick the clock, and wait."""
-        self._push_async()
+    def push(self, final: bool = False) -> None:
+        """Push every delta accumulated since the last push, tick the clock, and wait.
+
+        ``final``: the worker has nothing more to train (it is about to finish,
+        or to ask for more work): the push is not followed by a clock tick. A
+        tick only lets the next round wait for the others; the finish request
+        carries the last :meth:`stats` instead, and a worker handed more work
+        afterwards goes on at the same clock."""
+        self._push_async(tick=not final)
         self._sync()
 
-    def _push_async(self) -> None:
+    def _push_async(self, tick: bool = True) -> None:
         """Start pushing the unpushed deltas and ticking the clock in the background.
 
         The tick may wait for slower workers (SSP); meanwhile the worker numbers
@@ -262,7 +268,7 @@ class Worker:
         self._sync()
         progress = {"position": self.report.rows, "loss_sum": self.report.loss_sum}
         self._sending = _InFlight(self._send, todo.keys, delta_n, delta_z, merge, self.stats(),
-                                  progress)
+                                  progress, tick)
         self._sending.rows = self.report.rows
         if rnd is not None:
             rnd.mark_pushed(None if part is None else part.keys)
@@ -276,9 +282,11 @@ class Worker:
         return unpushed_contraction(rnd, self.params, self.config.merge_rule)
 
     def _send(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray, merge: Any,
-              stats: dict[str, Any], progress: dict[str, Any]) -> float:
+              stats: dict[str, Any], progress: dict[str, Any], tick: bool = True) -> float:
         """Push, sleep if straggling, tick; the seconds the tick took (the SSP wait)."""
         self.client.push(keys, delta_n, delta_z, *(() if merge is None else (merge,)), **progress)
+        if not tick:
+            return 0.0
         if self.straggler is not None and self.straggler.before_tick():
             self.report.straggles += 1
             self.report.straggle_seconds += self.straggler.config.delay
@@ -385,7 +393,7 @@ class Worker:
             self.report.bad_lines += reader.stats.bad_lines
             self.report.epochs += 1
             self.report.bad_examples.extend(reader.stats.bad_examples)
-        self.push()
+        self.push(final=True)
         self.report.seconds = time.perf_counter() - self._started
         return self.report
 

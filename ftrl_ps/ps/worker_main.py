@@ -280,7 +280,7 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
                 started = None  # not the share begun above, or read again and skipped
             report = worker.run(options.input, byte_range, started=started)
         ended = time.time()
-        client.finish()
+        client.finish(worker.stats())  # the last push had no tick: its progress goes here
     report_bad_lines(report.bad_lines, report.bad_examples)
     if not options.quiet:
         log.info(

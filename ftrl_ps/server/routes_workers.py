@@ -86,9 +86,17 @@ class WaitRequest(_Strict):
     timeout: float | None = Field(default=None, ge=0)
 
 
-#: bodies used when a clock/wait request has none (all fields optional)
+class FinishRequest(_Strict):
+    stats: Stats | None = Field(
+        default=None, description="the worker's last progress (as a clock tick's): a worker "
+        "need not tick after its last push",
+    )
+
+
+#: bodies used when a clock/wait/finish request has none (all fields optional)
 _EMPTY_CLOCK = ClockRequest()
 _EMPTY_WAIT = WaitRequest()
+_EMPTY_FINISH = FinishRequest()
 
 
 class RegisterAnswer(BaseModel):
@@ -173,8 +181,9 @@ def heartbeat(worker_id: int, state: StateDep) -> dict[str, Any]:
 
 
 @router.post("/{worker_id}/finish", summary="the worker is done")
-def finish(worker_id: int, state: StateDep) -> dict[str, Any]:
+def finish(worker_id: int, state: StateDep,
+           req: FinishRequest = _EMPTY_FINISH) -> dict[str, Any]:
     """Mark the worker finished: it no longer holds back the others. With a
     checkpoint dir the answer comes once a checkpoint holds it (docs/durability.md)."""
-    state.finish_worker(worker_id)
+    state.finish_worker(worker_id, req.stats)
     return {"worker_id": worker_id, "state": state.require_clock().worker(worker_id).state}

@@ -1,0 +1,37 @@
+"""``ftrl-ps worker``'s run against a real server: how it ends (ps/worker_main.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ftrl_ps.ps.client import PSClient
+from ftrl_ps.ps.worker_main import WorkerOptions, run_worker
+from tests._servers import TOKEN, real_server
+
+
+@pytest.mark.parametrize("split", ["shares", "units"])
+def test_the_last_push_has_no_tick_and_the_finish_carries_the_last_stats(
+        tmp_path: Path, split: str) -> None:
+    """A worker with nothing left does not tick after its last push (a tick only
+    makes the next round wait for the others): shard 0 learns its last progress
+    from the finish request, and the clock counts one tick less than the pushes."""
+    rng = np.random.default_rng(4)
+    data = tmp_path / "t.svm"
+    # 150 rows in steps of 10, a push every 4 steps: the last 3 steps go with the last push
+    data.write_text("".join(
+        f"{int(rng.random() < 0.3)} {a}:1 {a + 1 + int(rng.integers(50))}:1\n"
+        for a in rng.integers(0, 100, 150)))
+    with real_server(["--bits", "12", "--group-size", "64", "--token", TOKEN,
+                      "--num-workers", "1", "--staleness", "0"]) as server:
+        result = run_worker(WorkerOptions(
+            server=server.url, input=str(data), num_workers=1, worker_index=0, token=TOKEN,
+            quiet=True, batch_size=10, fetch_step=4, push_step=4, split=split))
+        with PSClient(server.url, token=TOKEN) as ps:
+            (worker,) = ps.status()["clock"]["workers"]
+    assert result["rows"] == 150
+    assert worker["state"] == "finished"
+    assert worker["stats"]["rows"] == 150 and worker["stats"]["pushes"] == result["pushes"]
+    assert worker["clock"] == result["pushes"] - 1
