@@ -210,9 +210,12 @@ def test_gzip_input_is_refused_with_fixed_shares_and_trained_with_units(tmp_path
 
     data = tmp_path / "d.svm.gz"
     data.write_bytes(gzip.compress(b"1 1:1\n0 2:1\n"))
-    res = run_cli("train", str(data), "--workers", "2", "--bits", "4", "-q", "--split", "shares")
+    res = run_cli("train", str(data), "--workers", "2", "--bits", "4", "-q", "--split", "shares",
+                  env=_logs_in(tmp_path))
     assert res.returncode == 2
     assert "gzip-compressed" in res.stderr and "worker 0" not in res.stderr
+    # refused before any process started: no empty log folder is left behind
+    assert not list(tmp_path.glob("ftrl-ps-cluster-*"))
     res = run_cli("train", str(data), "--workers", "2", "--bits", "4", "-q", "--split", "units")
     assert res.returncode == 0, res.stderr
     assert "trained 2 rows" in res.stdout

@@ -120,7 +120,7 @@ def test_restart_budget_is_a_clear_error(synth: Path, tmp_path: Path) -> None:
            "2", "--servers", "2", "--bits", "18", "--batch-size", "250", "--max-restarts",
            "0", "--token", TOKEN, "-q"]
     proc = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(REPO)})
+                            env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp_path)})
     assert proc.stderr is not None
     line = proc.stderr.readline()
     url = line.split()[2].rstrip(",")

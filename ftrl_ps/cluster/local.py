@@ -255,7 +255,7 @@ def run_cluster(args: LocalClusterOptions) -> int:
         return 0
     finally:
         cluster.stop()
-        if ok:
+        if ok or not any(logdir.iterdir()):  # success, or failed before any process logged
             shutil.rmtree(logdir, ignore_errors=True)
         elif not args.quiet:
             print(f"logs kept in {logdir}", file=sys.stderr)
