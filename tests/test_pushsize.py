@@ -16,6 +16,15 @@ from tests.test_ftrl import random_rows
 from tests.test_worker import MemoryServer, as_batches
 
 
+def _reference(seed: int, rows: int, slots: int, max_nnz: int, bits: int, l1: float):
+    """Random rows, their FTRL parameters and the one-process float64 model of them."""
+    data = random_rows(np.random.default_rng(seed), rows, slots, max_nnz=max_nnz)
+    params = FTRLParams(l1=l1)
+    ref = FTRL(bits, params, dtype="float64")
+    loss = ref.fit_rows(*data)
+    return data, params, ref, loss
+
+
 class Limited(MemoryServer):
     """A :class:`MemoryServer` whose servers say they take bodies up to ``limit`` bytes."""
 
@@ -44,11 +53,7 @@ def test_a_key_costs_its_index_and_deltas_plus_the_merge_sections() -> None:
 @pytest.mark.parametrize("fetch_step, push_step", [(1, 1), (4, 4), (2, 5), (5, 2)])
 def test_oversized_rounds_are_split_and_the_model_is_the_one_process_model(
         fetch_step: int, push_step: int) -> None:
-    rng = np.random.default_rng(5)
-    data = random_rows(rng, 800, 1000, max_nnz=30)
-    params = FTRLParams(l1=0.2)
-    ref = FTRL(10, params, dtype="float64")
-    ref_loss = ref.fit_rows(*data)
+    data, params, ref, ref_loss = _reference(5, 800, 1000, 30, bits=10, l1=0.2)
     size = ref.state.shape[0]
     cfg = WorkerConfig(batch_size=40, fetch_step=fetch_step, push_step=push_step)
     # without a limit a round touches several hundred keys
@@ -91,11 +96,7 @@ def test_a_row_wider_than_a_push_is_a_clear_error() -> None:
 
 
 def test_a_worker_trains_through_a_real_server_with_a_small_body_limit() -> None:
-    rng = np.random.default_rng(8)
-    data = random_rows(rng, 1500, 4000, max_nnz=40)
-    params = FTRLParams(l1=0.5)
-    ref = FTRL(12, params, dtype="float64")
-    ref.fit_rows(*data)
+    data, params, ref, _ = _reference(8, 1500, 4000, 40, bits=12, l1=0.5)
     with real_server(["--bits", "12", "--dtype", "float64", "--max-body-mb", "0.02",
                       "--staleness", "0", "--num-workers", "1"]) as srv:
         client = PSClient(srv.url)
@@ -121,11 +122,7 @@ def test_a_worker_trains_through_a_real_server_with_a_small_body_limit() -> None
 
 
 def test_the_stream_learner_splits_a_large_backlog_too() -> None:
-    rng = np.random.default_rng(9)
-    data = random_rows(rng, 600, 1000, max_nnz=30)
-    params = FTRLParams(l1=0.2)
-    ref = FTRL(10, params, dtype="float64")
-    ref.fit_rows(*data)
+    data, params, ref, _ = _reference(9, 600, 1000, 30, bits=10, l1=0.2)
     server = Limited(ref.state.shape[0], 2400)
     learner = StreamLearner(server, 10, params, WorkerConfig(batch_size=50), push_interval=60)
     cap = learner.worker.max_push_keys
