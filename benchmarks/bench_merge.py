@@ -4,6 +4,7 @@ Usage::
 
     python benchmarks/bench_merge.py [--rules compose,threshold,sum] [--workers 2,4,8]
         [--staleness 0,3,inf] [--repeat 2] [--gen-rows 200000] [--json OUT]
+        [--train-args "--adaptive-rounds"]
 
 For every train/test pair of ``../shared/data`` that is present (a9a, agaricus,
 iPinYou, rcv1 small) and a generated CTR set (``ftrl-ps gen``, seed 0,
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
 import subprocess
 import sys
@@ -68,8 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gen-rows", type=int, default=200_000)
     p.add_argument("--only", default="", help="comma-separated data set names")
     p.add_argument("--json", type=Path)
+    p.add_argument("--train-args", default="",
+                   help="more flags for every cluster run (e.g. '--adaptive-rounds')")
     args = p.parse_args(argv)
     rules = args.rules.split(",")
+    extra = shlex.split(args.train_args)
     workers = [int(w) for w in args.workers.split(",")]
     stale = args.staleness.split(",")
     sets = data_sets(args.gen_rows)
@@ -89,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                     row = [name, str(n), s]
                     for rule in rules:
                         d = [train(tr, te, out, ["--workers", str(n), "--staleness", s,
-                                                 "--merge-rule", rule]) - single
+                                                 "--merge-rule", rule, *extra]) - single
                              for _ in range(args.repeat)]
                         result[name]["cluster"][f"{rule} N={n} s={s}"] = d
                         row += [f"{statistics.median(d):+.4f}", f"{max(d):+.4f}"]
@@ -99,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     for rule in rules:
         header += [f"{rule} med", "worst"]
     print(f"\ntest logloss of the cluster minus one process ({args.repeat} runs each: "
-          f"median and worst); {time.perf_counter() - started:.0f} s")
+          f"median and worst); {time.perf_counter() - started:.0f} s"
+          + (f"; cluster runs also {args.train_args}" if args.train_args else ""))
     print(h.format_table(header, rows))
     worst = {rule: max(max(v) for k, v in ((k, v) for r in result.values()
                                            for k, v in r["cluster"].items())
