@@ -101,12 +101,39 @@ def test_a_worker_that_keeps_waiting_makes_longer_rounds(adaptive: bool) -> None
 ])
 def test_the_flag_reaches_the_worker_config(command, cls) -> None:
     parser = build_parser()
-    assert options_from(cls, parser.parse_args(command)).adaptive_rounds is False
-    opts = options_from(cls, parser.parse_args([*command, "--adaptive-rounds"]))
-    assert opts.adaptive_rounds is True
-    if cls is WorkerOptions:
-        assert worker_config(opts).adaptive_rounds is True
-    else:
-        opts = dataclasses.replace(opts, batch_size=100)
-        assert _worker_options(opts, ["http://x"], {}, 20, 0, Path("m.json"),
-                               "float32").adaptive_rounds is True
+    assert options_from(cls, parser.parse_args(command)).adaptive_rounds is None  # auto
+    for flag, value in (("--adaptive-rounds", True), ("--no-adaptive-rounds", False)):
+        opts = options_from(cls, parser.parse_args([*command, flag]))
+        assert opts.adaptive_rounds is value
+        if cls is WorkerOptions:
+            assert worker_config(opts).adaptive_rounds is value
+        else:
+            opts = dataclasses.replace(opts, batch_size=100)
+            assert _worker_options(opts, ["http://x"], {}, 20, 0, Path("m.json"),
+                                   "float32").adaptive_rounds is value
+
+
+@pytest.mark.parametrize("staleness, adaptive", [(0, False), (1, True), (3, True),
+                                                 (None, False)])
+def test_by_default_rounds_adapt_at_a_bounded_staleness(staleness, adaptive) -> None:
+    """Unless the flag says otherwise: on at s >= 1, off at BSP and asynchronously
+    (and off against servers that do not say)."""
+    server = SlowClockServer(65, wait=0.0)
+    server.server_settings = {"staleness": staleness}
+    assert Worker(server, 6, FTRLParams(), WorkerConfig()).round_length.enabled is adaptive
+    for given in (True, False):
+        cfg = WorkerConfig(adaptive_rounds=given)
+        assert Worker(server, 6, FTRLParams(), cfg).round_length.enabled is given
+    assert Worker(SlowClockServer(65, 0.0), 6, FTRLParams(),
+                  WorkerConfig()).round_length.enabled is False
+
+
+def test_the_service_reads_auto_or_a_switch() -> None:
+    from services.worker import SERVICE
+
+    env = {"FTRL_PS_SERVER": "http://s0:7000", "FTRL_PS_INPUT": "/d/t.svm",
+           "FTRL_PS_NUM_WORKERS": "2", "FTRL_PS_WORKER_INDEX": "0"}
+    assert SERVICE.load([], env).adaptive_rounds is None
+    for text, value in (("auto", None), ("on", True), ("0", False)):
+        assert SERVICE.load([], {**env, "FTRL_PS_ADAPTIVE_ROUNDS": text}).adaptive_rounds \
+            is value

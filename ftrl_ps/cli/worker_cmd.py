@@ -110,11 +110,13 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--adaptive-rounds",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="a worker that keeps waiting for slower ones at the SSP bound makes its "
         "rounds (fetch-step and push-step) up to 16x longer, so it ticks at their pace "
         "and trains instead of waiting; the rounds shrink back when the waits stop "
-        "(off by default: fewer, larger pushes; see docs/algorithm.md)",
+        "(default: on at a staleness of 1 or more, off at 0 and inf; see "
+        "docs/algorithm.md)",
     )
 
 

@@ -84,7 +84,7 @@ class LocalClusterOptions:
     batch_size: int | None = None
     fetch_step: int = 4
     push_step: int = 4
-    adaptive_rounds: bool = False
+    adaptive_rounds: bool | None = None
     max_restarts: int = 3
     token: str | None = field(default=None, repr=False)
     checkpoint_interval: float = 10.0

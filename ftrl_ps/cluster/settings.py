@@ -15,6 +15,7 @@ Rules
   closest known name (pydantic-settings alone would ignore it);
 * ``staleness`` takes an integer >= 0 or ``inf``/``none``/``async`` (None);
   ``worker_index`` takes an integer >= 0 or ``auto`` (None);
+  ``adaptive_rounds`` takes a switch word or ``auto`` (None: the default);
 * numbers must be finite; a bad value is a :class:`~ftrl_ps.errors.ConfigError`
   naming the variable;
 * the token (``FTRL_PS_TOKEN``) is a field like any other, but it is never
@@ -144,10 +145,20 @@ def parse_worker_index(text: str) -> int | None:
     return _int_at_least_zero(text, "an integer >= 0 or auto")
 
 
+def parse_auto_switch(text: str) -> bool | None:
+    """A switch, or ``auto`` -> None (the program decides).
+
+    >>> parse_auto_switch("auto"), parse_auto_switch("off")
+    (None, False)
+    """
+    return None if text.strip().lower() == "auto" else parse_switch(text)
+
+
 #: fields whose text has a meaning beyond their type, by field name
 FIELD_PARSERS: dict[str, Callable[[str], Any]] = {
     "staleness": parse_staleness,
     "worker_index": parse_worker_index,
+    "adaptive_rounds": parse_auto_switch,
 }
 
 

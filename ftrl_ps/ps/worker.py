@@ -47,7 +47,7 @@ from ftrl_ps.learn.training import TrainReport
 from ftrl_ps.ps.curvature import unpushed_contraction
 from ftrl_ps.ps.merge import RULES, VERSIONED, push_payload
 from ftrl_ps.ps.pushsize import fitting, max_push_keys
-from ftrl_ps.ps.rounds import RoundLength
+from ftrl_ps.ps.rounds import RoundLength, adaptive_by_default
 from ftrl_ps.ps.straggle import Straggler
 from ftrl_ps.ps.workingset import KeyNumbering, PendingDeltas, WorkingSet
 
@@ -92,8 +92,9 @@ class WorkerConfig:
     #: a key in this share of a push's rows is dense (``compose``: rho = 0)
     dense_fraction: float = 0.5
     #: lengthen the rounds of a worker that keeps waiting for slower ones (see
-    #: :class:`ftrl_ps.ps.rounds.RoundLength`); False: every round is ``fetch_step`` steps
-    adaptive_rounds: bool = False
+    #: :class:`ftrl_ps.ps.rounds.RoundLength`); False: every round is ``fetch_step``
+    #: steps; None: as :func:`ftrl_ps.ps.rounds.adaptive_by_default` says for the servers
+    adaptive_rounds: bool | None = None
 
     def __post_init__(self) -> None:
         if self.merge_rule not in RULES:
@@ -179,7 +180,10 @@ class Worker:
         self._rows_since_push = 0
         self._since_push = 0
         self._sending: _InFlight | None = None
-        self.round_length = RoundLength(config.adaptive_rounds)
+        adaptive = config.adaptive_rounds
+        if adaptive is None:
+            adaptive = adaptive_by_default(getattr(client, "server_settings", {}).get("staleness"))
+        self.round_length = RoundLength(adaptive)
         #: the most keys one push may carry (the servers' body limit; None: no limit)
         self.max_push_keys = max_push_keys(client, config.merge_rule)
         self.rows_applied = 0  # rows whose push (and tick) the shards acknowledged

@@ -70,7 +70,7 @@ class WorkerOptions:
     fetch_step: int = 4
     push_step: int = 4
     #: lengthen the rounds of a worker that keeps waiting at the SSP bound (ftrl_ps.ps.rounds)
-    adaptive_rounds: bool = False
+    adaptive_rounds: bool | None = None
     bits: int | None = None
     alpha: float | None = None
     beta: float | None = None
