@@ -147,7 +147,12 @@ def summarise(name: str, s: str, res: dict[str, Any], test: Any, target: float
 
 
 def plot(name: str, runs: list[dict[str, Any]], target: float, path: Path) -> None:
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:  # the table is already printed: say how to get the figure too
+        print(f"no plot for {name}: matplotlib is missing (pip install -e '.[bench]')",
+              file=sys.stderr)
+        return
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
