@@ -264,13 +264,14 @@ def test_cluster_runs_with_either_method(small_train: Path, tmp_path: Path, meth
     assert got["progressive_logloss"] < 0.70
 
 
-def test_bad_launch_variable_is_a_usage_error(small_train: Path) -> None:
+def test_bad_launch_variable_is_a_usage_error(small_train: Path, tmp_path: Path) -> None:
     res = run_cli(
         "train", str(small_train), "--workers", "2", "-q",
-        env=dict(os.environ, **{LAUNCH_ENV: "thread"}),
+        env=dict(os.environ, **{LAUNCH_ENV: "thread"}, TMPDIR=str(tmp_path)),
     )
     assert res.returncode == 2
     assert f"{LAUNCH_ENV}='thread'" in res.stderr
+    assert not list(tmp_path.glob("ftrl-ps-cluster-*"))  # no log folder left behind
 
 
 @pytest.mark.parametrize("discard", [False, True])

@@ -180,11 +180,11 @@ def run_cluster(args: LocalClusterOptions) -> int:
         dtype = args.dtype or "float32"
         params = params_with_defaults(alpha=args.alpha, beta=args.beta, l1=args.l1, l2=args.l2)
     started = time.perf_counter()
-    logdir = Path(tempfile.mkdtemp(prefix="ftrl-ps-cluster-"))
     # --token or $FTRL_PS_TOKEN (so an operator can query the servers), else a fresh one
     token = resolve_token(args.token) or secrets.token_hex(16)
     env = dict(os.environ, **{TOKEN_ENV: token}, PYTHONUNBUFFERED="1")
     launcher = Launcher(env, warn=lambda why: print(f"ftrl-ps train: {why}", file=sys.stderr))
+    logdir = Path(tempfile.mkdtemp(prefix="ftrl-ps-cluster-"))  # after the checks above
     cluster = Cluster(logdir, launcher, max_restarts=args.max_restarts)
     progress = Progress(f"cluster ({args.workers} workers)", enabled=not args.quiet)
     ok = False
