@@ -186,6 +186,8 @@ class Worker:
         self.round_length = RoundLength(adaptive)
         #: the most keys one push may carry (the servers' body limit; None: no limit)
         self.max_push_keys = max_push_keys(client, config.merge_rule)
+        #: the parts last numbered to count their keys, and that numbering (for _open)
+        self._counted: tuple[list[Batch], Any] | None = None
         self.rows_applied = 0  # rows whose push (and tick) the shards acknowledged
         self.report = WorkerReport()
         #: input rows to pass over before training (a restarted worker's position)
@@ -204,7 +206,9 @@ class Worker:
         """Number the keys of ``parts``, pull them, add pending deltas: the next round."""
         if self._round is not None:
             self._close()
-        numbered = self._numbering.number(parts)
+        counted, self._counted = self._counted, None
+        numbered = (counted[1] if counted is not None and counted[0] is parts
+                    else self._numbering.number(parts))
         cap, held = self.max_push_keys, self._pending.keys.size
         if cap is not None and held and held + numbered[0].size > cap:
             self._push_async()  # with this round's keys they would not fit in one push
@@ -356,9 +360,15 @@ class Worker:
         """Train one round: pull the keys of the mini-batches ``parts``, train them
         in order, push every ``push_step`` steps (in the background). A round with
         more keys than one push may carry is trained as several (ps.pushsize)."""
-        for piece in fitting(parts, self.max_push_keys,
-                             lambda p: int(self._numbering.number(p)[0].size)):
+        for piece in fitting(parts, self.max_push_keys, self._count_keys):
             self._train_round(piece)
+
+    def _count_keys(self, parts: list[Batch]) -> int:
+        """Distinct keys of ``parts`` with the bias; :meth:`_open` reuses the numbering
+        when these very parts come next (nothing is numbered in between)."""
+        numbered = self._numbering.number(parts)
+        self._counted = (parts, numbered)
+        return int(numbered[0].size)
 
     def _train_round(self, parts: list[Batch]) -> None:
         rnd = self._open(parts)
