@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -50,6 +52,16 @@ def synth_small(tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True,
     )
     return out
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 10.0, what: str = "the condition",
+               interval: float = 0.02) -> None:
+    """Poll ``predicate`` until it is true; fail the test naming ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not happen within {timeout:g} s")
+        time.sleep(interval)
 
 
 def run_cli(*args: str, timeout: float = 120, **kw) -> subprocess.CompletedProcess[str]:

@@ -13,13 +13,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, wait_until
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -83,14 +83,6 @@ def _points(page: Page, chart: str) -> int:
     return int(value) if value and value.isdigit() else 0
 
 
-def _wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the page did not show {what} within {timeout:.0f} s")
-        time.sleep(0.1)
-
-
 @pytest.mark.slow
 def test_dashboard_shows_workers_and_charts_in_chromium(
     running_cluster: tuple[str, subprocess.Popen[str]],
@@ -115,9 +107,11 @@ def test_dashboard_shows_workers_and_charts_in_chromium(
             page.wait_for_selector("#main:not([hidden])", timeout=15_000)
             # Poll from Python: wait_for_function's in-page polling evaluates a string,
             # which the page's Content-Security-Policy (script-src 'self') rightly refuses.
-            _wait_until(lambda: page.locator("#workers tbody tr").count() == 2, 20, "2 workers")
-            _wait_until(lambda: _points(page, "#chart-rate") >= 2
-                        and _points(page, "#chart-loss") >= 2, 30, "2 points per chart")
+            wait_until(lambda: page.locator("#workers tbody tr").count() == 2, 20,
+                       "the page showing 2 workers", interval=0.1)
+            wait_until(lambda: _points(page, "#chart-rate") >= 2
+                       and _points(page, "#chart-loss") >= 2, 30,
+                       "the page showing 2 points per chart", interval=0.1)
             rows = page.locator("#workers tbody tr")
             indices = sorted(rows.nth(i).locator("td").first.inner_text() for i in range(2))
             shards = page.locator("#shards tbody tr").count()

@@ -10,25 +10,17 @@ import pytest
 
 from ftrl_ps.data.prefetch import prefetch
 from ftrl_ps.errors import ConfigError
+from tests.conftest import wait_until
 
 
 def _prefetch_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "ftrl-ps-prefetch"]
 
 
-def _wait_until(predicate, timeout: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return predicate()
-
-
 def test_yields_everything_in_order() -> None:
     assert list(prefetch(range(1000), depth=3)) == list(range(1000))
     assert list(prefetch([])) == []
-    assert _wait_until(lambda: not _prefetch_threads())
+    wait_until(lambda: not _prefetch_threads(), 5, "the prefetch threads' end")
 
 
 def test_runs_in_another_thread_and_stays_bounded() -> None:
@@ -43,7 +35,7 @@ def test_runs_in_another_thread_and_stays_bounded() -> None:
 
     it = prefetch(gen(), depth=2)
     assert next(it) == 0
-    assert _wait_until(lambda: len(produced) >= 3)
+    wait_until(lambda: len(produced) >= 3, 5, "3 items produced")
     time.sleep(0.1)
     # 1 handed out + at most depth queued + at most one being produced (blocked in put)
     assert len(produced) <= 4
@@ -65,7 +57,7 @@ def test_producer_exception_reraises_in_consumer() -> None:
         for item in prefetch(gen()):
             got.append(item)
     assert got == [1, 2]
-    assert _wait_until(lambda: not _prefetch_threads())
+    wait_until(lambda: not _prefetch_threads(), 5, "the prefetch threads' end")
 
 
 @pytest.mark.parametrize("how", ["break", "close"])
@@ -93,7 +85,7 @@ def test_early_stop_stops_producer(how: str) -> None:
         assert next(it) == 0
         it.close()  # type: ignore[attr-defined]
     assert closed.wait(5.0), "producer's generator was not closed"
-    assert _wait_until(lambda: not _prefetch_threads())
+    wait_until(lambda: not _prefetch_threads(), 5, "the prefetch threads' end")
     count = len(produced)
     time.sleep(0.1)
     assert len(produced) == count
@@ -114,7 +106,7 @@ def test_close_while_producer_is_busy() -> None:
     it.close()  # type: ignore[attr-defined]
     assert time.monotonic() - start < 3.0  # join is bounded
     release.set()
-    assert _wait_until(lambda: not _prefetch_threads())
+    wait_until(lambda: not _prefetch_threads(), 5, "the prefetch threads' end")
 
 
 def test_depth_is_checked() -> None:
@@ -142,7 +134,7 @@ def test_with_reader_same_rows_and_early_stop_closes_file(tmp_path) -> None:  # 
     next(it)
     assert is_open()
     it.close()  # type: ignore[attr-defined]
-    assert _wait_until(lambda: not is_open())
+    wait_until(lambda: not is_open(), 5, "the source's close")
 
 
 def test_error_from_iter_itself() -> None:
@@ -169,4 +161,4 @@ def test_starts_at_once_and_an_unused_iterator_stops_its_producer() -> None:
     assert started.wait(5), "the producer must start before the first next()"
     del it  # never iterated
     assert closed.wait(5)
-    assert _wait_until(lambda: not _prefetch_threads())
+    wait_until(lambda: not _prefetch_threads(), 5, "the prefetch threads' end")

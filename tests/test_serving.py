@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from ftrl_ps.ps.service import PredictionService, ServiceConfig
 from ftrl_ps.ps.worker import WorkerConfig
 from ftrl_ps.server.serve_app import create_serve_app
 from tests._servers import assert_error, real_server
+from tests.conftest import wait_until
 
 BITS = 10
 TEXT = {"Content-Type": "text/plain"}
@@ -99,13 +99,13 @@ def test_atomic_replace_is_served_and_a_bad_file_keeps_the_old_model(
     broken = model_file.with_name("broken.tmp")
     broken.write_bytes(model_file.read_bytes()[:40])
     os.replace(broken, model_file)
-    _wait(lambda: served.get("/v1/status").json()["source"]["reload_error"] is not None)
+    wait_until(lambda: served.get("/v1/status").json()["source"]["reload_error"] is not None)
     status = served.get("/v1/status").json()
     assert "still serving version 1" in status["source"]["reload_error"]
     assert status["source"]["healthy"] is False and status["model"]["version"] == 1
     assert served.post("/v1/predict", content=text, headers=TEXT).json() == first
     save_model(model_file, _model(2))  # written to a temporary file, then renamed
-    _wait(lambda: served.get("/v1/status").json()["model"]["version"] == 2)
+    wait_until(lambda: served.get("/v1/status").json()["model"]["version"] == 2)
     answer = served.post("/v1/predict", content=text, headers=TEXT).json()
     assert answer["probabilities"] == pytest.approx(_expected(_model(2), text), abs=1e-12)
     assert answer["probabilities"] != first["probabilities"]
@@ -120,13 +120,6 @@ def test_predict_token(model_file: Path) -> None:
         ok = client.post("/v1/predict", content=b"3:1\n",
                          headers={**TEXT, "Authorization": "Bearer p-tok"})
         assert ok.status_code == 200
-
-
-def _wait(cond, timeout: float = 10.0) -> None:  # noqa: ANN001
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
 
 
 def test_learn_from_cluster_reflects_in_predictions_and_shutdown_pushes() -> None:
@@ -147,8 +140,8 @@ def test_learn_from_cluster_reflects_in_predictions_and_shutdown_pushes() -> Non
             assert service.learner is not None and service.learner.status()["requests"] == 0
             answer = client.post("/v1/learn", content=b"1 3:1 7:1\n" * 200, headers=auth)
             assert answer.status_code == 200 and answer.json()["accepted"] == 200
-            _wait(lambda: client.post("/v1/predict", content=b"3:1 7:1\n", headers=TEXT)
-                  .json()["probabilities"][0] > 0.6)
+            wait_until(lambda: client.post("/v1/predict", content=b"3:1 7:1\n", headers=TEXT)
+                       .json()["probabilities"][0] > 0.6)
             status = client.get("/v1/status").json()
             assert status["learner"]["rows_trained"] == 200
             assert status["learner"]["freshness_samples"] >= 1
@@ -197,7 +190,7 @@ def test_learner_survives_an_unreachable_cluster() -> None:
                                        push_interval=0.05)
         learner.start()
         learner.submit(parse_text(b"1 3:1\n" * 10, BITS, labels=True))
-        _wait(lambda: learner.status()["failed_rounds"] == 1)
+        wait_until(lambda: learner.status()["failed_rounds"] == 1)
         learner.submit(parse_text(b"0 4:1\n" * 10, BITS, labels=True))
         learner.stop()
         status = learner.status()

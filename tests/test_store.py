@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import numpy as np
 import pytest
 
+from ftrl_ps.core.memory import populate
 from ftrl_ps.errors import ConfigError, ProtocolError
 from ftrl_ps.ps.layout import Layout
 from ftrl_ps.ps.store import ParameterStore, segment_bounds
+from tests.conftest import wait_until
 
 
 class DictStore:
@@ -192,3 +195,28 @@ def test_concurrent_pushes_give_exact_sums():
     np.testing.assert_array_equal(n, expected)
     np.testing.assert_array_equal(z, -expected)
     assert store.counters()["pushes"] == threads * rounds
+
+
+def _rss_kib() -> int:
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("VmRSS:"))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux madvise")
+def test_a_large_store_is_faulted_in_at_start_and_stays_exact() -> None:
+    """n, z and the push counts (2**22 keys: 32 + 32 + 16 MiB) become resident in the
+    background while pushes already land; a small store starts no thread."""
+    if not populate(np.zeros(1 << 20)):
+        pytest.skip("kernel without MADV_POPULATE_WRITE (Linux < 5.14)")
+    before = _rss_kib()
+    store = ParameterStore(Layout(bits=22, group_size=4096), dtype="float64")
+    keys = np.arange(0, 1 << 22, 4099)
+    store.push(keys, np.full(keys.size, 0.5), np.full(keys.size, -0.25))
+    wait_until(lambda: _rss_kib() - before > 72 << 10, 20, "80 MiB of store made resident")
+    n, z = store.pull(keys)
+    assert np.all(n == 0.5) and np.all(z == -0.25)
+    assert store.keys_with_state() == keys.size
+    running = set(threading.enumerate())
+    ParameterStore(Layout(bits=12, group_size=64))
+    started = set(threading.enumerate()) - running
+    assert not [t for t in started if t.name == "ftrl-ps-populate"]

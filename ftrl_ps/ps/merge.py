@@ -87,7 +87,8 @@ class ComposeState:
     """Per-key versions and groups of concurrent pushes of one shard's key range.
 
     Keys are local positions ``0..size-1``. Arrays are allocated zeroed (pages
-    of untouched keys cost no memory). Callers hold the locks of the keys'
+    of untouched keys cost no memory; the store faults in ``version``, which every
+    push writes, at start). Callers hold the locks of the keys'
     parameter groups (see :class:`ftrl_ps.ps.store.ParameterStore`).
     """
 

@@ -13,7 +13,7 @@ Every shard::
     ftrl_ps_duplicate_pushes_total     pushes acknowledged but not applied again
     ftrl_ps_shard_keys                 size of the shard's key range
     ftrl_ps_keys_with_state            keys with non-zero n or z (cached count)
-    ftrl_ps_store_bytes                n and z arrays (virtual; untouched pages cost no RAM)
+    ftrl_ps_store_bytes                n and z arrays (faulted in at start when >= 8 MiB)
     ftrl_ps_<hook>                     gauge hooks, e.g. ftrl_ps_checkpoint_age_seconds
 
 Shard 0, the clock authority, adds the cluster's training progress (workers
@@ -124,8 +124,8 @@ class ShardCollector(Collector):
         yield _gauge("shard_keys", "keys in this shard's range", float(store.size))
         yield _gauge("keys_with_state", "keys with non-zero n or z (recounted every >= 2 s)",
                      float(store.keys_with_state()))
-        yield _gauge("store_bytes", "bytes of the n and z arrays (virtual: untouched keys "
-                     "cost no memory)", float(2 * store.size * store.dtype.itemsize))
+        yield _gauge("store_bytes", "bytes of the n and z arrays (faulted in at start when "
+                     "8 MiB or more)", float(2 * store.size * store.dtype.itemsize))
 
     def _hooks(self) -> Iterator[Metric]:
         for name, doc, fn in self.state.telemetry.gauges():
