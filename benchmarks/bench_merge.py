@@ -159,16 +159,13 @@ def main(argv: list[str] | None = None) -> int:
     for rule in rules:
         header += ([f"{rule} mean", "se", "worst", ">+0.001"] if args.orders
                    else [f"{rule} med", "worst"])
-    if args.orders:
-        print(f"\ntest logloss of the cluster minus one process on the same row order, over "
-              f"the file's order and {args.orders} shuffles ({args.repeat} runs each: mean and "
-              f"standard error of the orders' medians, worst run, orders whose median is above "
-              f"+0.001); {time.perf_counter() - started:.0f} s"
-              + (f"; cluster runs also {args.train_args}" if args.train_args else ""))
-    else:
-        print(f"\ntest logloss of the cluster minus one process ({args.repeat} runs each: "
-              f"median and worst); {time.perf_counter() - started:.0f} s"
-              + (f"; cluster runs also {args.train_args}" if args.train_args else ""))
+    what = (f"on the same row order, over the file's order and {args.orders} shuffles "
+            f"({args.repeat} runs each: mean and standard error of the orders' medians, worst "
+            f"run, orders whose median is above +0.001)" if args.orders
+            else f"({args.repeat} runs each: median and worst)")
+    print(f"\ntest logloss of the cluster minus one process {what}; "
+          f"{time.perf_counter() - started:.0f} s"
+          + (f"; cluster runs also {args.train_args}" if args.train_args else ""))
     print(h.format_table(header, rows))
     worst = {rule: max(max(v) for r in result.values() for o in r["orders"].values()
                        for k, v in o["cluster"].items() if k.startswith(rule + " "))

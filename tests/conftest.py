@@ -64,6 +64,12 @@ def wait_until(predicate: Callable[[], object], timeout: float = 10.0, what: str
         time.sleep(interval)
 
 
+def rss_kib() -> int:
+    """This process's resident memory in KiB (Linux ``/proc``)."""
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("VmRSS:"))
+
+
 def run_cli(*args: str, timeout: float = 120, **kw) -> subprocess.CompletedProcess[str]:
     """Run ``python -m ftrl_ps ARGS`` and capture its output."""
     return subprocess.run(

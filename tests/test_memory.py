@@ -10,22 +10,18 @@ import pytest
 
 from ftrl_ps.core.ftrl import FTRL
 from ftrl_ps.core.memory import populate, populate_async
-
-
-def _rss_kib() -> int:
-    with open("/proc/self/status") as fh:
-        return next(int(line.split()[1]) for line in fh if line.startswith("VmRSS:"))
+from tests.conftest import rss_kib
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux madvise")
 def test_populate_makes_the_pages_resident_and_keeps_the_contents() -> None:
     a = np.zeros(64 << 20, dtype=np.uint8)  # 64 MiB, never written
     a[12345] = 7
-    before = _rss_kib()
+    before = rss_kib()
     done = populate(a)
     if not done:
         pytest.skip("kernel without MADV_POPULATE_WRITE (Linux < 5.14)")
-    assert _rss_kib() - before > 48 << 10  # most of the 64 MiB are resident now
+    assert rss_kib() - before > 48 << 10  # most of the 64 MiB are resident now
     assert a[12345] == 7 and int(a.sum()) == 7
 
 

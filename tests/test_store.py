@@ -12,7 +12,7 @@ from ftrl_ps.core.memory import populate
 from ftrl_ps.errors import ConfigError, ProtocolError
 from ftrl_ps.ps.layout import Layout
 from ftrl_ps.ps.store import ParameterStore, segment_bounds
-from tests.conftest import wait_until
+from tests.conftest import rss_kib, wait_until
 
 
 class DictStore:
@@ -197,10 +197,6 @@ def test_concurrent_pushes_give_exact_sums():
     assert store.counters()["pushes"] == threads * rounds
 
 
-def _rss_kib() -> int:
-    with open("/proc/self/status") as fh:
-        return next(int(line.split()[1]) for line in fh if line.startswith("VmRSS:"))
-
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux madvise")
 def test_a_large_store_is_faulted_in_at_start_and_stays_exact() -> None:
@@ -208,11 +204,11 @@ def test_a_large_store_is_faulted_in_at_start_and_stays_exact() -> None:
     background while pushes already land; a small store starts no thread."""
     if not populate(np.zeros(1 << 20)):
         pytest.skip("kernel without MADV_POPULATE_WRITE (Linux < 5.14)")
-    before = _rss_kib()
+    before = rss_kib()
     store = ParameterStore(Layout(bits=22, group_size=4096), dtype="float64")
     keys = np.arange(0, 3000, 3)  # a few pages (or one huge page): the rest stays untouched
     store.push(keys, np.full(keys.size, 0.5), np.full(keys.size, -0.25))
-    wait_until(lambda: _rss_kib() - before > 72 << 10, 20, "80 MiB of store made resident")
+    wait_until(lambda: rss_kib() - before > 72 << 10, 20, "80 MiB of store made resident")
     n, z = store.pull(keys)
     assert np.all(n == 0.5) and np.all(z == -0.25)
     assert store.keys_with_state() == keys.size
