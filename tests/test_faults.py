@@ -37,14 +37,16 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def train(data: Path, out: Path, kill: str | None) -> tuple[dict[str, Any], str | None]:
+def train(data: Path, out: Path, kill: str | None, split: str = "shares"
+          ) -> tuple[dict[str, Any], str | None]:
     """Run the local cluster; with ``kill`` ("shard0", "shard1", "worker0", ...) kill
-    that process with SIGKILL once half the rows are trained. Returns (metrics, what
-    was killed)."""
+    that process with SIGKILL once half the rows are trained. ``split``: how the
+    input is split between the workers (``--split``). Returns (metrics, what was
+    killed)."""
     cmd = [sys.executable, "-m", "ftrl_ps", "train", str(data / "train.svm"), "--test",
            str(data / "test.svm"), "--workers", "2", "--servers", "2", "--bits", "18",
            "--batch-size", "250", "--checkpoint-interval", "0.5", "--model", str(out / "m.ftrl"),
-           "--metrics-json", str(out / "m.json"), "--token", TOKEN, "-q"]
+           "--metrics-json", str(out / "m.json"), "--token", TOKEN, "--split", split, "-q"]
     proc = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.stderr is not None
@@ -100,12 +102,17 @@ def check_exactly_once(metrics: dict[str, Any]) -> None:
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("kill", ["shard0", "shard1", "worker0"])
+@pytest.mark.parametrize("kill, split", [
+    ("shard0", "shares"), ("shard1", "shares"), ("worker0", "shares"),
+    # units handed out on demand: shard 0 keeps who holds and finished which unit
+    # (its work log), a restarted worker resumes its unit after its journal's rows
+    ("shard0", "units"), ("worker0", "units"),
+])
 def test_kill_9_mid_run_loses_and_doubles_nothing(
-    synth: Path, fault_free: dict[str, Any], tmp_path: Path, kill: str
+    synth: Path, fault_free: dict[str, Any], tmp_path: Path, kill: str, split: str
 ) -> None:
     check_exactly_once(fault_free)
-    metrics, killed = train(synth, tmp_path, kill)
+    metrics, killed = train(synth, tmp_path, kill, split)
     assert killed is not None
     assert metrics["restarts"] == 1, metrics["restart_events"]
     assert metrics["restart_events"][0]["exit_code"] == -signal.SIGKILL

@@ -64,6 +64,55 @@ def test_a_restarted_worker_resumes_its_unit_and_dead_workers_units_are_taken() 
     assert taken is not None and taken["id"] in (0, 1)
 
 
+
+def test_a_restarted_worker_resumes_after_the_rows_its_journal_says_were_applied() -> None:
+    """Units resume after the worker's applied rows (``applied``, from its push
+    journal), not after the progress it last reported, which may lag a push."""
+    q = WorkQueue()
+    q.load(_plan(3), "x")
+    assert q.next(0, holding=[], position=100, applied=100)["id"] == 0  # begun at row 100
+    q.progress(0, [(0, 20)])  # reported: 20 of its rows applied
+    # unit 0 read to its end at row 150 (50 rows): unit 1 begins there, unit 0 still held
+    assert q.next(0, holding=[0], position=150, applied=120)["id"] == 1
+    # killed; the journal's pushes cover rows up to 135: unit 0 resumes after 35 rows
+    again = q.next(0, holding=[], position=135, applied=135)
+    assert (again["id"], again["rows_done"]) == (0, 35)
+    # killed again, after its pushes covered every row of unit 0 and 10 of unit 1:
+    # unit 0 is done (all 50 rows), unit 1 resumes after 10
+    again = q.next(0, holding=[], position=160, applied=160)
+    assert (again["id"], again["rows_done"]) == (1, 10)
+    assert q.summary()["done"] == 1 and q.summary()["rows_done"] == 50
+    # without the counts (an older worker) the reported progress stands
+    q.progress(0, [(1, 12)])
+    assert q.next(0, holding=[])["rows_done"] == 12
+
+
+def test_every_change_of_the_queue_is_logged_and_replayed(tmp_path: Path) -> None:
+    """A shard 0 killed after its checkpoint gets the queue back from the
+    checkpoint and the log lines after it (or from the log alone)."""
+    from ftrl_ps.ps.worklog import WorkLog
+
+    q = WorkQueue()
+    q.attach(WorkLog(tmp_path / "w.log"))
+    q.load(_plan(4), "x")
+    q.next(0, holding=[], position=0, applied=0)
+    q.next(1, holding=[], position=0, applied=0)
+    saved = q.state()  # a checkpoint here
+    q.progress(0, [(0, 4)])
+    q.next(1, done=[(1, 10)], holding=[], position=10, applied=10)
+    q.next(0, holding=[0], position=10, applied=4)
+    for restored in (saved, None):
+        again = WorkQueue()
+        if restored is not None:
+            again.restore(restored)
+        replayed = again.attach(WorkLog(tmp_path / "w.log"))
+        assert replayed == (3 if restored is not None else 6)
+        assert again.state() == q.state() and again.summary() == q.summary()
+        # and it goes on as the queue it replaces: unit 1 is done, units 0 and 3 held
+        with pytest.raises(WorkerStateError, match="not held by worker 1"):
+            again.next(1, done=[(3, 5)], holding=[])
+
+
 @pytest.mark.parametrize("call, error", [
     (lambda q: q.load(_plan(2), "other"), WorkerStateError),
     (lambda q: q.next(1, done=[(0, 3)]), WorkerStateError),  # not its unit

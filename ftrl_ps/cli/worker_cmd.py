@@ -86,8 +86,8 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         help="'shares' (default): worker i of N reads the i-th of N byte ranges of one "
         "plain file; 'units': the input (also a directory, glob, fsspec URL or .gz parts) "
         "is cut into small line-aligned units that shard 0 hands out as workers ask, so "
-        "faster workers take more. Units survive worker restarts but not yet a restart "
-        "of shard 0 (docs/durability.md)",
+        "faster workers take more. Each unit is trained exactly once through kill -9 "
+        "of a worker or of shard 0 (docs/durability.md, section 4)",
     )
     g.add_argument(
         "--unit-mb",

@@ -86,10 +86,18 @@ class WorkClient:
         body = {"worker_index": worker_index, "progress": progress}
         self._net.post_json(0, "/v1/work/progress", body, idempotent=True)
 
-    def next(self, worker_index: int, done: list[tuple[int, int]], holding: list[int]
+    def next(self, worker_index: int, done: list[tuple[int, int]], holding: list[int],
+             position: int | None = None, applied: int | None = None
              ) -> tuple[Unit, int] | None:
-        """The next unit and the rows of it already applied, or None when none is left."""
-        body = {"worker_index": worker_index, "done": done, "holding": holding}
+        """The next unit and the rows of it already applied, or None when none is left.
+
+        ``position``/``applied``: the worker's rows trained and rows applied so far
+        (see :meth:`ftrl_ps.ps.workqueue.WorkQueue.next`)."""
+        body: dict[str, Any] = {"worker_index": worker_index, "done": done, "holding": holding}
+        if position is not None:
+            body["position"] = position
+        if applied is not None:
+            body["applied"] = applied
         got = self._net.post_json(0, "/v1/work/next", body, idempotent=True).json()["unit"]
         if got is None:
             return None
@@ -156,7 +164,8 @@ class UnitStream:
             self.work.progress(self.index, report)
 
     def next_unit(self) -> tuple[Unit, int] | None:
-        return self.work.next(self.index, self._confirmed(), [h[0].id for h in self.held])
+        return self.work.next(self.index, self._confirmed(), [h[0].id for h in self.held],
+                              self._base + self.yielded, self.worker.rows_applied)
 
     def batches(self, first: tuple[Unit, int] | None = None) -> Iterator[Batch]:
         """Batches of ``first`` (if given) and of every unit asked for after it."""

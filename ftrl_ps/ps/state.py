@@ -4,6 +4,7 @@ records (dedup), and the push barrier that checkpoints use for a consistent cut.
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from ftrl_ps.ps.dedup import PushDeduper, push_digest
 from ftrl_ps.ps.shard_settings import ServerSettings
 from ftrl_ps.ps.store import ParameterStore
 from ftrl_ps.ps.telemetry import Telemetry
+from ftrl_ps.ps.worklog import WORK_LOG, WorkLog
 from ftrl_ps.ps.workqueue import WorkQueue
 
 __all__ = ["PushBarrier", "ServerState", "load_initial_model"]
@@ -108,6 +110,11 @@ class ServerState:
                                              settings.checkpoint_interval)
             path = restore_latest(self, self.checkpointer.directory)
             self.restored_from = str(path) if path is not None else None
+            if self.clock is not None:  # the hand-out's changes since that checkpoint
+                log = WorkLog(self.checkpointer.directory / WORK_LOG)
+                if replayed := self.work.attach(log):
+                    print(f"ftrl-ps server: shard 0 replayed {replayed} change(s) of the "
+                          f"work hand-out from {log.path}", file=sys.stderr)
         if settings.init_model and self.restored_from is None:
             self.initial_keys = load_initial_model(self.store, settings.init_model)
 

@@ -199,6 +199,7 @@ class Worker:
         """Continue after ``position`` rows already trained and pushed (by an
         earlier process of the same worker index, see docs/durability.md)."""
         self.skip_rows = self.report.rows = self._resumed_rows = int(position)
+        self.rows_applied = int(position)  # the journal's pushes are all applied (replayed)
         self.report.loss_sum = self._resumed_loss = float(loss_sum)
 
     # -- rounds ----------------------------------------------------------

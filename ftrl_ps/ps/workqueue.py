@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ftrl_ps.errors import WorkerStateError
+from ftrl_ps.ps.worklog import WorkLog
 
 __all__ = ["WorkQueue"]
 
@@ -69,7 +70,34 @@ class WorkQueue:
         self._state: list[str] = []
         self._owner: list[int | None] = []
         self._rows: list[int] = []
+        #: per unit: [position, rows skipped] when its worker began reading it (the
+        #: worker's rows trained so far, and the unit's rows it did not read again)
+        self._at: list[list[int] | None] = []
         self._cursor = 0  # every unit before it has left PENDING
+        #: changes are written here before they are answered (ftrl_ps.ps.worklog)
+        self._log: WorkLog | None = None
+        self._seq = 0  # changes made (and logged) so far
+        self._dirty: set[int] = set()  # units changed by the request in progress
+
+    def attach(self, log: WorkLog) -> int:
+        """Replay ``log``'s changes made after the state restored so far (all of
+        them without a checkpoint), then write every later change to it first.
+        Returns the number of lines replayed."""
+        with self._lock:
+            replayed = 0
+            for line in log.lines():
+                if line["seq"] <= self._seq:
+                    continue
+                if "plan" in line:
+                    self._set_plan(line["units"], str(line["plan"]))
+                for unit, state, owner, rows, *at in line.get("set", ()):
+                    self._state[unit], self._owner[unit], self._rows[unit] = state, owner, rows
+                    self._at[unit] = list(at) if len(at) == 2 and at[0] is not None else None
+                self._seq = line["seq"]
+                replayed += 1
+            self._cursor = 0
+            self._log = log
+            return replayed
 
     def load(self, units: list[dict[str, Any]], plan_id: str) -> int:
         """Load the plan (idempotent for the same ``plan_id``); returns its size."""
@@ -84,12 +112,17 @@ class WorkQueue:
             for i, u in enumerate(units):
                 if set(u) != _UNIT_FIELDS or u["id"] != i or not 0 <= u["start"] <= u["end"]:
                     raise WorkerStateError(f"work unit {i} is malformed: {u!r}")
-            self._units = [dict(u) for u in units]
-            self._plan_id = plan_id
-            self._state = [PENDING] * len(units)
-            self._owner = [None] * len(units)
-            self._rows = [0] * len(units)
+            self._set_plan(units, plan_id)
+            self._write({"plan": plan_id, "units": self._units})
             return len(units)
+
+    def _set_plan(self, units: list[dict[str, Any]], plan_id: str) -> None:
+        self._units = [dict(u) for u in units]
+        self._plan_id = plan_id
+        self._state = [PENDING] * len(units)
+        self._owner = [None] * len(units)
+        self._rows = [0] * len(units)
+        self._at = [None] * len(units)
 
     def next(
         self,
@@ -98,6 +131,8 @@ class WorkQueue:
         holding: Iterable[int] | None = None,
         dead: Iterable[int] = (),
         progress: Iterable[tuple[int, int]] = (),
+        position: int | None = None,
+        applied: int | None = None,
     ) -> dict[str, Any] | None:
         """Record ``done`` units of ``worker_index`` and hand it its next unit (or None).
 
@@ -106,47 +141,75 @@ class WorkQueue:
         indices whose units may be taken over; ``progress`` the rows whose
         pushes were applied so far of units it holds (a resumed unit starts
         after them).
+
+        ``position`` is the worker's count of rows trained when it begins the
+        unit it asks for, ``applied`` its count of rows whose pushes the shards
+        applied (both over every process of this worker index: a restarted
+        worker takes them from its push journal). The queue keeps where each
+        unit began in that count, so a restarted worker's units resume right
+        after the rows its journal says were applied, not after the rows it had
+        reported (:meth:`_resume`).
         """
         with self._lock:
-            if self._plan_id is None:
-                raise WorkerStateError("no work plan loaded on shard 0; load one first")
-            for unit, rows in done:
-                self._finish(worker_index, int(unit), int(rows))
-            self._progress(worker_index, progress)
-            held = None if holding is None else {int(u) for u in holding}
-            if held is not None:
-                for i, owner in enumerate(self._owner):
-                    if owner == worker_index and self._state[i] == ASSIGNED and i not in held:
-                        return self._answer(i)  # a restarted worker resumes its unit
-            now = self._clock()
-            self._since.setdefault(worker_index, now)
-            dead_set = set(dead) - {worker_index}
-            while self._cursor < len(self._units) and self._state[self._cursor] != PENDING:
-                self._cursor += 1
-            if self._cursor < len(self._units):
-                if self._others_finish_sooner(worker_index, dead_set, now):
-                    self._finished.add(worker_index)
-                    return None
-                return self._assign(self._cursor, worker_index)
-            for i, owner in enumerate(self._owner):
-                if self._state[i] == ASSIGNED and owner in dead_set:
-                    return self._assign(i, worker_index)
-            self._finished.add(worker_index)
-            return None
+            try:
+                return self._next(worker_index, done, holding, dead, progress, position,
+                                  applied)
+            finally:
+                self._commit()  # before the answer leaves (also what a refused part changed)
+
+    def _next(
+        self,
+        worker_index: int,
+        done: Iterable[tuple[int, int]],
+        holding: Iterable[int] | None,
+        dead: Iterable[int],
+        progress: Iterable[tuple[int, int]],
+        position: int | None,
+        applied: int | None,
+    ) -> dict[str, Any] | None:
+        if self._plan_id is None:
+            raise WorkerStateError("no work plan loaded on shard 0; load one first")
+        for unit, rows in done:
+            self._finish(worker_index, int(unit), int(rows))
+        self._progress(worker_index, progress)
+        held = None if holding is None else {int(u) for u in holding}
+        if held is not None:
+            resumed = self._resume(worker_index, held, position, applied)
+            if resumed is not None:
+                return resumed
+        now = self._clock()
+        self._since.setdefault(worker_index, now)
+        dead_set = set(dead) - {worker_index}
+        while self._cursor < len(self._units) and self._state[self._cursor] != PENDING:
+            self._cursor += 1
+        if self._cursor < len(self._units):
+            if self._others_finish_sooner(worker_index, dead_set, now):
+                self._finished.add(worker_index)
+                return None
+            return self._assign(self._cursor, worker_index, position)
+        for i, owner in enumerate(self._owner):
+            if self._state[i] == ASSIGNED and owner in dead_set:
+                return self._assign(i, worker_index, position)
+        self._finished.add(worker_index)
+        return None
 
     def progress(self, worker_index: int, progress: Iterable[tuple[int, int]]) -> None:
         """Record the rows of held units whose pushes were applied (a unit taken
         over or resumed later starts after them)."""
         with self._lock:
-            self._progress(worker_index, progress)
+            try:
+                self._progress(worker_index, progress)
+            finally:
+                self._commit()
 
     def state(self) -> dict[str, Any] | None:
         """Everything to restore the queue from a checkpoint (None: no plan)."""
         with self._lock:
             if self._plan_id is None:
                 return None
-            return {"plan_id": self._plan_id, "units": self._units, "state": self._state,
-                    "owner": self._owner, "rows": self._rows}
+            return {"plan_id": self._plan_id, "units": self._units, "state": list(self._state),
+                    "owner": list(self._owner), "rows": list(self._rows),
+                    "at": [None if a is None else list(a) for a in self._at], "seq": self._seq}
 
     def restore(self, saved: dict[str, Any]) -> None:
         """Take back a :meth:`state` (a shard restarted from its checkpoint)."""
@@ -156,6 +219,9 @@ class WorkQueue:
             self._state = list(saved["state"])
             self._owner = list(saved["owner"])
             self._rows = [int(r) for r in saved["rows"]]
+            at = saved.get("at") or [None] * len(self._units)  # older checkpoints: unknown
+            self._at = [None if a is None else [int(a[0]), int(a[1])] for a in at]
+            self._seq = int(saved.get("seq", 0))  # the log's lines after it follow (attach)
             self._cursor = 0
 
     def summary(self) -> dict[str, Any]:
@@ -172,6 +238,19 @@ class WorkQueue:
             }
 
     # --- internals (lock held) ----------------------------------------------------
+    def _write(self, line: dict[str, Any]) -> None:
+        self._seq += 1
+        if self._log is not None:
+            self._log.append({"seq": self._seq, **line})
+
+    def _commit(self) -> None:
+        """Log the units the current request changed (nothing if none)."""
+        if self._dirty:
+            self._write({"set": [[i, self._state[i], self._owner[i], self._rows[i],
+                                  *(self._at[i] or (None, None))]
+                                 for i in sorted(self._dirty)]})
+            self._dirty.clear()
+
     def _finish(self, worker_index: int, unit: int, rows: int) -> None:
         if not 0 <= unit < len(self._units):
             raise WorkerStateError(f"unknown work unit {unit}")
@@ -182,11 +261,14 @@ class WorkQueue:
         self._check_owner(worker_index, unit)
         self._state[unit] = DONE
         self._rows[unit] = max(self._rows[unit], rows)
+        self._dirty.add(unit)
 
     def _progress(self, worker_index: int, progress: Iterable[tuple[int, int]]) -> None:
         for unit, rows in progress:
             self._check_owner(worker_index, int(unit))
-            self._rows[int(unit)] = max(self._rows[int(unit)], int(rows))
+            if int(rows) > self._rows[int(unit)]:
+                self._rows[int(unit)] = int(rows)
+                self._dirty.add(int(unit))
 
     def _check_owner(self, worker_index: int, unit: int) -> None:
         if not 0 <= unit < len(self._units):
@@ -228,11 +310,52 @@ class WorkQueue:
         leave = max(mine / rate, theirs / sum(rates) + nxt / max(rates))
         return leave < take
 
-    def _assign(self, unit: int, worker_index: int) -> dict[str, Any]:
+    def _resume(self, worker_index: int, held: set[int], position: int | None,
+                applied: int | None) -> dict[str, Any] | None:
+        """The first unit assigned to ``worker_index`` that it no longer holds
+        (the worker restarted), or None.
+
+        With ``applied`` known, each such unit's applied rows are worked out from
+        where the worker began it: its rows up to ``applied`` in the worker's count,
+        all of them if the worker had begun its next unit by then (that one began
+        where this one ended; the unit is then done). A unit is so never read
+        twice past what the worker's pushes covered, even when the worker was
+        killed before it reported the progress.
+        """
+        mine = [i for i, owner in enumerate(self._owner)
+                if owner == worker_index and self._state[i] == ASSIGNED]
+        lost = [i for i in mine if i not in held]
+        if not lost:
+            return None
+        if applied is not None:
+            begun = sorted((at[0], i) for i in mine if (at := self._at[i]) is not None)
+            for k, (start, i) in enumerate(begun):
+                if i in held:
+                    continue
+                skip = self._at[i][1]  # type: ignore[index]
+                end = begun[k + 1][0] if k + 1 < len(begun) else None
+                if end is not None and applied >= end:
+                    self._rows[i] = max(self._rows[i], skip + end - start)
+                    self._state[i] = DONE
+                else:
+                    self._rows[i] = max(self._rows[i], skip + max(0, applied - start))
+                self._dirty.add(i)
+        for i in lost:
+            if self._state[i] == ASSIGNED:
+                if position is not None:
+                    self._at[i] = [position, self._rows[i]]
+                    self._dirty.add(i)
+                return self._answer(i)
+        return None
+
+    def _assign(self, unit: int, worker_index: int, position: int | None = None
+                ) -> dict[str, Any]:
         self._taken[worker_index] = self._taken.get(worker_index, 0) + self._size(unit)
         self._finished.discard(worker_index)
         self._state[unit] = ASSIGNED
         self._owner[unit] = worker_index
+        self._at[unit] = None if position is None else [position, self._rows[unit]]
+        self._dirty.add(unit)
         return self._answer(unit)
 
     def _answer(self, unit: int) -> dict[str, Any]:

@@ -55,6 +55,10 @@ class NextRequest(_Strict):
     holding: list[Count] = Field(default_factory=list, description="units still in work")
     progress: list[tuple[Count, Count]] = Field(
         default_factory=list, description="(unit, rows applied so far) of held units")
+    position: Count | None = Field(
+        default=None, description="the worker's rows trained so far (where its next unit begins)")
+    applied: Count | None = Field(
+        default=None, description="the worker's rows whose pushes the shards applied")
 
 
 def _queue(state: ServerState) -> Any:
@@ -80,7 +84,8 @@ def next_unit(req: NextRequest, state: StateDep) -> dict[str, Any]:
     for w in sorted(workers, key=lambda w: w["worker_id"]):
         latest[w["index"]] = w["state"]
     dead = [i for i, s in latest.items() if s == DEAD]
-    unit = state.work.next(req.worker_index, req.done, req.holding, dead, req.progress)
+    unit = state.work.next(req.worker_index, req.done, req.holding, dead, req.progress,
+                           req.position, req.applied)
     return {"unit": unit}
 
 
