@@ -251,7 +251,8 @@ def test_cluster_resumes_from_a_saved_model(a9a: tuple[Path, Path], tmp_path: Pa
 
 
 @pytest.mark.parametrize("rows, workers, expected", [
-    (20_000_000, 2, 20_000),  # capped: 25 rounds of 4 x 20,000 rows per worker
+    (20_000_000, 2, 50_000),  # capped: 50 rounds of 4 x 50,000 rows per worker
+    (6_000_000, 2, 37_500),  # 20 rounds of 4 x 37,500 rows
     (1_000_000, 2, 6_250),  # 20 rounds of 4 x 6,250 rows
     (32_561, 4, 101),  # a9a: 20 rounds
     (1_000, 8, 50),  # floor: a round or two per worker

@@ -75,7 +75,7 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         type=c.positive_int,
         default=None,
         help="rows per step (default 500; 'train --workers N' picks one that gives each "
-        "worker about 20 rounds, within 50..20000). A worker trains batch-size x "
+        "worker about 20 rounds, within 50..50000). A worker trains batch-size x "
         "push-step rows on state the others have not seen yet; one that does its whole "
         "share in a round or two learns little from the others",
     )

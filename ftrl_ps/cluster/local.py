@@ -130,9 +130,10 @@ HEAL_INTERVAL = 0.01
 
 #: rounds (pull, train ``fetch_step`` steps, push) each worker should get at least
 TARGET_ROUNDS = 20
-#: the largest default batch: a push then carries at most 4 x 20,000 rows' keys, a few MiB
-#: (a shard takes bodies up to 64 MiB), and the rounds of big inputs stay few
-MIN_BATCH, MAX_BATCH = 50, 20000
+#: the largest default batch: a round then trains at most 4 x 50,000 rows (a push that
+#: would not fit in a shard's body limit is split, ps.pushsize), and the rounds of big
+#: inputs stay few
+MIN_BATCH, MAX_BATCH = 50, 50000
 
 
 def local_batch_size(opts: LocalClusterOptions) -> int:
@@ -142,9 +143,10 @@ def local_batch_size(opts: LocalClusterOptions) -> int:
     the same state; fewer, longer rounds are faster but a worker that trains
     its whole share in one or two rounds never sees the others' updates (a9a,
     4 workers, one round each: test logloss 0.39 instead of 0.324). The
-    default is ``rows per worker / (20 x fetch_step)``, kept in [50, 20000]
+    default is ``rows per worker / (20 x fetch_step)``, kept in [50, 50000]
     (with at most 5,000 a 20M-row input made 500 rounds per worker and ran 1.8x
-    longer at the same test logloss: benchmarks/RESULTS.md, session 4).
+    longer at the same test logloss, with at most 20,000 125 rounds and 1.2x
+    longer: benchmarks/RESULTS.md, sessions 4 and 7).
     """
     if opts.batch_size is not None:
         return int(opts.batch_size)
