@@ -113,6 +113,40 @@ def test_every_change_of_the_queue_is_logged_and_replayed(tmp_path: Path) -> Non
             again.next(1, done=[(3, 5)], holding=[])
 
 
+
+def test_the_log_is_rewritten_as_a_snapshot_and_stays_bounded(tmp_path: Path) -> None:
+    """Many changes: the log is rewritten as one snapshot line now and then, its
+    size stays bounded, and replaying it gives the queue back from any of the
+    checkpoints taken along the way (older or newer than the last snapshot)."""
+    from ftrl_ps.ps.worklog import WorkLog
+
+    path = tmp_path / "w.log"
+    q = WorkQueue()
+    q.compact_bytes = 2_000
+    q.attach(WorkLog(path))
+    q.load(_plan(40), "x")
+    saved, sizes = [None], []
+    for i in range(40):
+        w = i % 2
+        unit = q.next(w, holding=[], position=10 * i, applied=10 * i)["id"]
+        for rows in range(1, 10):
+            q.progress(w, [(unit, rows)])
+        q.next(w, done=[(unit, 10)], holding=[], position=10 * i + 10, applied=10 * i + 10)
+        sizes.append(path.stat().st_size)
+        if i % 7 == 3:
+            saved.append(q.state())
+    assert q.summary()["done"] == 40 and q.summary()["rows_done"] == 400
+    assert max(sizes) < 3 * 2_000 + 2 * len(json.dumps(q.state()))  # ~400 changes, bounded
+    assert sum(1 for _ in WorkLog(path).lines()) < 100
+    assert "snapshot" in next(iter(WorkLog(path).lines()))
+    for restored in saved:
+        again = WorkQueue()
+        if restored is not None:
+            again.restore(restored)
+        again.attach(WorkLog(path))
+        assert again.state() == q.state()
+
+
 @pytest.mark.parametrize("call, error", [
     (lambda q: q.load(_plan(2), "other"), WorkerStateError),
     (lambda q: q.next(1, done=[(0, 3)]), WorkerStateError),  # not its unit

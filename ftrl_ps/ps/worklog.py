@@ -16,9 +16,13 @@ answered; every line starts with a newline, so the next one stands alone)::
 
     {"seq": 1, "plan": "<id>", "units": [{"id": 0, "part": ..., ...}, ...]}
     {"seq": 2, "set": [[unit, "assigned", worker, rows, position, skipped], ...]}
+    {"seq": 90, "snapshot": {<the whole queue, as in a checkpoint>}}
 
 (``position, skipped``: where the unit's worker began it, see
-:meth:`ftrl_ps.ps.workqueue.WorkQueue.next`; null when not known.)
+:meth:`ftrl_ps.ps.workqueue.WorkQueue.next`; null when not known.) The log stays
+bounded: once the lines appended since the last rewrite pass a limit, the
+queue rewrites the file as one snapshot line (:meth:`WorkLog.rewrite`: a new
+file, fsynced, renamed over the old one, so a kill leaves one or the other).
 
 >>> import tempfile, pathlib
 >>> path = pathlib.Path(tempfile.mkdtemp()) / "w.log"
@@ -50,6 +54,8 @@ class WorkLog:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._fd: int | None = None
+        #: bytes appended since the file was last rewritten (or opened by this object)
+        self.appended = 0
 
     def lines(self) -> Iterator[dict[str, Any]]:
         """The complete lines written so far, in order (torn lines are skipped)."""
@@ -70,7 +76,25 @@ class WorkLog:
         if self._fd is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        os.write(self._fd, b"\n" + json.dumps(line, separators=(",", ":")).encode())
+        data = b"\n" + json.dumps(line, separators=(",", ":")).encode()
+        os.write(self._fd, data)
+        self.appended += len(data)
+
+    def rewrite(self, line: dict[str, Any]) -> int:
+        """Replace the whole log by ``line`` (atomically); returns its size in bytes."""
+        data = b"\n" + json.dumps(line, separators=(",", ":")).encode()
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+        self.close()  # appends go to the new file
+        self.appended = 0
+        return len(data)
 
     def close(self) -> None:
         if self._fd is not None:

@@ -78,6 +78,10 @@ class WorkQueue:
         self._log: WorkLog | None = None
         self._seq = 0  # changes made (and logged) so far
         self._dirty: set[int] = set()  # units changed by the request in progress
+        #: the log is rewritten as one snapshot once this many bytes were appended
+        #: after the last snapshot (and at least twice the snapshot's size)
+        self.compact_bytes = 4 << 20
+        self._snapshot_bytes = 0
 
     def attach(self, log: WorkLog) -> int:
         """Replay ``log``'s changes made after the state restored so far (all of
@@ -88,6 +92,8 @@ class WorkQueue:
             for line in log.lines():
                 if line["seq"] <= self._seq:
                     continue
+                if "snapshot" in line:
+                    self._restore(line["snapshot"])
                 if "plan" in line:
                     self._set_plan(line["units"], str(line["plan"]))
                 for unit, state, owner, rows, *at in line.get("set", ()):
@@ -205,24 +211,30 @@ class WorkQueue:
     def state(self) -> dict[str, Any] | None:
         """Everything to restore the queue from a checkpoint (None: no plan)."""
         with self._lock:
-            if self._plan_id is None:
-                return None
-            return {"plan_id": self._plan_id, "units": self._units, "state": list(self._state),
-                    "owner": list(self._owner), "rows": list(self._rows),
-                    "at": [None if a is None else list(a) for a in self._at], "seq": self._seq}
+            return self._state_dict()
+
+    def _state_dict(self) -> dict[str, Any] | None:
+        if self._plan_id is None:
+            return None
+        return {"plan_id": self._plan_id, "units": self._units, "state": list(self._state),
+                "owner": list(self._owner), "rows": list(self._rows),
+                "at": [None if a is None else list(a) for a in self._at], "seq": self._seq}
 
     def restore(self, saved: dict[str, Any]) -> None:
         """Take back a :meth:`state` (a shard restarted from its checkpoint)."""
         with self._lock:
-            self._plan_id = str(saved["plan_id"])
-            self._units = [dict(u) for u in saved["units"]]
-            self._state = list(saved["state"])
-            self._owner = list(saved["owner"])
-            self._rows = [int(r) for r in saved["rows"]]
-            at = saved.get("at") or [None] * len(self._units)  # older checkpoints: unknown
-            self._at = [None if a is None else [int(a[0]), int(a[1])] for a in at]
+            self._restore(saved)
             self._seq = int(saved.get("seq", 0))  # the log's lines after it follow (attach)
-            self._cursor = 0
+
+    def _restore(self, saved: dict[str, Any]) -> None:
+        self._plan_id = str(saved["plan_id"])
+        self._units = [dict(u) for u in saved["units"]]
+        self._state = list(saved["state"])
+        self._owner = list(saved["owner"])
+        self._rows = [int(r) for r in saved["rows"]]
+        at = saved.get("at") or [None] * len(self._units)  # older checkpoints: unknown
+        self._at = [None if a is None else [int(a[0]), int(a[1])] for a in at]
+        self._cursor = 0
 
     def summary(self) -> dict[str, Any]:
         """Counts for the status page."""
@@ -240,8 +252,14 @@ class WorkQueue:
     # --- internals (lock held) ----------------------------------------------------
     def _write(self, line: dict[str, Any]) -> None:
         self._seq += 1
-        if self._log is not None:
-            self._log.append({"seq": self._seq, **line})
+        if self._log is None:
+            return
+        self._log.append({"seq": self._seq, **line})
+        if self._log.appended > max(self.compact_bytes, 2 * self._snapshot_bytes):
+            snapshot = self._state_dict()
+            if snapshot is not None:
+                self._snapshot_bytes = self._log.rewrite({"seq": self._seq,
+                                                          "snapshot": snapshot})
 
     def _commit(self) -> None:
         """Log the units the current request changed (nothing if none)."""
