@@ -87,6 +87,31 @@ def test_a_restarted_worker_resumes_after_the_rows_its_journal_says_were_applied
     assert q.next(0, holding=[])["rows_done"] == 12
 
 
+def test_a_dead_workers_units_are_taken_over_after_its_pushes_applied_here() -> None:
+    """Shard 0 knows the position of a worker's last push it applied: a dead
+    worker's unit is handed on after those rows, even if it never reported them."""
+    q = WorkQueue()
+    q.load(_plan(4), "x")
+    assert q.next(0, holding=[], position=0, applied=0)["id"] == 0
+    assert q.next(0, holding=[0], position=50, applied=0)["id"] == 1  # unit 0 had 50 rows
+    q.progress(0, [(0, 20)])  # reported: 20 rows of unit 0
+    q.next(1, holding=[], position=0, applied=0)  # takes unit 2
+    q.next(1, holding=[2], position=10, applied=0)  # takes unit 3: nothing pending
+    # worker 0 dies after pushes covering its first 60 rows were applied: unit 0
+    # is done (all 50 rows), unit 1 goes on after its first 10
+    taken = q.next(1, done=[(2, 10)], holding=[3], dead=[0], position=20, applied=10,
+                   applied_by={0: 60})
+    assert (taken["id"], taken["rows_done"]) == (1, 10)
+    assert q.summary()["done"] == 2 and q.summary()["rows_done"] == 60
+    # without the position, after the rows reported (the older rule)
+    q2 = WorkQueue()
+    q2.load(_plan(2), "x")
+    q2.next(0, holding=[], position=0, applied=0)
+    q2.progress(0, [(0, 20)])
+    assert q2.next(1, holding=[], dead=[0])["id"] == 1
+    assert q2.next(1, done=[(1, 5)], holding=[], dead=[0])["rows_done"] == 20
+
+
 def test_every_change_of_the_queue_is_logged_and_replayed(tmp_path: Path) -> None:
     """A shard 0 killed after its checkpoint gets the queue back from the
     checkpoint and the log lines after it (or from the log alone)."""
@@ -252,9 +277,13 @@ def test_a_plan_reads_every_line_once_with_a_finer_tail(parts) -> None:  # noqa:
     assert rows == 2 * len(lines)
 
 
-def test_a_dead_workers_unit_is_taken_over_after_its_applied_rows(parts) -> None:  # noqa: F811
-    """Worker 0 trains part of a unit, pushes, then dies: worker 1 trains the rest of
-    that unit (after the rows recorded as applied) and everything else; no row twice."""
+@pytest.mark.parametrize("reported", [True, False])
+def test_a_dead_workers_unit_is_taken_over_after_its_applied_rows(
+    parts, reported: bool  # noqa: F811
+) -> None:
+    """Worker 0 trains part of a unit, pushes, then dies (having reported that
+    progress or not: killed before its next batch): worker 1 trains the rest of
+    that unit (after the rows its pushes covered) and everything else; no row twice."""
     import itertools
     import time
 
@@ -277,7 +306,8 @@ def test_a_dead_workers_unit_is_taken_over_after_its_applied_rows(parts) -> None
             batches = stream.batches()
             wa.train_batches(itertools.islice(batches, 7))  # some rows of the first unit
             wa.push()
-            next(batches)  # pulled (not trained): reports the progress
+            if reported:
+                next(batches)  # pulled (not trained): reports the progress
             applied = wa.rows_applied
             assert 0 < applied < 300 and stream.units == 0  # still inside the first unit
             time.sleep(1.0)  # no heartbeat from worker 0: the clock declares it dead

@@ -139,6 +139,7 @@ class WorkQueue:
         progress: Iterable[tuple[int, int]] = (),
         position: int | None = None,
         applied: int | None = None,
+        applied_by: dict[int, int] | None = None,
     ) -> dict[str, Any] | None:
         """Record ``done`` units of ``worker_index`` and hand it its next unit (or None).
 
@@ -154,12 +155,14 @@ class WorkQueue:
         worker takes them from its push journal). The queue keeps where each
         unit began in that count, so a restarted worker's units resume right
         after the rows its journal says were applied, not after the rows it had
-        reported (:meth:`_resume`).
+        reported (:meth:`_resume`). ``applied_by`` gives, per worker index, the
+        position of its last push that shard 0 applied: a dead worker's units are
+        taken over after those rows (not only after the rows it had reported).
         """
         with self._lock:
             try:
                 return self._next(worker_index, done, holding, dead, progress, position,
-                                  applied)
+                                  applied, applied_by or {})
             finally:
                 self._commit()  # before the answer leaves (also what a refused part changed)
 
@@ -172,6 +175,7 @@ class WorkQueue:
         progress: Iterable[tuple[int, int]],
         position: int | None,
         applied: int | None,
+        applied_by: dict[int, int],
     ) -> dict[str, Any] | None:
         if self._plan_id is None:
             raise WorkerStateError("no work plan loaded on shard 0; load one first")
@@ -193,6 +197,8 @@ class WorkQueue:
                 self._finished.add(worker_index)
                 return None
             return self._assign(self._cursor, worker_index, position)
+        for d in sorted(dead_set & set(applied_by)):
+            self._settle(d, applied_by[d])  # its pushes that shard 0 applied
         for i, owner in enumerate(self._owner):
             if self._state[i] == ASSIGNED and owner in dead_set:
                 return self._assign(i, worker_index, position)
@@ -340,24 +346,12 @@ class WorkQueue:
         twice past what the worker's pushes covered, even when the worker was
         killed before it reported the progress.
         """
-        mine = [i for i, owner in enumerate(self._owner)
-                if owner == worker_index and self._state[i] == ASSIGNED]
-        lost = [i for i in mine if i not in held]
+        lost = [i for i, owner in enumerate(self._owner)
+                if owner == worker_index and self._state[i] == ASSIGNED and i not in held]
         if not lost:
             return None
         if applied is not None:
-            begun = sorted((at[0], i) for i in mine if (at := self._at[i]) is not None)
-            for k, (start, i) in enumerate(begun):
-                if i in held:
-                    continue
-                skip = self._at[i][1]  # type: ignore[index]
-                end = begun[k + 1][0] if k + 1 < len(begun) else None
-                if end is not None and applied >= end:
-                    self._rows[i] = max(self._rows[i], skip + end - start)
-                    self._state[i] = DONE
-                else:
-                    self._rows[i] = max(self._rows[i], skip + max(0, applied - start))
-                self._dirty.add(i)
+            self._settle(worker_index, applied, held)
         for i in lost:
             if self._state[i] == ASSIGNED:
                 if position is not None:
@@ -365,6 +359,26 @@ class WorkQueue:
                     self._dirty.add(i)
                 return self._answer(i)
         return None
+
+    def _settle(self, worker_index: int, applied: int, held: set[int] = frozenset()) -> None:
+        """Record the rows of ``worker_index``'s units (but ``held``) that its count
+        ``applied`` covers: a unit's rows up to ``applied`` from where the worker
+        began it, all of them (and the unit done) if the worker had begun its next
+        unit by then, since that one began where this one ended."""
+        begun = sorted((at[0], i) for i, owner in enumerate(self._owner)
+                       if owner == worker_index and self._state[i] == ASSIGNED
+                       and (at := self._at[i]) is not None)
+        for k, (start, i) in enumerate(begun):
+            if i in held:
+                continue
+            skip = self._at[i][1]  # type: ignore[index]
+            end = begun[k + 1][0] if k + 1 < len(begun) else None
+            if end is not None and applied >= end:
+                self._rows[i] = max(self._rows[i], skip + end - start)
+                self._state[i] = DONE
+            else:
+                self._rows[i] = max(self._rows[i], skip + max(0, applied - start))
+            self._dirty.add(i)
 
     def _assign(self, unit: int, worker_index: int, position: int | None = None
                 ) -> dict[str, Any]:

@@ -84,8 +84,10 @@ def next_unit(req: NextRequest, state: StateDep) -> dict[str, Any]:
     for w in sorted(workers, key=lambda w: w["worker_id"]):
         latest[w["index"]] = w["state"]
     dead = [i for i, s in latest.items() if s == DEAD]
+    applied_by = {int(r["worker"]): int(r["position"]) for r in state.dedup.records()
+                  if int(r["worker"]) in dead}  # a dead worker's pushes applied here
     unit = state.work.next(req.worker_index, req.done, req.holding, dead, req.progress,
-                           req.position, req.applied)
+                           req.position, req.applied, applied_by)
     return {"unit": unit}
 
 
