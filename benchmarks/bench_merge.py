@@ -116,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     sets = data_sets(args.gen_rows)
     if args.only:
         sets = {k: v for k, v in sets.items() if k in args.only.split(",")}
+    if not sets:
+        p.error(f"no data set to run: the real ones are read from {DATA} (see --only, "
+                "--gen-rows)")
     result: dict[str, Any] = {}
     rows = []
     started = time.perf_counter()
