@@ -20,7 +20,7 @@ from ftrl_ps.ps.client import PSClient
 from ftrl_ps.ps.journal import PushJournal
 from ftrl_ps.ps.shard_settings import ServerSettings
 from ftrl_ps.server.app import create_app
-from tests.conftest import REPO
+from tests.conftest import REPO, wait_until
 
 KEYS = np.array([1, 2, 700, 4096])
 
@@ -127,10 +127,9 @@ def test_kill_9_of_a_real_server_and_restart_on_the_same_dir(tmp_path: Path):
         ps.register(0, 1)
         for _ in range(4):
             ps.push(KEYS, np.ones(4), np.ones(4))
-        deadline = 50
-        while ps.streams(0)[0]["durable_seq"] < 4 and deadline:
-            deadline -= 1
-            ps.push(KEYS[:1], np.zeros(1), np.zeros(1))  # answers carry durable_seq
+        # a checkpoint (every 0.2 s) covers the 4 pushes before the kill (a bounded
+        # number of pushes without a pause could all go out before the first one)
+        wait_until(lambda: ps.streams(0)[0]["durable_seq"] >= 4, what="a checkpoint of them")
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     proc, url = start()
