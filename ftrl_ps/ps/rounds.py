@@ -53,13 +53,14 @@ class RoundLength:
     below 1 or above :data:`MAX_ROUND_SCALE`. The factor is the length rounded down.
 
     >>> r = RoundLength()
+    >>> r._since = 0.0  # times in binary fractions of a second, so the sums are exact
     >>> def wait(trained, waited):
     ...     r.waited(started=r._since + trained, ended=r._since + trained + waited)
-    >>> wait(0.1, 0.3); r.factor   # one long wait: maybe noise
+    >>> wait(0.25, 0.75); r.factor   # one long wait: maybe noise
     1
-    >>> wait(0.1, 0.3); r.factor   # the second in a row: x (0.1 + 0.3) / 0.1
+    >>> wait(0.25, 0.75); r.factor   # the second in a row: x (0.25 + 0.75) / 0.25
     4
-    >>> wait(0.4, 0.0); r.factor   # no wait: shrink by a quarter
+    >>> wait(1.0, 0.0); r.factor   # no wait: shrink by a quarter
     3
     """
 
