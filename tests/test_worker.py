@@ -176,4 +176,5 @@ def test_concurrent_pushes_are_composed_so_many_workers_do_not_diverge(synth_sma
 
     assert test_loss(_bsp_rounds(data, 4, config("compose"), params)) <= base + 0.002
     assert test_loss(_bsp_rounds(data, 4, config("threshold"), params)) <= base + 0.01
+    assert test_loss(_bsp_rounds(data, 4, config("contraction"), params)) <= base + 0.01
     assert test_loss(_bsp_rounds(data, 4, config("sum"), params)) > base + 0.05  # the failure

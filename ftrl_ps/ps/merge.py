@@ -23,11 +23,12 @@ count, weight, mean ``rho`` and mean delta), so that every push of a group is
 merged the same way, whichever worker sends it and in whatever order
 (:class:`ComposeState`). Plain pushes (without versions) are summed.
 
-``RULES`` also names the two rules kept for the experiment of
-``benchmarks/bench_merge.py``: ``sum`` (every delta added as pushed) and
-``threshold`` (the rule before issue 12: each worker divides the deltas of
-keys in at least ``dense_fraction`` of its push's rows, and of the bias, by
-the configured number of workers).
+``RULES`` also names the rules that workers apply before they push (the
+shards sum those pushes): ``sum`` (every delta added as pushed), ``threshold``
+(the rule before issue 12: each worker divides the deltas of keys in at least
+``dense_fraction`` of its push's rows, and of the bias, by the configured
+number of workers) and ``contraction`` (those keys scaled by how much the
+push's rows contract them instead, :mod:`ftrl_ps.ps.contraction`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from ftrl_ps.ps.contraction import contraction_scale
 from ftrl_ps.ps.curvature import apply_curvature, to_wire
 from ftrl_ps.ps.groups import compose_add, composed
 from ftrl_ps.ps.late import apply_late
@@ -53,7 +55,7 @@ __all__ = [
 ]
 
 #: merge rules a cluster can run (``--merge-rule``)
-RULES = ("compose", "compose-late", "compose-n", "curvature", "sum", "threshold")
+RULES = ("compose", "compose-late", "compose-n", "contraction", "curvature", "sum", "threshold")
 #: the default: ``compose`` lost badly in runs of few, long rounds (docs/algorithm.md 7)
 DEFAULT_RULE = "threshold"
 #: rules whose pushes carry the merge sections (versions pulled, rows, rho)
@@ -189,6 +191,10 @@ def push_payload(
     if rule == "threshold":
         scale = delta_scale(todo.rows, todo.keys, bias_key, rows_in_push, num_workers,
                             dense_fraction)
+        dn, dz = dn * scale, dz * scale
+    elif rule == "contraction":
+        scale = contraction_scale(todo.rows, todo.keys, bias_key, rows_in_push, num_workers,
+                                  dense_fraction, todo.kappa)
         dn, dz = dn * scale, dz * scale
     merge = None
     if rule in ("compose", "compose-late", "compose-n"):

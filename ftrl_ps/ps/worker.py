@@ -44,6 +44,7 @@ from ftrl_ps.data.minibatch import minibatches, slice_rows
 from ftrl_ps.data.prefetch import prefetch
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.training import TrainReport
+from ftrl_ps.ps.contraction import push_contraction
 from ftrl_ps.ps.curvature import unpushed_contraction
 from ftrl_ps.ps.merge import RULES, VERSIONED, push_payload
 from ftrl_ps.ps.pushsize import fitting, max_push_keys
@@ -288,6 +289,8 @@ class Worker:
         self._since_push = 0
 
     def _contraction(self, rnd: WorkingSet) -> np.ndarray | None:
+        if self.config.merge_rule == "contraction":
+            return push_contraction(rnd, self.params)
         return unpushed_contraction(rnd, self.params, self.config.merge_rule)
 
     def _send(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray, merge: Any,
