@@ -86,9 +86,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="model file to start from (this shard loads its key range)")
 
     lay.add_argument("--merge-rule", choices=RULES, default=DEFAULT_RULE,
-                     help="how the workers' deltas are merged: 'threshold' (default: keys in "
+                     help="how the workers' deltas are merged: 'contraction' (default: keys in "
                           "at least --dense-fraction of a push's rows, and the bias, are "
-                          "averaged over the workers, the others summed), or for "
+                          "scaled between their mean over the workers and their sum by how "
+                          "much the push's rows contract them, the others summed), "
+                          "'threshold' (those keys averaged), or for "
                           "experiments 'compose' (docs/algorithm.md), 'compose-late', 'compose-n', "
                           "'curvature' and 'sum'; the workers follow the servers")
 

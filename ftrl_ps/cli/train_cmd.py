@@ -106,10 +106,10 @@ def add_local_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         "--merge-rule",
         choices=RULES,
         default=DEFAULT_RULE,
-        help="how the servers merge the workers' deltas (docs/algorithm.md): 'threshold' "
-        "(default) averages the keys in at least --dense-fraction of a push's rows and the "
-        "bias over the workers and sums the others; 'contraction' scales those keys by how "
-        "much the push's rows contract them (between their mean and their sum); 'compose', "
+        help="how the servers merge the workers' deltas (docs/algorithm.md): 'contraction' "
+        "(default) scales the keys in at least --dense-fraction of a push's rows and the "
+        "bias between their mean over the workers and their sum, by how much the push's rows "
+        "contract them, and sums the others; 'threshold' averages those keys; 'compose', "
         "'compose-late', 'compose-n' and 'curvature' "
         "compose concurrent pushes, 'sum' adds them: kept for experiments "
         "(benchmarks/bench_merge.py)",

@@ -66,9 +66,9 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         type=c.finite_float,
         default=0.5,
         metavar="F",
-        help="merge rule 'threshold' (the default): a key "
+        help="merge rules 'contraction' (the default) and 'threshold': a key "
         "in at least this share of the rows of a push (and the bias) has its deltas "
-        "divided by the number of workers (default 0.5)",
+        "scaled for the number of workers (threshold: divided by it; default 0.5)",
     )
     g.add_argument(
         "--batch-size",

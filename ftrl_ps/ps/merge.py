@@ -56,8 +56,9 @@ __all__ = [
 
 #: merge rules a cluster can run (``--merge-rule``)
 RULES = ("compose", "compose-late", "compose-n", "contraction", "curvature", "sum", "threshold")
-#: the default: ``compose`` lost badly in runs of few, long rounds (docs/algorithm.md 7)
-DEFAULT_RULE = "threshold"
+#: the default (docs/algorithm.md 11): ``threshold`` with dense keys scaled by their
+#: rows' contraction; ``compose`` lost badly in runs of few, long rounds (section 7)
+DEFAULT_RULE = "contraction"
 #: rules whose pushes carry the merge sections (versions pulled, rows, rho)
 VERSIONED = ("compose", "compose-late", "compose-n", "curvature")
 

@@ -88,7 +88,7 @@ class WorkerConfig:
     skip_bad_lines: bool = False
     #: how the servers merge pushes (ftrl_ps.ps.merge.RULES); the servers announce it
     merge_rule: str = "compose"
-    #: ``threshold`` rule only: workers training concurrently (dense deltas / this)
+    #: ``threshold`` and ``contraction`` rules: workers training concurrently
     num_workers: int = 1
     #: a key in this share of a push's rows is dense (``compose``: rho = 0)
     dense_fraction: float = 0.5
