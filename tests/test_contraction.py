@@ -10,6 +10,7 @@ import pytest
 from ftrl_ps.core.ftrl import FTRLParams
 from ftrl_ps.data.batch import Batch
 from ftrl_ps.ps.contraction import composed_share, contraction_scale, row_contraction
+from ftrl_ps.ps.merge import dense_keys
 
 PARAMS = FTRLParams(alpha=0.1, beta=1.0, l1=1.0, l2=1.0)
 
@@ -29,11 +30,12 @@ def test_only_dense_keys_and_the_bias_are_scaled_and_one_worker_is_untouched() -
     rows = np.array([1, 60, 90, 0])
     keys = np.array([7, 8, 9, 99])
     k = np.array([100.0, 100.0, 0.0, 100.0])
-    scale = contraction_scale(rows, keys, 99, 100, 4, 0.5, k)
+    dense = dense_keys(rows, keys, 99, 100, 0.5)
+    scale = contraction_scale(dense, 4, k)
     # key 7 is rare (summed whatever K), 8 is dense and pinned (1/N), 9 is dense and free (1),
     # the bias is composed by its own K
     np.testing.assert_allclose(scale, [1.0, 0.25, 1.0, 0.25])
-    np.testing.assert_array_equal(contraction_scale(rows, keys, 99, 100, 1, 0.5, k), 1.0)
+    np.testing.assert_array_equal(contraction_scale(dense, 1, k), 1.0)
 
 
 def _round(rng: np.random.Generator, rows: int, slots: int) -> tuple[list[Batch], np.ndarray]:
@@ -108,5 +110,5 @@ def test_a_key_the_rows_pin_down_is_averaged_and_a_free_one_summed() -> None:
     for n_bias, expect in ((1.0, 0.25), (1e12, 1.0)):
         state = np.array([[n_bias, 0.0], [n_bias, 0.0]])
         k = row_contraction(state, [part], local, PARAMS)
-        scale = contraction_scale(np.array([500, 500]), np.array([5, 99]), 99, 500, 4, 0.5, k)
+        scale = contraction_scale(np.array([True, True]), 4, k)
         assert scale[1] == pytest.approx(expect, abs=1e-3)

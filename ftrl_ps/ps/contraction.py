@@ -53,24 +53,14 @@ def composed_share(rho: np.ndarray, workers: int) -> np.ndarray:
     return np.where(near, 1.0, (1.0 - safe ** workers) / (workers * (1.0 - safe)))
 
 
-def contraction_scale(
-    rows_per_key: np.ndarray,
-    keys: np.ndarray,
-    bias_key: int,
-    rows_in_push: int,
-    num_workers: int,
-    dense_fraction: float,
-    k: np.ndarray,
-) -> np.ndarray:
-    """Each key's delta factor under ``contraction``: ``C(exp(-K), N) / N`` for keys in
-    at least ``dense_fraction`` of the push's rows (and the bias), 1 for the others.
+def contraction_scale(dense: np.ndarray, num_workers: int, k: np.ndarray) -> np.ndarray:
+    """Each key's delta factor under ``contraction``: ``C(exp(-K), N) / N`` for the
+    ``dense`` keys (:func:`ftrl_ps.ps.merge.dense_keys`), 1 for the others.
 
-    >>> contraction_scale(np.array([1, 9, 10]), np.array([3, 5, 99]), 99, 10, 2, 0.5,
-    ...                   np.array([50.0, 50.0, 0.0]))
+    >>> contraction_scale(np.array([False, True, True]), 2, np.array([50.0, 50.0, 0.0]))
     array([1. , 0.5, 1. ])
     """
-    dense = np.asarray(rows_per_key) >= max(1.0, dense_fraction * rows_in_push)
-    dense |= np.asarray(keys) == bias_key
+    dense = np.asarray(dense, bool)
     if num_workers <= 1:
         return np.ones(dense.shape)
     rho = np.exp(-np.maximum(np.asarray(k, np.float64), 0.0))

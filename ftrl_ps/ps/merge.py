@@ -50,6 +50,7 @@ __all__ = [
     "ComposeState",
     "composed",
     "delta_scale",
+    "dense_keys",
     "push_payload",
     "saturation",
 ]
@@ -153,6 +154,25 @@ class ComposeState:
         return out
 
 
+def dense_keys(
+    rows_per_key: np.ndarray,
+    keys: np.ndarray,
+    bias_key: int,
+    rows_in_push: int,
+    dense_fraction: float,
+) -> np.ndarray:
+    """The keys ``threshold`` and ``contraction`` scale: in at least ``dense_fraction``
+    of the push's ``rows_in_push`` rows (``rows_per_key[i]`` of them hold ``keys[i]``),
+    and the bias.
+
+    >>> dense_keys(np.array([1, 9, 10]), np.array([3, 5, 99]), 99, 10, 0.5)
+    array([False,  True,  True])
+    """
+    dense = np.asarray(rows_per_key) >= max(1.0, dense_fraction * rows_in_push)
+    dense |= np.asarray(keys) == bias_key  # every worker moves the bias alike
+    return dense
+
+
 def delta_scale(
     rows_per_key: np.ndarray,
     keys: np.ndarray,
@@ -161,17 +181,13 @@ def delta_scale(
     num_workers: int,
     dense_fraction: float,
 ) -> np.ndarray:
-    """The ``threshold`` rule (kept for the experiment): each key's delta factor.
-
-    ``rows_per_key[i]`` is how many of the push's ``rows_in_push`` rows
-    contained ``keys[i]``. Keys in at least ``dense_fraction`` of the rows
-    (and the bias) get ``1 / num_workers``, the others 1.
+    """The ``threshold`` rule (the default until session 8): each key's delta factor,
+    ``1 / num_workers`` for the :func:`dense_keys`, 1 for the others.
 
     >>> delta_scale(np.array([1, 9, 10]), np.array([3, 5, 99]), 99, 10, 2, 0.5)
     array([1. , 0.5, 0.5])
     """
-    dense = rows_per_key >= max(1.0, dense_fraction * rows_in_push)
-    dense |= keys == bias_key  # every worker moves the bias alike
+    dense = dense_keys(rows_per_key, keys, bias_key, rows_in_push, dense_fraction)
     return np.where(dense, 1.0 / num_workers, 1.0)
 
 
@@ -194,8 +210,8 @@ def push_payload(
                             dense_fraction)
         dn, dz = dn * scale, dz * scale
     elif rule == "contraction":
-        scale = contraction_scale(todo.rows, todo.keys, bias_key, rows_in_push, num_workers,
-                                  dense_fraction, todo.kappa)
+        dense = dense_keys(todo.rows, todo.keys, bias_key, rows_in_push, dense_fraction)
+        scale = contraction_scale(dense, num_workers, todo.kappa)
         dn, dz = dn * scale, dz * scale
     merge = None
     if rule in ("compose", "compose-late", "compose-n"):

@@ -21,7 +21,8 @@ How the servers merge the deltas of concurrent pushes is the merge rule of
 :mod:`ftrl_ps.ps.merge` (``WorkerConfig.merge_rule``, which the servers
 announce): under ``compose``/``curvature`` the worker pulls the keys' versions
 and sends them back with its deltas, rows per key and ``rho`` (or the rows'
-contraction, :mod:`ftrl_ps.ps.curvature`); ``threshold`` scales on the worker.
+contraction, :mod:`ftrl_ps.ps.curvature`); ``contraction`` (the default) and
+``threshold`` scale the deltas on the worker (:mod:`ftrl_ps.ps.contraction`).
 
 The math lives in :mod:`ftrl_ps.core.ftrl`; the network in :mod:`ftrl_ps.ps.client`.
 """
