@@ -292,7 +292,10 @@ def test_a_dead_workers_unit_is_taken_over_after_its_applied_rows(
     d, lines = parts
     units, plan_id = plan(str(d), num_workers=2, epochs=1, unit_bytes=20_000)
     cfg = WorkerConfig(batch_size=10, fetch_step=1, push_step=1, chunk_bytes=300)
-    with in_process_cluster(1, bits=12, group_size=64, worker_timeout=0.5,
+    # 2 s: worker 1's heartbeats (a thread sharing the GIL with worker 0's training)
+    # came over 0.5 s apart on a loaded CI machine, and a cold start of the kernels
+    # kept worker 0 from its first push for longer than 0.5 s
+    with in_process_cluster(1, bits=12, group_size=64, worker_timeout=2.0,
                             staleness=None) as shards:
         own = [TestClient(shards[0].app, base_url="http://shard") for _ in range(2)]
         with PSClient("http://s0", http_clients=own[:1]) as a, \
@@ -310,7 +313,7 @@ def test_a_dead_workers_unit_is_taken_over_after_its_applied_rows(
                 next(batches)  # pulled (not trained): reports the progress
             applied = wa.rows_applied
             assert 0 < applied < 300 and stream.units == 0  # still inside the first unit
-            time.sleep(1.0)  # no heartbeat from worker 0: the clock declares it dead
+            time.sleep(3.0)  # no heartbeat from worker 0: the clock declares it dead
             wb, wc_b = Worker(b, 12, FTRLParams(), cfg), WorkClient(b)
             wc_b.load(units, plan_id)
             train_units(wb, wc_b, 1)
