@@ -24,7 +24,8 @@ pass time (first worker step to last worker step), the time to reach the
 target holdout logloss (the one-process test logloss + ``--target-gap``), the
 final test logloss, and each worker's seconds in clock ticks (mostly SSP
 waits). It draws holdout logloss against time, one line per staleness, to
-``docs/ssp_<scenario>.png``.
+``<--figures>/ssp_<scenario>.png`` (default ``docs/``, the committed figures: give
+another folder for a run with fewer staleness values than the default).
 """
 
 from __future__ import annotations
@@ -146,13 +147,14 @@ def summarise(name: str, s: str, res: dict[str, Any], test: Any, target: float
     }
 
 
-def plot(name: str, runs: list[dict[str, Any]], target: float, path: Path) -> None:
+def plot(name: str, runs: list[dict[str, Any]], target: float, path: Path) -> bool:
+    """Draw ``runs``' curves to ``path``; False (and why, on stderr) without matplotlib."""
     try:
         import matplotlib
     except ImportError:  # the table is already printed: say how to get the figure too
         print(f"no plot for {name}: matplotlib is missing (pip install -e '.[bench]')",
               file=sys.stderr)
-        return
+        return False
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -173,6 +175,7 @@ def plot(name: str, runs: list[dict[str, Any]], target: float, path: Path) -> No
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -187,7 +190,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="how the workers split the input (default shares: each worker its "
                    "quarter, so only the SSP bound differs between runs)")
     p.add_argument("--json", type=Path)
+    p.add_argument("--figures", type=Path, default=DOCS, metavar="DIR",
+                   help="folder of the ssp_<scenario>.png figures (default docs/, which holds "
+                   "the committed ones)")
     args = p.parse_args(argv)
+    args.figures.mkdir(parents=True, exist_ok=True)
     SPLIT[0] = args.split
     folder, _, _ = h.ensure_synth_data(h.DEFAULT_DATA_DIR, args.rows, args.rows // 4, BITS)
     train, test_file = folder / "train.svm", folder / "test.svm"
@@ -220,7 +227,9 @@ def main(argv: list[str] | None = None) -> int:
                        " ".join(str(x) for x in runs[0]["straggles"])]
                 table.append(row)
                 print("  " + "  ".join(row), file=sys.stderr)
-            plot(name, firsts, target, DOCS / f"ssp_{name}.png")
+            figure = args.figures / f"ssp_{name}.png"
+            if plot(name, firsts, target, figure):
+                print(f"figure: {figure}", file=sys.stderr)
     header = ["stragglers", "s", "pass s", "to target s", "final logloss",
               "wait s per worker", "sleeps per worker"]
     print(f"\n4 workers, 1 server, --split {args.split}, {args.rows:,} generated rows, "
