@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/bench_merge.py [--rules compose,threshold,sum] [--workers 2,4,8]
+    python benchmarks/bench_merge.py [--rules contraction,threshold,compose,sum] [--workers 2,4,8]
         [--staleness 0,3,inf] [--repeat 2] [--gen-rows 200000] [--json OUT]
         [--train-args "--adaptive-rounds"] [--orders K]
 
@@ -94,7 +94,7 @@ def order_summary(per_order: list[list[float]]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--rules", default="compose,threshold,sum")
+    p.add_argument("--rules", default="contraction,threshold,compose,sum")
     p.add_argument("--workers", default="2,4,8")
     p.add_argument("--staleness", default="0,3,inf")
     p.add_argument("--repeat", type=int, default=2)
