@@ -29,6 +29,7 @@ def test_status_shows_every_shard_and_the_workers() -> None:
             res = run_cli("status", "--server", ",".join(urls))
             assert res.returncode == 0, res.stderr
             assert "shard 0:" in res.stdout and "shard 1:" in res.stdout
+            assert res.stdout.count("merge rule contraction, float32 state") == 2
             assert "worker 0 (id" in res.stdout and "live, clock 1" in res.stdout
             assert "progressive logloss 0.50000" in res.stdout
             assert ("run not complete: 0 of 1 configured workers finished; running: worker 0"
