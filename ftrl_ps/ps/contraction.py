@@ -32,6 +32,8 @@ from typing import Any
 import numpy as np
 
 from ftrl_ps.core.params import FTRLParams
+from ftrl_ps.ps.curvature import row_curvature
+from ftrl_ps.ps.groups import composed
 
 __all__ = ["SAMPLE_ROWS", "composed_share", "contraction_scale", "push_contraction",
            "row_contraction"]
@@ -47,10 +49,7 @@ def composed_share(rho: np.ndarray, workers: int) -> np.ndarray:
     >>> composed_share(np.array([0.0, 0.5, 1.0]), 4).round(4)
     array([0.25  , 0.4688, 1.    ])
     """
-    rho = np.clip(np.asarray(rho, np.float64), 0.0, 1.0)
-    near = rho > 1.0 - 1e-9  # (1 - rho^N) / (1 - rho) -> N
-    safe = np.where(near, 0.5, rho)
-    return np.where(near, 1.0, (1.0 - safe ** workers) / (workers * (1.0 - safe)))
+    return composed(np.clip(np.asarray(rho, np.float64), 0.0, 1.0), workers) / workers
 
 
 def contraction_scale(dense: np.ndarray, num_workers: int, k: np.ndarray) -> np.ndarray:
@@ -95,15 +94,10 @@ def row_contraction(state: np.ndarray, parts: list[Any], local: np.ndarray,
         cut = int(counts[:drop].sum())
         counts, values, seg = counts[drop:], values[cut:], seg[cut:]
     rows = counts.size
-    n, z = state[:, 0], state[:, 1]
-    prec = (params.beta + np.sqrt(np.maximum(n, 0.0))) / params.alpha + params.l2
-    w = np.where(np.abs(z) > params.l1, -(z - np.sign(z) * params.l1) / prec, 0.0)
-    row_of = np.repeat(np.arange(rows), counts)
+    prec, h, row_of = row_curvature(state, seg, values, counts, params)
     bias = k - 1
-    margin = np.bincount(row_of, weights=w[seg] * values, minlength=rows) + w[bias]
-    p = 1.0 / (1.0 + np.exp(-np.clip(margin, -35.0, 35.0)))
     spread = np.bincount(row_of, weights=values * values / prec[seg], minlength=rows)
-    shrink = p * (1.0 - p) * (spread + 1.0 / prec[bias])  # h_r s_r per row
+    shrink = h * (spread + 1.0 / prec[bias])  # h_r s_r per row
     out += np.bincount(seg, weights=shrink[row_of], minlength=k)
     out[bias] += shrink.sum()  # the bias is in every row, not in the indices
     return out * (total / rows)

@@ -50,7 +50,7 @@ import numpy as np
 from ftrl_ps.core.params import FTRLParams
 from ftrl_ps.ps.groups import classify
 
-__all__ = ["apply_curvature", "contraction", "from_wire", "shrink", "to_wire",
+__all__ = ["apply_curvature", "contraction", "from_wire", "row_curvature", "shrink", "to_wire",
            "unpushed_contraction"]
 
 
@@ -90,20 +90,35 @@ def contraction(state: np.ndarray, parts: list[Any], local: np.ndarray,
     out = np.zeros(k) if carried is None else carried.astype(np.float64).copy()
     if not parts:
         return out
-    n, z = state[:, 0], state[:, 1]
-    prec = (params.beta + np.sqrt(np.maximum(n, 0.0))) / params.alpha + params.l2
-    w = np.where(np.abs(z) > params.l1, -(z - np.sign(z) * params.l1) / prec, 0.0)
     values = np.concatenate([mb.values for mb in parts]).astype(np.float64)
     counts = np.concatenate([np.diff(mb.indptr) for mb in parts])
-    rows = counts.size
-    row_of = np.repeat(np.arange(rows), counts)
+    prec, h, row_of = row_curvature(state, local, values, counts, params)
     bias = k - 1
-    margin = np.bincount(row_of, weights=w[local] * values, minlength=rows) + w[bias]
-    p = 1.0 / (1.0 + np.exp(-np.clip(margin, -35.0, 35.0)))
-    h = p * (1.0 - p)  # the rows' curvature; each shrinks an error of w_i by h x_i^2 / P_i
+    # each row shrinks an error of w_i by h x_i^2 / P_i
     out += np.bincount(local, weights=h[row_of] * values * values / prec[local], minlength=k)
     out[bias] += h.sum() / prec[bias]  # the bias is in every row (x = 1), not in the indices
     return out
+
+
+def row_curvature(state: np.ndarray, local: np.ndarray, values: np.ndarray,
+                  counts: np.ndarray, params: FTRLParams
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(P, h, row_of)`` for rows given as CSR pieces over a compact state.
+
+    ``state`` is the ``(k, 2)`` compact ``n``/``z`` (the bias last), ``local``
+    the rows' slots concatenated, ``values`` (float64) their values and
+    ``counts`` the entries of each row. ``P`` is each slot's FTRL precision
+    ``(beta + sqrt(n)) / alpha + l2``, ``h = p (1 - p)`` each row's curvature at
+    the weights of ``state``, ``row_of`` the row of every entry.
+    """
+    n, z = state[:, 0], state[:, 1]
+    prec = (params.beta + np.sqrt(np.maximum(n, 0.0))) / params.alpha + params.l2
+    w = np.where(np.abs(z) > params.l1, -(z - np.sign(z) * params.l1) / prec, 0.0)
+    rows = counts.size
+    row_of = np.repeat(np.arange(rows), counts)
+    margin = np.bincount(row_of, weights=w[local] * values, minlength=rows) + w[-1]
+    p = 1.0 / (1.0 + np.exp(-np.clip(margin, -35.0, 35.0)))
+    return prec, p * (1.0 - p), row_of
 
 
 def unpushed_contraction(rnd: Any, params: FTRLParams, rule: str) -> np.ndarray | None:
