@@ -87,3 +87,45 @@ def test_warm_all_leaves_no_kernel_uncached() -> None:
 
     kernels.warm_all()  # compiles what is missing (from the cache: ~1 s)
     assert uncached_kernels() == []
+
+
+WARM_CHECK = """
+import json
+import sys
+from ftrl_ps._kernels import ftrl as kf, parse as kp
+from ftrl_ps.core.ftrl import FTRL
+from ftrl_ps.learn.training import evaluate, train
+from ftrl_ps.ps.kernels import warm_training
+
+dtype, path = sys.argv[1], sys.argv[2]
+found = {"parse_chunk": kp.parse_chunk, "train_rows": kf.train_rows,
+         "predict_rows": kf.predict_rows}
+fresh = {name: len(d.signatures) for name, d in found.items()}
+warm_training(dtype)
+warm = {name: len(d.signatures) for name, d in found.items()}
+model = FTRL(10, dtype=dtype)
+train(model, path)
+evaluate(model, path)
+after = {name: len(d.signatures) for name, d in found.items()}
+print(json.dumps([fresh, warm, after]))
+"""
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_warm_training_loads_what_a_training_run_calls(tmp_path: Path, dtype: str) -> None:
+    """In a fresh process, warm_training loads each kernel of a single-process run
+    (train, then evaluate, on a real file read by the parallel reader) with the
+    argument types of that run: the run itself loads nothing more, so none of
+    that loading happens after ``ftrl-ps train`` has opened its file."""
+    import subprocess
+    import sys
+
+    data = tmp_path / "rows.svm"
+    data.write_text("".join(f"{i % 2} {i % 7}:1.5 {100 + i}:1 u{i % 3}\n" for i in range(500)))
+    res = subprocess.run([sys.executable, "-c", WARM_CHECK, dtype, str(data)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    fresh, warm, after = json.loads(res.stdout.strip().splitlines()[-1])
+    assert fresh == {"parse_chunk": 0, "train_rows": 0, "predict_rows": 0}
+    assert all(n >= 1 for n in warm.values()), warm
+    assert after == warm

@@ -204,15 +204,15 @@ def run(args: argparse.Namespace) -> int:
         from ftrl_ps.cluster.local import LocalClusterOptions, run_cluster
 
         return run_cluster(c.options_from(LocalClusterOptions, args))
+    from ftrl_ps.core.memory import populate_async
     from ftrl_ps.core.modelio import SavedModel, save_model
     from ftrl_ps.learn.training import evaluate, train
-    from ftrl_ps.ps.kernels import load_kernels
+    from ftrl_ps.ps.kernels import load_kernels, warm_training
 
     load_kernels()  # compile (fresh machine) before the clock of rows/s starts
     model = build_model(args)
-    from ftrl_ps.core.memory import populate_async
-
     populate_async(model.state)  # a fresh state's pages are faulted in beside the start-up
+    warm_training(model.dtype)  # and, meanwhile, the kernels are loaded before the file opens
     chunk = args.chunk_mb << 20
     progress = Progress("train", enabled=not args.quiet)
     report = train(

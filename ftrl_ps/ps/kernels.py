@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-__all__ = ["NOTICE", "PRELOADED", "load_kernels", "warm_all", "warm_up"]
+__all__ = ["NOTICE", "PRELOADED", "load_kernels", "warm_all", "warm_training", "warm_up"]
 
 NOTICE = "compiling kernels (first run only)"
 #: when the cache cannot be inspected: say the notice if loading takes longer
@@ -40,20 +40,15 @@ def warm_all() -> None:
     """Call every kernel on tiny inputs (compiling or loading it)."""
     from ftrl_ps.core.ftrl import FTRL
     from ftrl_ps.data.hashing import slots_of
-    from ftrl_ps.data.libsvm import LibsvmReader
     from ftrl_ps.data.synth import SynthConfig, format_rows, make_design
 
     make_design(SynthConfig(rows=1, test_rows=1, bits=8, fields=3))  # mix64_array
     format_rows(np.array([1, 0], np.uint8), np.array([[1500], [0]]),
                 np.array([[3, 9], [1, 2]]))
     slots_of(["user=1", "site"], 8)
-    data = b"1 1:1 3:0.5 user=7\n0 2:1\n1 2:1 site_x:2\n"
     for dtype in ("float32", "float64"):
-        model = FTRL(4, dtype=dtype)
-        for batch in LibsvmReader(io.BytesIO(data), 4):
-            model._fit(batch.labels, batch.indptr, batch.indices, batch.values)
-            model._predict(batch.indptr, batch.indices, batch.values)
-        model.weights()
+        warm_training(dtype)
+        FTRL(4, dtype=dtype).weights()
     from ftrl_ps.core.ftrl import logloss_sum
 
     logloss_sum(np.array([1.0, 0.0]), np.array([0.9, 0.2]))
@@ -61,6 +56,28 @@ def warm_all() -> None:
     from ftrl_ps.core.multi import warm_up as warm_multi
 
     warm_multi()  # ftrl-ps tune's K-model kernels
+
+
+def warm_training(dtype: str) -> None:
+    """Load the kernels of a single-process run with a ``dtype`` state (the
+    parser, FTRL's fit and predict) by calling them on tiny inputs and a
+    throw-away model.
+
+    :func:`load_kernels` compiles only what the cache lacks; a cached kernel is
+    still loaded at its first call, and a process's first call of any kernel
+    also sets up numba's target (~0.5 s together on a 2-core machine). ``ftrl-ps
+    train`` calls this before it opens the file, while the state's pages are
+    faulted in on the other core, so that work is neither inside the first rows
+    nor in the rows/s it reports.
+    """
+    from ftrl_ps.core.ftrl import FTRL
+    from ftrl_ps.data.libsvm import LibsvmReader
+
+    data = b"1 1:1 3:0.5 user=7\n0 2:1\n1 2:1 site_x:2\n"
+    model = FTRL(4, dtype=dtype)
+    for batch in LibsvmReader(io.BytesIO(data), 4):
+        model._fit(batch.labels, batch.indptr, batch.indices, batch.values)
+        model._predict(batch.indptr, batch.indices, batch.values)
 
 
 def load_kernels() -> float:
