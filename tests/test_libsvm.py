@@ -213,6 +213,35 @@ def test_plain_lines_parse_exactly_as_the_general_scanner(bits: int) -> None:
     np.testing.assert_array_equal(batch.values, expected.values)  # exactly, not to 1e-6
 
 
+@pytest.mark.parametrize("width", [3, 39, 64, 65, 300])
+def test_hashed_rows_are_sorted_and_summed_as_the_reference(width: int) -> None:
+    """Names of 2**bits or more are mixed into the table in any order and may
+    collide: the fast path sorts and sums them at the end of the line (insertion
+    sort up to 64 slots, a merge sort above) and gives the naive reference's rows,
+    as the general scanner does with the same text (a tab after the label)."""
+    rng = np.random.default_rng(width)
+    lines = []
+    for i in range(400):
+        names = rng.integers(0, 1 << 40, size=width)
+        if width > 1:
+            names[-1] = names[0]  # a repeat: one slot, the values summed
+        values = rng.choice(["1", "0.5", "2.25", "3"], size=width)
+        toks = [f"{n}:{v}" for n, v in zip(names, values, strict=True)]
+        lines.append(" ".join([str(i % 2), *toks]))
+    text = "\n".join(lines).encode()
+    general = "\n".join(line.replace(" ", "\t", 1) for line in lines).encode()
+    for bits in (8, 20):
+        expected = naive_parse(text, bits)
+        for data in (text, general):
+            got = Batch(*kernels.parse_chunk(np.frombuffer(data, np.uint8), len(data), bits,
+                                             False, 4)[:4])
+            assert_same(got, expected)
+            np.testing.assert_array_equal(got.values, expected.values)
+            for r in range(got.rows):
+                row = got.indices[got.indptr[r]:got.indptr[r + 1]]
+                assert (np.diff(row) > 0).all()
+
+
 def test_line_longer_than_chunk(tmp_path: Path) -> None:
     long_line = "1 " + " ".join(f"{i}:1" for i in range(5000))
     text = f"0 1:1\n{long_line}\n-1 2:3\n".encode()

@@ -19,6 +19,8 @@ import numpy as np
 from ftrl_ps._kernels._config import njit
 from ftrl_ps._kernels.mix import fnv1a64, mix64
 from ftrl_ps._kernels.plain import plain_line
+from ftrl_ps._kernels.rowsort import F32_LIMIT as _F32_LIMIT
+from ftrl_ps._kernels.rowsort import sort_merge
 
 __all__ = [
     "R_BAD_VALUE",
@@ -47,8 +49,6 @@ _NINE = np.uint64(9)
 _ZERO_CHAR = np.uint64(48)
 _U64_DIV10 = np.uint64(1844674407370955161)  # (2**64 - 1) // 10
 _U64_LAST = np.uint64(5)  # (2**64 - 1) % 10
-#: float64 magnitudes at or above this round to inf in float32
-_F32_LIMIT = 3.4028235677973366e38
 _POW10 = np.array([10.0**k for k in range(23)], dtype=np.float64)
 _EXACT_MANTISSA = 1 << 53
 _MAX_SIG_DIGITS = 18  # fits an int64 mantissa
@@ -176,47 +176,6 @@ def parse_float(buf: np.ndarray, s: int, e: int) -> tuple[int, float]:
     if not abs(v) < _F32_LIMIT:
         return R_RANGE, 0.0
     return 0, v
-
-
-@njit(inline="always")
-def _sort_merge(idx: np.ndarray, vals: np.ndarray, s: int, e: int) -> tuple[int, int]:
-    """Sort ``idx[s:e]`` (carrying ``vals``), sum duplicates, drop zero sums.
-
-    Returns ``(new_end, code)``; ``code`` is ``R_SUM_RANGE`` if a sum overflows float32.
-    """
-    if e - s <= 16:
-        for i in range(s + 1, e):
-            ki = idx[i]
-            kv = vals[i]
-            j = i - 1
-            while j >= s and idx[j] > ki:
-                idx[j + 1] = idx[j]
-                vals[j + 1] = vals[j]
-                j -= 1
-            idx[j + 1] = ki
-            vals[j + 1] = kv
-    else:
-        order = np.argsort(idx[s:e], kind="mergesort")
-        ti = idx[s:e][order]
-        tv = vals[s:e][order]
-        idx[s:e] = ti
-        vals[s:e] = tv
-    w = s
-    i = s
-    while i < e:
-        slot = idx[i]
-        acc = np.float64(vals[i])
-        i += 1
-        while i < e and idx[i] == slot:
-            acc += np.float64(vals[i])
-            i += 1
-        if np.float32(acc) != 0.0:
-            if not abs(acc) < _F32_LIMIT:
-                return w, R_SUM_RANGE
-            idx[w] = slot
-            vals[w] = acc
-            w += 1
-    return w, 0
 
 
 # byte classes of the token scanner
@@ -401,9 +360,9 @@ def parse_chunk(buf: np.ndarray, n: int, bits: int, skip_bad: bool,
             p += 1
         pos = p + 1
         if err == 0 and have_label and not in_order:
-            nnz, code = _sort_merge(idx, vals, row0, nnz)
-            if code != 0:
-                err, err_s, err_e = code, line_start, p
+            nnz, ok = sort_merge(idx, vals, row0, nnz)
+            if not ok:
+                err, err_s, err_e = R_SUM_RANGE, line_start, p
         if err != 0:
             if n_bad < max_examples:
                 bad[n_bad, 0] = line_index

@@ -13,6 +13,7 @@ import numpy as np
 
 from ftrl_ps._kernels._config import njit
 from ftrl_ps._kernels.mix import mix64
+from ftrl_ps._kernels.rowsort import sort_merge
 
 __all__ = ["MAX_VALUE_DIGITS", "plain_line"]
 
@@ -30,9 +31,11 @@ def plain_line(buf: np.ndarray, pos: int, n: int, idx: np.ndarray, vals: np.ndar
     """Parse the line at ``buf[pos]`` if it is *plain*; ``(end, new_nnz, label)``.
 
     Plain: a label ``0``, ``1``, ``-1`` or ``+1``, then tokens ``" " name ":" value``
-    up to ``\n`` or ``n`` (one space may end the line), the names 1-19 digits in
-    increasing slot order, the values ``1`` or ``[digits][.digits]`` with 1-15
-    digits in all. Such a line gives the
+    up to ``\n`` or ``n`` (one space may end the line), the names 1-19 digits,
+    the values ``1`` or ``[digits][.digits]`` with 1-15 digits in all. Slots out
+    of order or repeated (names of ``2**bits`` or more are mixed into the table)
+    are sorted and summed at the end of the line (:func:`~ftrl_ps._kernels.rowsort.sort_merge`,
+    as the general scanner does). Such a line gives the
     same row as the general scanner (the same slots, and the same correctly
     rounded value: ``m / 10**f`` with ``m < 2**53`` and ``f <= 15``); ``end`` is
     the position of its ``\n`` (or ``n``). Anything else returns ``end = -1`` and
@@ -56,14 +59,15 @@ def plain_line(buf: np.ndarray, pos: int, n: int, idx: np.ndarray, vals: np.ndar
         return -1, nnz, np.float32(0.0)
     k = nnz
     last = np.int64(-1)
+    in_order = True
     while True:
         if p >= n or buf[p] == 10:
-            return p, k, label
+            break
         if buf[p] != 32:
             return -1, nnz, label
         p += 1
         if p >= n or buf[p] == 10:  # one trailing space
-            return p, k, label
+            break
         ts = p
         u = np.uint64(0)
         while p < n:
@@ -104,8 +108,13 @@ def plain_line(buf: np.ndarray, pos: int, n: int, idx: np.ndarray, vals: np.ndar
             continue  # a zero value: no feature
         slot = np.int64(u) if u < size else np.int64(mix64(u) & mask)
         if slot <= last:
-            return -1, nnz, label  # out of order or repeated: sort and merge in the general path
+            in_order = False  # hashed, out of order or repeated: sorted and merged at the end
         last = slot
         idx[k] = slot
         vals[k] = float(m) if frac == 0 else float(m) / _POW10[frac]
         k += 1
+    if not in_order:
+        k, ok = sort_merge(idx, vals, nnz, k)
+        if not ok:  # a sum beyond float32: the general scanner reports the line
+            return -1, nnz, label
+    return p, k, label
