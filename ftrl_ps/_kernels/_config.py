@@ -8,7 +8,9 @@ lock-striped parameter store).
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import os
 import sys
 from typing import Any
 
@@ -58,7 +60,58 @@ if _kernels.SKIP_BLAS_PROBE:
 
 import numba  # noqa: E402
 
-__all__ = ["JIT_FLAGS", "KERNEL_MODULES", "njit", "skip_blas_probe", "uncached_kernels"]
+__all__ = ["JIT_FLAGS", "KERNEL_MODULES", "kernel_sources_digest", "njit", "skip_blas_probe",
+           "uncached_kernels"]
+
+#: the folder of the kernel modules
+KERNEL_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def kernel_sources_digest(folder: str = KERNEL_DIR) -> bytes:
+    """SHA-256 over the names and contents of every ``.py`` file in ``folder``."""
+    digest = hashlib.sha256()
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".py"):
+            with open(os.path.join(folder, name), "rb") as f:
+                digest.update(name.encode() + b"\0" + hashlib.sha256(f.read()).digest())
+    return digest.digest()
+
+
+def _stamp_caches_with_every_kernel_file() -> None:
+    """Make the on-disk cache of each kernel depend on every kernel source file.
+
+    numba stamps a kernel's cached machine code with its *own* source file only
+    (numba issue #1833, open since 2016): the parser inlines
+    ``plain.plain_line``, ``rowsort.sort_merge`` and ``mix.mix64``, so after a
+    change to one of those files alone a process would load the old parser from
+    the cache and run the old code, silently. Here a kernel of this folder gets
+    the stamp ``(its own stamp, digest of every kernel file)`` (computed once per
+    process): any change to a kernel file recompiles every kernel, once. Other
+    numba code is not affected; if numba's cache internals moved, nothing is
+    patched and numba's own rule applies.
+    """
+    try:
+        from numba.core.caching import _SourceFileBackedLocatorMixin as locator
+    except ImportError:
+        return
+    own_stamp = getattr(locator, "get_source_stamp", None)
+    if own_stamp is None or getattr(own_stamp, "covers_kernel_dir", False):
+        return
+    digest: list[bytes] = []
+
+    def stamp(self: Any) -> Any:
+        path = getattr(self, "_py_file", None)
+        if not isinstance(path, str) or os.path.dirname(os.path.abspath(path)) != KERNEL_DIR:
+            return own_stamp(self)
+        if not digest:
+            digest.append(kernel_sources_digest())
+        return (own_stamp(self), digest[0])
+
+    stamp.covers_kernel_dir = True  # type: ignore[attr-defined]
+    locator.get_source_stamp = stamp
+
+
+_stamp_caches_with_every_kernel_file()
 
 JIT_FLAGS: dict[str, bool] = {"nogil": True, "cache": True, "fastmath": False}
 
