@@ -69,6 +69,9 @@ def test_cluster_quality_matches_single_process(
     got = json.loads(metrics.read_text())
     assert got["rows"] == 32561  # every line read exactly once across the workers
     assert abs(got["test_logloss"] - single_a9a) <= 0.003, (got["test_logloss"], single_a9a)
+    # the whole run, and the workers' span inside it (comparable with one process's loop)
+    assert 0 < got["workers_seconds"] < got["train_seconds"]
+    assert f"the workers trained for {got['workers_seconds']:.2f} s" in res.stdout
     if staleness != "inf":
         assert got["max_gap_allowed"] <= int(staleness)
     saved = load_model(model)

@@ -44,7 +44,9 @@ from ftrl_ps.ps.overview import History, Overview
 from ftrl_ps.ps.worker_main import WorkerOptions, params_with_defaults
 from ftrl_ps.server.options import DEFAULT_BITS, ShardOptions
 
-__all__ = ["LocalClusterOptions", "estimate_rows", "local_batch_size", "run_cluster"]
+__all__ = [
+    "LocalClusterOptions", "estimate_rows", "local_batch_size", "run_cluster", "workers_span",
+]
 
 
 @dataclass(frozen=True)
@@ -291,6 +293,23 @@ def _read_json(path: Path) -> dict[str, Any]:
         raise ServerError(f"worker report {path} missing or unreadable: {exc}") from exc
 
 
+def workers_span(reports: list[dict[str, Any]]) -> float | None:
+    """Seconds from the first worker's first step to the last worker's end (the
+    ``started_at``/``finished_at`` wall clocks of their reports), None without them.
+
+    >>> workers_span([{"started_at": 10.0, "finished_at": 12.5},
+    ...               {"started_at": 10.5, "finished_at": 13.0}])
+    3.0
+    >>> workers_span([{"rows": 5}]) is None
+    True
+    """
+    begun = [float(r["started_at"]) for r in reports if r.get("started_at") is not None]
+    ended = [float(r["finished_at"]) for r in reports if r.get("finished_at") is not None]
+    if not begun or not ended:
+        return None
+    return max(max(ended) - min(begun), 0.0)
+
+
 def _finish(
     args: LocalClusterOptions,
     saved: SavedModel,
@@ -304,16 +323,22 @@ def _finish(
     plog = loss_sum / rows if rows else float("nan")
     pushed = sum(int(r.get("keys_pushed", 0)) for r in reports)
     pulled = sum(int(r.get("keys_pulled", 0)) for r in reports)
+    span = workers_span(reports)
+    # the whole run (servers started, state read back) and, comparable with the
+    # single process's figure (its training loop), the workers' own span
+    during = (f"; the workers trained for {span:.2f} s ({rows / max(span, 1e-9):,.0f} rows/s)"
+              if span is not None else "")
     print(
         f"trained {rows:,} rows with {args.workers} workers and {args.servers} server(s) "
-        f"in {seconds:.2f} s ({rows / max(seconds, 1e-9):,.0f} rows/s); "
-        f"progressive logloss {plog:.5f}"
+        f"in {seconds:.2f} s from launch to state read back "
+        f"({rows / max(seconds, 1e-9):,.0f} rows/s){during}; progressive logloss {plog:.5f}"
     )
     snap = status.get("clock") or {}
     results: dict[str, Any] = {
         "rows": rows,
         "train_seconds": seconds,
         "rows_per_second": rows / max(seconds, 1e-9),
+        "workers_seconds": span,
         "progressive_logloss": plog,
         "workers": args.workers,
         "servers": args.servers,
