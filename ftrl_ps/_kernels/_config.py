@@ -126,7 +126,9 @@ def njit(*args: Any, **kwargs: Any) -> Any:
 
 
 #: every module of numba kernels (under ``ftrl_ps._kernels``)
-KERNEL_MODULES = ("ftrl", "mix", "parse", "plain", "rowsort", "synth", "tune", "worker")
+KERNEL_MODULES = (
+    "contraction", "ftrl", "mix", "parse", "plain", "rowsort", "synth", "tune", "worker",
+)
 
 
 def uncached_kernels() -> list[str] | None:

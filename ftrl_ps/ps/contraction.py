@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from ftrl_ps._kernels import contraction as _k
 from ftrl_ps.core.params import FTRLParams
-from ftrl_ps.ps.curvature import row_curvature
 from ftrl_ps.ps.groups import composed
 
 __all__ = ["SAMPLE_ROWS", "composed_share", "contraction_scale", "push_contraction",
@@ -93,14 +93,12 @@ def row_contraction(state: np.ndarray, parts: list[Any], local: np.ndarray,
     if drop:
         cut = int(counts[:drop].sum())
         counts, values, seg = counts[drop:], values[cut:], seg[cut:]
-    rows = counts.size
-    prec, h, row_of = row_curvature(state, seg, values, counts, params)
-    bias = k - 1
-    spread = np.bincount(row_of, weights=values * values / prec[seg], minlength=rows)
-    shrink = h * (spread + 1.0 / prec[bias])  # h_r s_r per row
-    out += np.bincount(seg, weights=shrink[row_of], minlength=k)
-    out[bias] += shrink.sum()  # the bias is in every row, not in the indices
-    return out * (total / rows)
+    rows = _k.add_row_contraction(
+        np.ascontiguousarray(state, dtype=np.float64), np.ascontiguousarray(seg, dtype=np.int64),
+        values, counts.astype(np.int64, copy=False), float(params.alpha), float(params.beta),
+        float(params.l1), float(params.l2), out)
+    out *= total / rows
+    return out
 
 
 def push_contraction(rnd: Any, params: FTRLParams) -> np.ndarray:

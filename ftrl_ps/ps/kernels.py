@@ -142,6 +142,8 @@ def warm_up() -> None:
             return None
 
     data = io.BytesIO(b"1 1:1 3:0.5\n0 2:1\n1 2:1\n")
-    worker = Worker(_Null(), 4, FTRLParams(), WorkerConfig(batch_size=1, fetch_step=2, push_step=1))
+    # the contraction rule: the one whose pushes call a kernel of their own
+    worker = Worker(_Null(), 4, FTRLParams(), WorkerConfig(batch_size=1, fetch_step=2, push_step=1,
+                                                           merge_rule="contraction"))
     worker.train_batches(iter(_Reader(data, 4)))
     worker.push()
