@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 
-from ftrl_ps._kernels import contraction as _k
 from ftrl_ps.core.params import FTRLParams
 from ftrl_ps.ps.groups import composed
 
@@ -93,6 +92,10 @@ def row_contraction(state: np.ndarray, parts: list[Any], local: np.ndarray,
     if drop:
         cut = int(counts[:drop].sum())
         counts, values, seg = counts[drop:], values[cut:], seg[cut:]
+    # only workers measure K: the servers (which import this module for the scale)
+    # and the launcher before it forks them never load numba
+    from ftrl_ps._kernels import contraction as _k
+
     rows = _k.add_row_contraction(
         np.ascontiguousarray(state, dtype=np.float64), np.ascontiguousarray(seg, dtype=np.int64),
         values, counts.astype(np.int64, copy=False), float(params.alpha), float(params.beta),
