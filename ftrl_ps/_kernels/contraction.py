@@ -3,8 +3,8 @@
 Called only through :func:`ftrl_ps.ps.contraction.row_contraction`, which picks
 the sampled rows and scales the result. For every row ``r`` of the sample, at
 the weights of a compact ``n``/``z`` state (the bias the last slot, in every
-row), with ``P_i = (beta + sqrt(n_i)) / alpha + l2`` the FTRL precision of slot
-``i``:
+row; weights and the sigmoid as :mod:`ftrl_ps._kernels.ftrl` computes them), with
+``P_i = (beta + sqrt(n_i)) / alpha + l2`` the FTRL precision of slot ``i``:
 
 * ``h_r = p_r (1 - p_r)``, ``p_r`` the row's prediction (margin clipped to
   +-35, as everywhere in the package);
@@ -24,32 +24,19 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ftrl_ps._kernels._config import njit
+from ftrl_ps._kernels.ftrl import _sigmoid, _weight_s
 
 __all__ = ["add_row_contraction"]
 
 
-@njit(inline="always")
-def _precision(n: float, alpha: float, beta: float, l2: float) -> float:
-    return (beta + math.sqrt(max(n, 0.0))) / alpha + l2
-
-
-@njit(inline="always")
-def _weight(z: float, prec: float, l1: float) -> float:
-    if abs(z) <= l1:
-        return 0.0
-    return -(z - math.copysign(l1, z)) / prec
-
-
 @njit
 def add_row_contraction(state, local, values, counts, alpha, beta, l1, l2, out):  # type: ignore[no-untyped-def]
-    """Add ``h_r s_r`` of every row to its slots and to the bias (``out[-1]``); returns
-    the number of rows."""
+    """Add ``h_r s_r`` of every row to its slots and to the bias (``out[-1]``)."""
     bias = out.size - 1
-    prec_bias = _precision(state[bias, 0], alpha, beta, l2)
-    w_bias = _weight(state[bias, 1], prec_bias, l1)
+    sqrt_n = math.sqrt(max(state[bias, 0], 0.0))
+    prec_bias = (beta + sqrt_n) / alpha + l2
+    w_bias = _weight_s(state[bias, 1], sqrt_n, alpha, beta, l1, l2)
     pos = 0
     bias_total = 0.0
     for r in range(counts.size):
@@ -59,15 +46,13 @@ def add_row_contraction(state, local, values, counts, alpha, beta, l1, l2, out):
         for j in range(pos, end):
             s = local[j]
             x = values[j]
-            prec = _precision(state[s, 0], alpha, beta, l2)
-            dot += _weight(state[s, 1], prec, l1) * x
-            spread += x * x / prec
-        margin = min(max(dot + w_bias, -35.0), 35.0)
-        p = 1.0 / (1.0 + np.exp(-margin))
+            sqrt_n = math.sqrt(max(state[s, 0], 0.0))
+            dot += _weight_s(state[s, 1], sqrt_n, alpha, beta, l1, l2) * x
+            spread += x * x / ((beta + sqrt_n) / alpha + l2)
+        p = _sigmoid(dot + w_bias)  # the package's margin clip and sigmoid
         shrink = p * (1.0 - p) * (spread + 1.0 / prec_bias)
         for j in range(pos, end):
             out[local[j]] += shrink
         bias_total += shrink
         pos = end
     out[bias] += bias_total
-    return counts.size

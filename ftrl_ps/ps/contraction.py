@@ -96,11 +96,11 @@ def row_contraction(state: np.ndarray, parts: list[Any], local: np.ndarray,
     # and the launcher before it forks them never load numba
     from ftrl_ps._kernels import contraction as _k
 
-    rows = _k.add_row_contraction(
+    _k.add_row_contraction(
         np.ascontiguousarray(state, dtype=np.float64), np.ascontiguousarray(seg, dtype=np.int64),
         values, counts.astype(np.int64, copy=False), float(params.alpha), float(params.beta),
         float(params.l1), float(params.l2), out)
-    out *= total / rows
+    out *= total / counts.size
     return out
 
 
