@@ -46,6 +46,19 @@ def test_the_command_line_and_the_servers_start_without_numba() -> None:
     assert out.stdout.strip() == "False"
 
 
+def test_a_shard_starts_without_the_http_client() -> None:
+    """A shard serves HTTP but sends none: httpx (0.15 s of a shard's start) stays
+    unloaded in it, and in the local cluster's launcher until its servers are forked."""
+    code = (
+        "import sys, ftrl_ps.cli, ftrl_ps.cli.train_cmd, ftrl_ps.cluster.local, "
+        "ftrl_ps.server.run, ftrl_ps.server.app, ftrl_ps.server.serve; "
+        "ftrl_ps.cli.build_parser(); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('httpx', 'httpcore')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_lazy_package_attributes_resolve() -> None:
     import ftrl_ps
 

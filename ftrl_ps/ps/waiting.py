@@ -26,8 +26,6 @@ import time
 from collections.abc import Sequence
 from typing import TextIO
 
-import httpx
-
 from ftrl_ps.errors import StartupTimeoutError
 
 __all__ = ["REMIND_EVERY", "health_url", "unmet", "wait_until_ready"]
@@ -47,6 +45,8 @@ def health_url(url: str) -> str:
 
 def _probe(url: str, timeout: float) -> str | None:
     """None if ``GET url`` answers 200, else why not (one short phrase)."""
+    import httpx  # here: a shard imports this module for its paths only (~0.15 s saved)
+
     try:
         # trust_env=False: cluster traffic never goes through an HTTP(S)_PROXY
         resp = httpx.get(url, timeout=timeout, trust_env=False)
