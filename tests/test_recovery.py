@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from ftrl_ps.errors import UpdatesLostError
+from ftrl_ps.errors import TransportError, UpdatesLostError
 from ftrl_ps.ps.client import PSClient
 from ftrl_ps.ps.clock import SSPClock
 from ftrl_ps.ps.shard_settings import ServerSettings
@@ -94,3 +95,47 @@ def test_epochs_grow_across_registry_restarts() -> None:
     a = old.register(0, 1)
     new = SSPClock(None)  # restarted without its state
     assert new.register(0, 1) > a
+
+
+class _Down:
+    """A shard's connection that fails to connect while ``down`` (the shard is away)."""
+
+    def __init__(self, inner: TestClient) -> None:
+        self.inner, self.down = inner, False
+        self.headers = inner.headers
+
+    def request(self, *args: object, **kwargs: object) -> object:
+        if self.down:
+            raise httpx.ConnectError("shard away")
+        return self.inner.request(*args, **kwargs)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        pass
+
+
+def test_shard_0_applies_a_push_only_after_every_other_shard() -> None:
+    """Shard 0 is the commit point: a push it holds is held by every shard it touches
+    (shard 0 hands a dead worker's input on after its last push there), so a push
+    that cannot reach another shard is not applied on shard 0 either; it is sent
+    again with the next one. A push without keys of shard 0 still reaches it."""
+    clients = [shard(0, None), shard(1, None)]
+    one = _Down(clients[1])
+    ps = PSClient(["http://s0", "http://s1"], http_clients=[clients[0], one],
+                  retry_seconds=0, commit_on_shard0=True)
+    ps.register(0, 1)
+    ps.push(KEYS, np.ones(4), np.ones(4), position=10)
+    one.down = True
+    with pytest.raises(TransportError):
+        ps.push(KEYS, np.ones(4), np.ones(4), position=20)
+    rec0 = clients[0].get("/v1/streams").json()[0]
+    assert (rec0["last_seq"], rec0["position"]) == (1, 10)
+    assert pulled(clients) == [[1.0, 1.0], [1.0, 1.0]]
+    one.down = False
+    ps.push(np.array([3000]), np.ones(1), np.ones(1), position=30)  # shard 1's key only
+    rec0 = clients[0].get("/v1/streams").json()[0]
+    assert (rec0["last_seq"], rec0["position"]) == (3, 30)  # seq 2 replayed, 3 (empty) sent
+    assert pulled(clients) == [[2.0, 2.0], [3.0, 2.0]]
+    totals = ps.stream_totals()
+    for i, c in enumerate(clients):
+        rec = c.get("/v1/streams").json()[0]
+        assert (rec["pushes"], rec["digest"]) == (totals[i][0], f"{totals[i][1]:016x}")

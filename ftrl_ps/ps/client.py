@@ -88,6 +88,12 @@ class PSClient(StreamingPushes, Pulls):
     http_clients : list of httpx.Client, optional
         Ready clients, one per shard (e.g. ``starlette.testclient.TestClient``
         for in-process tests); by default one keep-alive ``httpx.Client`` each.
+    commit_on_shard0 : bool, default False
+        Send each push (and a replay) to shard 0 only once every other shard
+        applied its part, so that a push shard 0 holds is held everywhere. Work
+        handed out on demand needs it: shard 0 hands a dead worker's input on
+        after the last push *it* applied (docs/durability.md, section 4). It
+        costs one more request latency per push with several shards.
     """
 
     def __init__(
@@ -101,6 +107,7 @@ class PSClient(StreamingPushes, Pulls):
         state_dir: str | os.PathLike[str] | None = None,
         wire_format: str = "binary",
         http_clients: Sequence[httpx.Client] | None = None,
+        commit_on_shard0: bool = False,
     ) -> None:
         if wire_format not in ("binary", "json"):
             raise ConfigError(f"wire_format must be 'binary' or 'json', got {wire_format!r}")
@@ -114,6 +121,7 @@ class PSClient(StreamingPushes, Pulls):
         self.timeout = self._net.timeout
         self.retries = self._net.retries
         self.wire_format = wire_format
+        self.commit_on_shard0 = commit_on_shard0
         self._lock = threading.Lock()
         self.worker_id: int | None = None
         self.worker_index: int | None = None
@@ -193,7 +201,8 @@ class PSClient(StreamingPushes, Pulls):
             entry = stream.record(k, dn, dz, splits, position, loss_sum)
             entry.merge = mg  # sent with the entry (not kept in the journal file)
         try:
-            self._net.each(lambda s: self._deliver(s, entry), shards)
+            self._in_commit_order(lambda s: self._deliver(s, entry),
+                                  [s for s in range(self.layout.num_shards) if entry.parts[s]])
         except UnknownWorkerError:
             self._reregister()  # shard 0 forgot this epoch; registering replays the rest
         stream.release()

@@ -44,6 +44,7 @@ class StreamingPushes:
     _num_workers: int
     _layout_sent: Layout | None
     _identity: str | None = None
+    commit_on_shard0: bool = False
 
     def stop_heartbeat(self) -> None:  # pragma: no cover - PSClient's
         raise NotImplementedError
@@ -88,8 +89,18 @@ class StreamingPushes:
                     path.parent.mkdir(parents=True, exist_ok=True)
                 self.stream = PushStream(PushJournal(path, self.worker_index,
                                                      self.layout.num_shards, self.dtype))
-        self._net.each(self._sync_shard, range(self.layout.num_shards))
+        self._in_commit_order(self._sync_shard, range(self.layout.num_shards))
         return self.worker_id
+
+    def _in_commit_order(self, fn: Any, shards: Any) -> None:
+        """``fn(shard)`` for ``shards`` concurrently; with :attr:`commit_on_shard0`,
+        shard 0 only after the others (then what shard 0 holds, every shard holds)."""
+        shards = list(shards)
+        if not self.commit_on_shard0 or 0 not in shards:
+            self._net.each(fn, shards)
+            return
+        self._net.each(fn, [s for s in shards if s != 0])
+        fn(0)
 
     def _reregister(self) -> None:
         """Register the same index again after shard 0 forgot this epoch."""

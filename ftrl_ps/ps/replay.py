@@ -68,7 +68,9 @@ class PushStream:
 
         m = self.journal.num_shards
         seq = self.seq + 1
-        parts = [bool(splits[s + 1] > splits[s]) for s in range(m)]
+        # shard 0 gets a part of every push, empty if no key is its: it is the
+        # commit point (PSClient sends it last; docs/durability.md, section 4)
+        parts = [s == 0 or bool(splits[s + 1] > splits[s]) for s in range(m)]
         digests = [
             push_digest(seq, keys[splits[s]:splits[s + 1]], delta_n[splits[s]:splits[s + 1]],
                         delta_z[splits[s]:splits[s + 1]], self.journal.dtype) if parts[s] else 0

@@ -236,8 +236,10 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         # parse the first chunks while the servers start up / answer
         started = read_share(options.input, share_of(options.input, index_wanted,
                                                      options.num_workers), options.bits, cfg)
+    # units: shard 0 hands a dead worker's units on after its last push there
     with PSClient(urls, token=resolve_token(options.token), state_dir=options.state_dir,
-                  retry_seconds=options.retry_seconds) as client:
+                  retry_seconds=options.retry_seconds,
+                  commit_on_shard0=options.split == "units") as client:
         params = _model_params(options, client.server_model)
         server_layout = client.layout
         layout = Layout(
