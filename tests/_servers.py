@@ -24,6 +24,7 @@ from ftrl_ps.server.options import ShardOptions
 __all__ = [
     "BINARY",
     "JSON",
+    "Switchable",
     "TOKEN",
     "assert_error",
     "in_process",
@@ -55,6 +56,23 @@ def in_process_cluster(num_shards: int, **settings: Any) -> Iterator[list[TestCl
             stack.enter_context(in_process(shard_index=i, num_shards=num_shards, **settings))
             for i in range(num_shards)
         ]
+
+
+class Switchable:
+    """A shard connection (e.g. a TestClient) that fails to connect while ``down``:
+    the shard is away for this one client only."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.down = inner, False
+        self.headers = inner.headers
+
+    def request(self, *args: Any, **kwargs: Any) -> Any:
+        if self.down:
+            raise httpx.ConnectError("shard away")
+        return self.inner.request(*args, **kwargs)
+
+    def close(self) -> None:
+        pass
 
 
 def shard_options(args: Sequence[str] = ()) -> ShardOptions:

@@ -411,3 +411,77 @@ def test_equally_fast_workers_are_never_left_out() -> None:
             else:
                 held[w] = got["id"]
     assert done == 30 and q.summary()["done"] == 30
+
+
+def test_a_dead_workers_push_that_missed_shard_0_is_withdrawn_and_never_replayed(
+    parts, tmp_path: Path  # noqa: F811
+) -> None:
+    """Worker 0's last push reaches shard 1 but not shard 0 (the commit point) and
+    the worker dies. Worker 1, handed its unit after the rows of its last push on
+    shard 0, first withdraws that push on shard 1 (a fence): every row counts once
+    on every shard. When worker 0's process comes back with its journal, the
+    withdrawn push is dropped from it, not replayed."""
+    import itertools
+    import time
+
+    from ftrl_ps.errors import TransportError
+    from ftrl_ps.ps.handout import UnitStream
+    from tests._servers import Switchable
+
+    d, lines = parts
+    units, plan_id = plan(str(d), num_workers=2, epochs=1, unit_bytes=20_000)
+    # summed pushes, as the servers' default rule: a compose push cannot be withdrawn
+    cfg = WorkerConfig(batch_size=10, fetch_step=1, push_step=1, chunk_bytes=300,
+                       merge_rule="contraction")
+    urls = ["http://s0", "http://s1"]
+    with in_process_cluster(2, bits=12, group_size=64, worker_timeout=2.0,
+                            staleness=None) as shards:
+        def own() -> list[TestClient]:
+            return [TestClient(s.app, base_url=f"http://s{i}") for i, s in enumerate(shards)]
+
+        def records(worker: int) -> list[dict]:
+            return [next(r for r in s.get("/v1/streams").json() if r["worker"] == worker)
+                    for s in shards]
+
+        zero = own()
+        away = Switchable(zero[0])
+        with PSClient(urls, http_clients=[away, zero[1]], commit_on_shard0=True,
+                      retry_seconds=0, state_dir=tmp_path) as a, \
+                PSClient(urls, http_clients=own(), commit_on_shard0=True) as b:
+            a.register(0, 2)
+            b.register(1, 2)
+            b.start_heartbeat(0.1)  # worker 1 stays alive, worker 0 will not
+            wa, wc_a = Worker(a, 12, FTRLParams(), cfg), WorkClient(a)
+            wc_a.load(units, plan_id)
+            batches = UnitStream(wa, wc_a, 0).batches()
+            wa.train_batches(itertools.islice(batches, 7))
+            wa.push()
+            wa.train_batches(itertools.islice(batches, 2))
+            away.down = True  # shard 0 unreachable for worker 0 from here on
+            with pytest.raises(TransportError):
+                wa.push()
+            late = a.stream.journal.last
+            on0, on1 = records(0)
+            assert on1["last_seq"] == late.seq > on0["last_seq"]  # applied on shard 1 only
+            committed = on0["position"]
+            time.sleep(3.0)  # no heartbeat from worker 0: the clock declares it dead
+            wb, wc_b = Worker(b, 12, FTRLParams(), cfg), WorkClient(b)
+            wc_b.load(units, plan_id)
+            train_units(wb, wc_b, 1)
+        assert committed + wb.report.rows == len(lines)  # every row once
+        on0, on1 = records(0)
+        assert on1["last_seq"] < late.seq and on1["fence_seq"] == on0["last_seq"]
+        before = [(c - 1, (dg - late.digests[i]) % (1 << 64)) if late.parts[i] else (c, dg)
+                  for i, (c, dg) in enumerate(late.totals)]  # the totals without it
+        assert [(r["pushes"], int(r["digest"], 16)) for r in (on0, on1)] == before
+        assert shards[1].get("/v1/status").json()["counters"]["withdrawals"] == 1
+        # worker 0's process comes back with its journal: nothing is replayed
+        with PSClient(urls, http_clients=own(), commit_on_shard0=True,
+                      state_dir=tmp_path) as again:
+            again.register(0, 2)
+            assert again.resume_point()[0] == committed
+            assert again.stream_totals() == before
+            again.push(np.array([5, 3000]), np.ones(2), np.ones(2), position=committed + 1)
+        on0, on1 = records(0)
+        assert on1["pushes"] == before[1][0] + 1 and on0["fence_seq"] is None
+        assert shards[1].get("/v1/status").json()["counters"]["withdrawals"] == 1

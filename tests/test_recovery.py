@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
@@ -16,6 +15,7 @@ from ftrl_ps.ps.client import PSClient
 from ftrl_ps.ps.clock import SSPClock
 from ftrl_ps.ps.shard_settings import ServerSettings
 from ftrl_ps.server.app import create_app
+from tests._servers import Switchable
 
 KEYS = np.array([5, 70, 3000, 4096])  # shard 0: < 2048, shard 1: the rest
 
@@ -97,29 +97,13 @@ def test_epochs_grow_across_registry_restarts() -> None:
     assert new.register(0, 1) > a
 
 
-class _Down:
-    """A shard's connection that fails to connect while ``down`` (the shard is away)."""
-
-    def __init__(self, inner: TestClient) -> None:
-        self.inner, self.down = inner, False
-        self.headers = inner.headers
-
-    def request(self, *args: object, **kwargs: object) -> object:
-        if self.down:
-            raise httpx.ConnectError("shard away")
-        return self.inner.request(*args, **kwargs)  # type: ignore[arg-type]
-
-    def close(self) -> None:
-        pass
-
-
 def test_shard_0_applies_a_push_only_after_every_other_shard() -> None:
     """Shard 0 is the commit point: a push it holds is held by every shard it touches
     (shard 0 hands a dead worker's input on after its last push there), so a push
     that cannot reach another shard is not applied on shard 0 either; it is sent
     again with the next one. A push without keys of shard 0 still reaches it."""
     clients = [shard(0, None), shard(1, None)]
-    one = _Down(clients[1])
+    one = Switchable(clients[1])
     ps = PSClient(["http://s0", "http://s1"], http_clients=[clients[0], one],
                   retry_seconds=0, commit_on_shard0=True)
     ps.register(0, 1)

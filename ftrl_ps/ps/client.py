@@ -122,6 +122,7 @@ class PSClient(StreamingPushes, Pulls):
         self.retries = self._net.retries
         self.wire_format = wire_format
         self.commit_on_shard0 = commit_on_shard0
+        self._fences_applied: set[tuple[int, int]] = set()
         self._lock = threading.Lock()
         self.worker_id: int | None = None
         self.worker_index: int | None = None

@@ -10,6 +10,15 @@ incarnation. The rules are tabled in docs/durability.md, section 2.
 Every record also keeps the count and an order-independent digest of the
 pushes it applied (the sum mod 2**64 of :func:`push_digest`), which a worker can
 compare with the same figures of what it sent.
+
+*Fences* (docs/durability.md, section 4): when shard 0 hands a dead worker's
+input on after its last push there (``seq``), that worker's epochs up to the
+dead one are fenced off on every shard (their pushes and claims refused from
+then on) and a push of theirs a shard applied after ``seq`` is withdrawn. A
+shard other than 0 can withdraw its last applied push of a stream (it keeps
+that push's deltas, :class:`Undo`): with shard 0 as the commit point
+(``PSClient(commit_on_shard0=True)``) no more than that one can be ahead of
+shard 0.
 """
 
 from __future__ import annotations
@@ -26,7 +35,7 @@ import numpy as np
 from ftrl_ps.errors import PushGapError, WorkerStateError
 from ftrl_ps.ps.wire import PushOrigin
 
-__all__ = ["DIGEST_WINDOW", "PushDeduper", "StreamRecord", "push_digest"]
+__all__ = ["DIGEST_WINDOW", "PushDeduper", "StreamRecord", "Undo", "push_digest"]
 
 #: digests of this many most recent seqs are kept to recognise retries
 DIGEST_WINDOW = 1024
@@ -47,6 +56,21 @@ def push_digest(seq: int, keys: Any, delta_n: Any, delta_z: Any, dtype: Any) -> 
     return int.from_bytes(h.digest(), "little")
 
 
+@dataclass(frozen=True)
+class Undo:
+    """The last push a shard applied for a stream, as it was applied, and the
+    record's fields before it: what withdrawing it restores."""
+
+    seq: int
+    epoch: int
+    digest: int
+    last_seq: int  # the record's before the push
+    position: int
+    #: keys, delta_n, delta_z as added to the store; None: cannot be taken back
+    #: (a push merged by the compose rule depends on the pushes around it)
+    deltas: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+
+
 @dataclass
 class StreamRecord:
     """What a shard knows of one worker index's stream of pushes."""
@@ -59,6 +83,11 @@ class StreamRecord:
     digest: int = 0
     durable_seq: int = 0
     recent: OrderedDict[int, int] = field(default_factory=OrderedDict)
+    #: epochs up to this one are fenced off; ``fence_seq``: their pushes after it
+    #: were withdrawn (None once a later epoch pushed: its process has dealt with it)
+    fenced: int = 0
+    fence_seq: int | None = None
+    undo: Undo | None = field(default=None, repr=False)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
@@ -67,6 +96,7 @@ class StreamRecord:
             "worker": self.worker, "epoch": self.epoch, "last_seq": self.last_seq,
             "position": self.position, "pushes": self.pushes,
             "digest": f"{self.digest:016x}", "durable_seq": self.durable_seq,
+            "fenced": self.fenced, "fence_seq": self.fence_seq,
         }
 
     def state(self) -> dict[str, Any]:
@@ -75,10 +105,13 @@ class StreamRecord:
 
     @classmethod
     def from_state(cls, data: dict[str, Any]) -> StreamRecord:
+        fence_seq = data.get("fence_seq")
         rec = cls(
             worker=int(data["worker"]), epoch=int(data["epoch"]),
             last_seq=int(data["last_seq"]), position=int(data["position"]),
             pushes=int(data["pushes"]), digest=int(data["digest"], 16),
+            fenced=int(data.get("fenced", 0)),
+            fence_seq=None if fence_seq is None else int(fence_seq),
         )
         rec.durable_seq = rec.last_seq
         rec.recent = OrderedDict((int(s), int(d, 16)) for s, d in data.get("recent", []))
@@ -102,9 +135,11 @@ class PushDeduper:
     [1]
     """
 
-    def __init__(self, *, durable_on_apply: bool = True) -> None:
+    def __init__(self, *, durable_on_apply: bool = True, keep_undo: bool = False) -> None:
         #: without checkpoints, a push is as durable as it will ever be once applied
         self.durable_on_apply = durable_on_apply
+        #: keep each stream's last push to withdraw it (shards other than 0)
+        self.keep_undo = keep_undo
         self._lock = threading.Lock()
         self._records: dict[int, StreamRecord] = {}
         self.duplicates = 0
@@ -127,16 +162,20 @@ class PushDeduper:
                 raise WorkerStateError(
                     f"epoch {epoch} of worker {worker} was superseded by epoch {rec.epoch}"
                 )
+            _check_not_fenced(rec, epoch)
             rec.epoch = epoch
             return rec.as_dict()
 
     def apply(
-        self, origin: PushOrigin | None, digest: int, action: Callable[[], None]
+        self, origin: PushOrigin | None, digest: int, action: Callable[[], None],
+        deltas: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     ) -> tuple[bool, dict[str, Any] | None]:
         """Run ``action`` (the store update) once per push; ``(applied, record)``.
 
         ``origin=None`` (an anonymous push) always runs and has no record.
-        If ``action`` raises, nothing is recorded.
+        If ``action`` raises, nothing is recorded. ``deltas``: the push's keys
+        and deltas as ``action`` adds them (kept with ``keep_undo`` to withdraw
+        the push, see :meth:`fence`; None: it cannot be withdrawn).
         """
         if origin is None:
             action()
@@ -149,6 +188,11 @@ class PushDeduper:
                     self.duplicates += 1
                 return False, rec.as_dict()
             action()
+            if self.keep_undo:
+                rec.undo = Undo(origin.seq, origin.epoch, digest, rec.last_seq, rec.position,
+                                deltas)
+            if origin.epoch > rec.fenced:
+                rec.fence_seq = None  # a later process pushes: it has seen the fence
             rec.last_seq, rec.position = origin.seq, origin.position
             rec.pushes += 1
             rec.digest = (rec.digest + digest) & _MASK
@@ -171,6 +215,7 @@ class PushDeduper:
                 f"push {origin.seq} of {who} comes from epoch {origin.epoch}, superseded by "
                 f"epoch {rec.epoch}: this process was replaced; stop it"
             )
+        _check_not_fenced(rec, origin.epoch)
         if origin.epoch > rec.epoch:
             raise PushGapError(
                 f"push {origin.seq} of {who} comes from unknown epoch {origin.epoch} "
@@ -196,6 +241,60 @@ class PushDeduper:
                 f"push {origin.seq} of {who} follows seq {origin.prev_seq}, but this shard "
                 f"applied seq {rec.last_seq} after it: pushes out of order"
             )
+
+    def fence(self, worker: int, epoch: int, seq: int,
+              withdraw: Callable[[np.ndarray, np.ndarray, np.ndarray], None]) -> dict[str, Any]:
+        """Fence off ``worker``'s epochs up to ``epoch`` and withdraw (through
+        ``withdraw(keys, delta_n, delta_z)``) a push of theirs applied after
+        ``seq``; the record. Idempotent; a fence of an epoch already fenced does
+        nothing.
+
+        Raises WorkerStateError when such a push cannot be withdrawn (more than
+        one, or its deltas are not kept: a shard restarted since, or shard 0).
+        """
+        rec = self._record(worker)
+        with rec.lock:
+            if epoch <= rec.fenced:
+                return rec.as_dict()
+            if rec.last_seq > seq:
+                undo = rec.undo
+                if (undo is None or undo.deltas is None or undo.seq != rec.last_seq
+                        or undo.epoch > epoch or undo.last_seq > seq):
+                    raise WorkerStateError(
+                        f"worker {worker}'s pushes after seq {seq} are to be withdrawn (its "
+                        f"input was handed on), but this shard applied up to seq "
+                        f"{rec.last_seq} and can only withdraw its last push, if it still "
+                        "holds it: those rows would count twice"
+                    )
+                withdraw(*undo.deltas)
+                rec.recent.pop(undo.seq, None)
+                rec.last_seq, rec.position = undo.last_seq, undo.position
+                rec.pushes -= 1
+                rec.digest = (rec.digest - undo.digest) & _MASK
+                rec.durable_seq = min(rec.durable_seq, rec.last_seq)
+                rec.undo = None
+            rec.fenced, rec.fence_seq = epoch, seq
+            return rec.as_dict()
+
+    def fence_here(self, worker: int, epoch: int) -> dict[str, Any] | None:
+        """Shard 0's fence of a dead ``epoch`` of ``worker``, at its last push
+        here (the commit point); the record, or None if a later epoch has claimed
+        the stream since (the worker is back: its input is not handed on)."""
+        rec = self._record(worker)
+        with rec.lock:
+            if rec.epoch > epoch:
+                return None
+            if epoch > rec.fenced:
+                rec.fenced, rec.fence_seq = epoch, rec.last_seq
+            return rec.as_dict()
+
+    def fences(self) -> list[dict[str, int]]:
+        """The fences not yet seen by a later process of their worker:
+        ``{"worker", "epoch", "seq"}`` each (every worker applies them everywhere)."""
+        with self._lock:
+            recs = sorted(self._records.values(), key=lambda r: r.worker)
+        return [{"worker": r.worker, "epoch": r.fenced, "seq": r.fence_seq}
+                for r in recs if r.fence_seq is not None]
 
     def last_seq(self, worker: int) -> int:
         """Last applied sequence number of ``worker`` (0 if none)."""
@@ -225,3 +324,11 @@ class PushDeduper:
             rec = self._record(int(data["worker"]))
             with rec.lock:
                 rec.durable_seq = max(rec.durable_seq, int(data["last_seq"]))
+
+
+def _check_not_fenced(rec: StreamRecord, epoch: int) -> None:
+    if epoch <= rec.fenced:
+        raise WorkerStateError(
+            f"epoch {epoch} of worker {rec.worker} is fenced off: the worker was declared "
+            "dead and its input handed on; stop this process (a new one registers again)"
+        )

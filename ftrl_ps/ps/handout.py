@@ -75,6 +75,7 @@ class WorkClient:
     """The ``/v1/work`` calls of shard 0 through a :class:`~ftrl_ps.ps.client.PSClient`."""
 
     def __init__(self, client: Any) -> None:
+        self._client = client
         self._net = client._net  # the client's connections (retries, error mapping)
 
     def load(self, units: list[Unit], plan_id: str) -> int:
@@ -98,9 +99,12 @@ class WorkClient:
             body["position"] = position
         if applied is not None:
             body["applied"] = applied
-        got = self._net.post_json(0, "/v1/work/next", body, idempotent=True).json()["unit"]
+        answer = self._net.post_json(0, "/v1/work/next", body, idempotent=True).json()
+        got = answer["unit"]
         if got is None:
             return None
+        # a dead worker's late push is withdrawn everywhere before its rows are retrained
+        self._client.apply_fences(answer.get("fences", []))
         try:
             skip = int(got.pop("rows_done"))
             return Unit(**got), skip

@@ -194,6 +194,12 @@ class PushJournal:
         if self._fd is not None and self._released >= _COMPACT_EVERY:
             self._rewrite()
 
+    def replace(self, entries: list[JournalEntry]) -> None:
+        """Make ``entries`` the journal (the file rewritten and swapped in at once)."""
+        self.entries = list(entries)
+        if self.path is not None:
+            self._rewrite()
+
     def _rewrite(self) -> None:
         """Write the retained entries to a fresh file and swap it in (atomic)."""
         assert self.path is not None

@@ -45,6 +45,8 @@ class StreamingPushes:
     _layout_sent: Layout | None
     _identity: str | None = None
     commit_on_shard0: bool = False
+    #: (worker, epoch) of the fences this client applied on every shard
+    _fences_applied: set[tuple[int, int]]
 
     def stop_heartbeat(self) -> None:  # pragma: no cover - PSClient's
         raise NotImplementedError
@@ -89,8 +91,47 @@ class StreamingPushes:
                     path.parent.mkdir(parents=True, exist_ok=True)
                 self.stream = PushStream(PushJournal(path, self.worker_index,
                                                      self.layout.num_shards, self.dtype))
+        if self.commit_on_shard0:
+            self._withdraw_fenced()
         self._in_commit_order(self._sync_shard, range(self.layout.num_shards))
         return self.worker_id
+
+    def apply_fences(self, fences: list[dict[str, Any]]) -> None:
+        """Apply shard 0's fences (``{"worker", "epoch", "seq"}``, from a work
+        answer) on every shard, each once per client: a dead worker's push that
+        reached a shard after its last push on shard 0 is withdrawn there
+        before its input, handed on, is trained again (docs/durability.md)."""
+        for f in fences:
+            key = (int(f["worker"]), int(f["epoch"]))
+            if key not in self._fences_applied:
+                self._fence_everywhere(key[0], key[1], int(f["seq"]))
+                self._fences_applied.add(key)
+
+    def _fence_everywhere(self, worker: int, epoch: int, seq: int) -> list[dict[str, Any]]:
+        body = {"epoch": epoch, "seq": seq}
+        return self._net.each(
+            lambda s: self._net.post_json(s, f"/v1/streams/{worker}/fence", body,
+                                          idempotent=True).json(),
+            range(self.layout.num_shards))
+
+    def _withdraw_fenced(self) -> None:
+        """A process of an index whose earlier epoch was fenced off (declared dead,
+        its input handed on): withdraw that epoch's pushes after the fence's seq on
+        every shard and from the journal, so that they are never replayed."""
+        assert self.stream is not None and self.worker_id is not None
+        worker = self.stream.worker
+        records = self._net.each(
+            lambda s: self._net.post_json(s, f"/v1/streams/{worker}",
+                                          {"epoch": self.worker_id}).json(),
+            range(self.layout.num_shards))
+        fenced = [r for r in records
+                  if r.get("fence_seq") is not None and 0 < int(r["fenced"]) < self.worker_id]
+        if not fenced:
+            return
+        newest = max(fenced, key=lambda r: int(r["fenced"]))
+        seq = int(newest["fence_seq"])
+        records = self._fence_everywhere(worker, int(newest["fenced"]), seq)
+        self.stream.withdraw_after(seq, int(records[0]["position"]))
 
     def _in_commit_order(self, fn: Any, shards: Any) -> None:
         """``fn(shard)`` for ``shards`` concurrently; with :attr:`commit_on_shard0`,

@@ -96,6 +96,32 @@ class PushStream:
             self.seq = max(self.seq, last_seq)
         return todo
 
+    def withdraw_after(self, seq: int, position: int) -> None:
+        """Drop the journal's pushes after ``seq`` (a fence withdrew them: the
+        input they covered was handed to another worker) so they are never sent
+        again. One entry without parts stands in for them: it keeps their last seq
+        (never reused), the chains and totals from before them, and the position
+        of push ``seq`` (``position`` if the journal no longer holds it)."""
+        entries = self.journal.entries
+        gone = [e for e in entries if e.seq > seq and any(e.parts)]
+        if not gone:
+            return
+        kept = [e for e in entries if e.seq <= seq]
+        at = next((e for e in kept if e.seq == seq), None)
+        first, m = gone[0], self.journal.num_shards
+        totals = [((c - 1, (d - first.digests[s]) & _MASK) if first.parts[s] else (c, d))
+                  for s, (c, d) in enumerate(first.totals)]
+        pos = at.position if at is not None else int(position)
+        # the rows' summed loss is not known without the push: scaled to the position
+        loss = at.loss_sum if at is not None else (
+            first.loss_sum * pos / first.position if first.position else 0.0)
+        empty = np.zeros(0, np.uint32)
+        nothing = np.zeros(0, self.journal.dtype)
+        marker = JournalEntry(max(e.seq for e in entries), pos, loss, empty, nothing, nothing,
+                              list(first.prev), [False] * m, [0] * m, totals)
+        self.journal.replace([*kept, marker])
+        self.prev = [marker.last_part(s) for s in range(m)]
+
     def acknowledged(self, shard: int, durable_seq: int) -> None:
         self.durable[shard] = max(self.durable[shard], durable_seq)
 

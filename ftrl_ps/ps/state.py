@@ -92,7 +92,9 @@ class ServerState:
                 worker_timeout=settings.worker_timeout,
                 registration_timeout=settings.registration_timeout,
             )
-        self.dedup = PushDeduper(durable_on_apply=settings.checkpoint_dir is None)
+        # shard 0 is the commit point: only the others may hold a push to withdraw
+        self.dedup = PushDeduper(durable_on_apply=settings.checkpoint_dir is None,
+                                 keep_undo=not settings.is_clock_authority)
         self.barrier = PushBarrier()
         self.exports = threading.BoundedSemaphore(settings.max_exports)
         self.work = WorkQueue()  # hand-out of input units (used on shard 0)
@@ -153,16 +155,20 @@ class ServerState:
         """
         assert msg.keys is not None
         origin, store = msg.origin, self.store
-        digest = 0
+        digest, deltas = 0, None
         if origin is not None:
             if self.clock is not None:
                 self.clock.heartbeat(origin.epoch)
-            digest = push_digest(origin.seq, msg.keys, np.asarray(msg.delta_n, store.dtype),
-                                 np.asarray(msg.delta_z, store.dtype), store.dtype)
+            dn = np.asarray(msg.delta_n, store.dtype)
+            dz = np.asarray(msg.delta_z, store.dtype)
+            digest = push_digest(origin.seq, msg.keys, dn, dz, store.dtype)
+            if msg.merge is None:  # summed as it is: it can be withdrawn (a fence)
+                deltas = (np.asarray(msg.keys), dn, dz)
         with self.barrier.shared():
             merge = None if msg.merge is None else (msg.merge[0], msg.merge[1], msg.merge[2])
             applied, record = self.dedup.apply(  # merged by the compose rule (ps.merge)
-                origin, digest, lambda: store.push(msg.keys, msg.delta_n, msg.delta_z, merge)
+                origin, digest, lambda: store.push(msg.keys, msg.delta_n, msg.delta_z, merge),
+                deltas,
             )
         answer: dict[str, Any] = {"applied": applied, "keys": int(msg.keys.size),
                                   "seq": origin.seq if origin is not None else 0}
@@ -183,6 +189,18 @@ class ServerState:
             )
         return self.dedup.claim(worker, epoch)
 
+
+    def fence(self, worker: int, epoch: int, seq: int) -> dict[str, Any]:
+        """Fence off worker index ``worker``'s epochs up to ``epoch`` here and
+        withdraw its push applied after ``seq``, if any (docs/durability.md,
+        section 4); the record, once a checkpoint holds it (with a checkpoint dir):
+        a shard restored from an older one would bring the push back."""
+        requested = time.monotonic()
+        with self.barrier.shared():
+            record = self.dedup.fence(worker, epoch, seq, self.store.withdraw)
+        if self.checkpointer is not None:
+            self.checkpointer.ensure(requested)
+        return record
 
     def make_durable(self, worker: int, epoch: int) -> dict[str, Any]:
         """Persist every push of worker index ``worker`` applied so far; its record.

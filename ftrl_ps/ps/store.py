@@ -119,6 +119,7 @@ class ParameterStore:
             "keys_pushed": 0,
             "keys_pulled": 0,
             "loads": 0,
+            "withdrawals": 0,
         }
         self._key_count: tuple[float, int, float] = (0.0, -1, 0.0)  # at, value, seconds
 
@@ -198,6 +199,18 @@ class ParameterStore:
             self._z[seg] += add[:, 1]
         self.changes.record(np.unique(arr // self.layout.group_size))
         self._count(pushes=1, keys_pushed=arr.size)
+
+    def withdraw(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray) -> None:
+        """Take back a plain push of (already validated) ``keys`` and deltas: ``n``
+        minus ``delta_n`` (not below 0), ``z`` minus ``delta_z`` (ps.dedup's fence)."""
+        local = np.asarray(keys).astype(np.int64) - self.begin
+        for lo, hi in self._locked_runs(np.asarray(keys)):
+            seg = local[lo:hi]
+            self._n[seg] = np.maximum(self._n[seg] - delta_n[lo:hi], 0)
+            self._z[seg] -= delta_z[lo:hi]
+            self._merge.bump(seg)
+        self.changes.record(np.unique(np.asarray(keys) // self.layout.group_size))
+        self._count(withdrawals=1)
 
     def load(self, keys: Any, n: Any, z: Any) -> None:
         """Set ``n``/``z`` at ``keys`` (e.g. from a saved model); other keys keep

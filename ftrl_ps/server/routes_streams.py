@@ -4,7 +4,9 @@ A worker claims its registration epoch on every shard after registering
 (``POST /v1/streams/{worker}``) and gets the record back: the last applied seq,
 the input position it covers, the count and digest of applied pushes, and the
 seq covered by a checkpoint (docs/durability.md). A finishing worker asks each
-shard to make its pushes durable (``POST /v1/streams/{worker}/durable``).
+shard to make its pushes durable (``POST /v1/streams/{worker}/durable``). A
+worker handed a dead worker's input fences that worker off on every shard
+(``POST /v1/streams/{worker}/fence``, see :meth:`ftrl_ps.ps.dedup.PushDeduper.fence`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from fastapi import APIRouter, Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from ftrl_ps.server.deps import StateDep
+from ftrl_ps.server.fields import Count, Epoch
 
 __all__ = ["router"]
 
@@ -37,6 +40,17 @@ class StreamAnswer(BaseModel):
     digest: str = Field(description="sum mod 2**64 of the applied pushes' digests, hex")
     durable_seq: int = Field(description="last seq covered by a checkpoint (or applied, "
                              "on a shard without checkpoints)")
+    fenced: int = Field(0, description="epochs up to this one are fenced off (0: none)")
+    fence_seq: int | None = Field(
+        None, description="the fenced epochs' pushes after this seq were withdrawn (null "
+                          "once a later epoch pushed)")
+
+
+class FenceRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    epoch: Epoch = Field(description="the dead registration's epoch")
+    seq: Count = Field(description="its last push shard 0 applied (the commit point)")
 
 
 @router.post("/{worker}", summary="claim an epoch for a worker index",
@@ -59,6 +73,18 @@ def durable(worker: Annotated[int, Path(ge=0, lt=1 << 32)], req: ClaimRequest,
     restores its pushes although the worker, gone, can no longer replay them.
     409 as for the claim."""
     return state.make_durable(worker, req.epoch)
+
+
+@router.post("/{worker}/fence", summary="fence off a dead worker, withdraw its late push",
+             response_model=StreamAnswer)
+def fence(worker: Annotated[int, Path(ge=0, lt=1 << 32)], req: FenceRequest,
+          state: StateDep) -> dict[str, Any]:
+    """Refuse the index's epochs up to ``epoch`` from now on and withdraw its push
+    applied here after ``seq`` (shard 0 handed its input on after that seq);
+    answered once a checkpoint holds the change (with a checkpoint dir).
+    Idempotent. 409 if more than that one push, or one this shard no longer
+    holds the deltas of, would have to be withdrawn."""
+    return state.fence(worker, req.epoch, req.seq)
 
 
 @router.get("", summary="every stream record of this shard",

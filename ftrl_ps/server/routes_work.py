@@ -9,27 +9,16 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints
 
 from ftrl_ps.ps.clock import DEAD
 from ftrl_ps.ps.state import ServerState
 from ftrl_ps.server.deps import AuthDep, StateDep
+from ftrl_ps.server.fields import Count
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1/work", tags=["work"])
-
-def _integer(value: Any) -> Any:
-    """JSON Schema's integer: ``3`` or ``3.0``, never ``true``."""
-    if isinstance(value, bool):
-        raise ValueError("must be an integer, not a boolean")
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
-Count = Annotated[int, Field(ge=0, le=(1 << 53) - 1), BeforeValidator(_integer)]
-
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -77,18 +66,25 @@ def load_plan(req: PlanRequest, state: StateDep) -> dict[str, Any]:
 @router.post("/next", summary="report finished units, get the next one",
              dependencies=[AuthDep])
 def next_unit(req: NextRequest, state: StateDep) -> dict[str, Any]:
-    """Answer ``{"unit": {...}}``, or ``{"unit": null}`` when nothing is left."""
+    """Answer ``{"unit": {...}, "fences": [...]}``, ``{"unit": null}`` when nothing
+    is left. Before it trains the unit, the worker applies every fence on every
+    shard (``POST /v1/streams/{worker}/fence``): a dead worker's units are handed
+    on after its last push applied here, and a push of it that reached another
+    shard but not this one is withdrawn there (docs/durability.md, section 4)."""
     clock = state.require_clock()
     workers = clock.snapshot()["workers"]
-    latest: dict[int, str] = {}
+    latest: dict[int, dict[str, Any]] = {}
     for w in sorted(workers, key=lambda w: w["worker_id"]):
-        latest[w["index"]] = w["state"]
-    dead = [i for i, s in latest.items() if s == DEAD]
-    applied_by = {int(r["worker"]): int(r["position"]) for r in state.dedup.records()
-                  if int(r["worker"]) in dead}  # a dead worker's pushes applied here
-    unit = state.work.next(req.worker_index, req.done, req.holding, dead, req.progress,
-                           req.position, req.applied, applied_by)
-    return {"unit": unit}
+        latest[w["index"]] = w
+    applied_by = {}  # a dead worker's position: its last push applied here
+    for i, w in latest.items():
+        if w["state"] == DEAD:
+            record = state.dedup.fence_here(i, int(w["worker_id"]))
+            if record is not None:  # else it is back (a new epoch claimed its stream)
+                applied_by[i] = int(record["position"])
+    unit = state.work.next(req.worker_index, req.done, req.holding, list(applied_by),
+                           req.progress, req.position, req.applied, applied_by)
+    return {"unit": unit, "fences": state.dedup.fences() if unit is not None else []}
 
 
 class ProgressRequest(_Strict):

@@ -60,6 +60,7 @@ _COUNTERS = (
     ("group_pulls", "pull requests of whole parameter groups"),
     ("keys_pushed", "keys in the pushes this shard applied"),
     ("keys_pulled", "keys this shard sent in pull answers"),
+    ("withdrawals", "pushes of dead workers withdrawn here (their input was handed on)"),
 )
 
 #: per-worker families: (suffix, stat name, type, help)

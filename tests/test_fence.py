@@ -1,0 +1,95 @@
+"""Fences (ps.dedup): a dead worker's epochs refused, its push that reached a shard
+after its last push on shard 0 withdrawn there, exactly once; the route on a shard."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ftrl_ps.errors import WorkerStateError
+from ftrl_ps.ps import wire
+from ftrl_ps.ps.dedup import PushDeduper, push_digest
+from tests._servers import BINARY, assert_error, in_process_cluster
+
+
+def _push(dedup: PushDeduper, seq: int, prev: int, position: int, value: float,
+          epoch: int = 5, store: list | None = None) -> int:
+    keys = np.array([3, 7], np.uint32)
+    dn = np.full(2, value)
+    dz = np.full(2, -value)
+    digest = push_digest(seq, keys, dn, dz, np.float64)
+    origin = wire.PushOrigin(0, epoch, seq, prev, position)
+    dedup.apply(origin, digest, lambda: (store if store is not None else []).append(value),
+                (keys, dn, dz))
+    return digest
+
+
+def test_a_fence_withdraws_the_last_push_after_its_seq_once_and_refuses_the_epoch() -> None:
+    dedup = PushDeduper(keep_undo=True)
+    dedup.claim(0, epoch=5)
+    first = _push(dedup, 1, 0, 10, 1.0)
+    _push(dedup, 2, 1, 20, 2.0)
+    withdrawn: list[tuple] = []
+    rec = dedup.fence(0, 5, 1, lambda *d: withdrawn.append(d))
+    assert [d[1].tolist() for d in withdrawn] == [[2.0, 2.0]]  # push 2's deltas, once
+    assert (rec["last_seq"], rec["position"], rec["pushes"]) == (1, 10, 1)
+    assert rec["digest"] == f"{first:016x}" and (rec["fenced"], rec["fence_seq"]) == (5, 1)
+    assert dedup.fence(0, 5, 1, lambda *d: withdrawn.append(d))["last_seq"] == 1
+    assert len(withdrawn) == 1  # idempotent
+    with pytest.raises(WorkerStateError, match="fenced off"):
+        _push(dedup, 2, 1, 20, 2.0)  # a late retry of the dead process
+    with pytest.raises(WorkerStateError, match="fenced off"):
+        dedup.claim(0, epoch=5)
+    assert dedup.claim(0, epoch=6)["fence_seq"] == 1  # a new process learns the fence
+    _push(dedup, 3, 1, 30, 3.0, epoch=6)  # it pushed: it has dealt with the fence
+    assert dedup.records()[0]["fence_seq"] is None and dedup.fences() == []
+
+
+def test_a_fence_that_cannot_withdraw_is_an_error_and_changes_nothing() -> None:
+    dedup = PushDeduper(keep_undo=True)
+    dedup.claim(0, epoch=5)
+    for seq in (1, 2, 3):
+        _push(dedup, seq, seq - 1, 10 * seq, 1.0)
+    with pytest.raises(WorkerStateError, match="can only withdraw its last push"):
+        dedup.fence(0, 5, 1, lambda *d: None)  # two pushes after seq 1
+    assert dedup.records()[0]["last_seq"] == 3 and dedup.records()[0]["fenced"] == 0
+    no_undo = PushDeduper()  # shard 0: the commit point keeps nothing to withdraw
+    no_undo.claim(0, epoch=5)
+    _push(no_undo, 1, 0, 10, 1.0)
+    with pytest.raises(WorkerStateError):
+        no_undo.fence(0, 5, 0, lambda *d: None)
+    assert no_undo.fence_here(0, 5)["fence_seq"] == 1  # shard 0 fences at its last push
+    assert no_undo.fences() == [{"worker": 0, "epoch": 5, "seq": 1}]
+    no_undo.claim(0, epoch=7)
+    assert no_undo.fence_here(0, 6) is None  # a later epoch claimed it: the worker is back
+
+
+def _values(client, keys: list[int]) -> tuple[list[float], list[float]]:
+    msg = wire.decode(client.post("/v1/pull", content=wire.encode_keys(keys),
+                                  headers=BINARY).content, wire.VALUES)
+    return msg.values[0].tolist(), msg.values[1].tolist()
+
+
+def test_the_fence_route_restores_the_values_and_answers_409_to_the_dead_epoch() -> None:
+    with in_process_cluster(2, bits=12, group_size=64, dtype="float64") as (_s0, s1):
+        s1.post("/v1/streams/0", json={"epoch": 9})
+        keys = [3000, 3001]
+
+        def push(seq: int, value: float) -> object:
+            body = wire.encode_push(keys, [value, value], [value, -value], dtype=np.float64,
+                                    origin=wire.PushOrigin(0, 9, seq, seq - 1, 10 * seq))
+            return s1.post("/v1/push", content=body, headers=BINARY)
+
+        push(1, 0.25)
+        before = _values(s1, keys)
+        push(2, 0.5)
+        assert _values(s1, keys) != before
+        for _ in range(2):  # idempotent
+            resp = s1.post("/v1/streams/0/fence", json={"epoch": 9, "seq": 1})
+            assert resp.status_code == 200, resp.text
+            assert resp.json()["last_seq"] == 1 and resp.json()["fence_seq"] == 1
+        assert _values(s1, keys) == before
+        assert_error(push(3, 1.0), 409, "WorkerStateError", "fenced off")
+        assert s1.get("/metrics").text.count("ftrl_ps_withdrawals_total 1.0") == 1
+        assert_error(s1.post("/v1/streams/0/fence", json={"epoch": 0, "seq": 1}), 400,
+                     "ProtocolError", "epoch")
