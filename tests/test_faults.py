@@ -138,3 +138,72 @@ def test_restart_budget_is_a_clear_error(synth: Path, tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert "server 1 exited with code -9" in err and "--max-restarts 0" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.timeout(300)
+def test_a_worker_killed_for_good_is_taken_over_and_its_return_replays_nothing(
+    synth: Path, fault_free: dict[str, Any], tmp_path: Path
+) -> None:
+    """Two shards, two ``ftrl-ps worker --split units`` processes; worker 0 is
+    killed -9 a fifth of the way and not restarted: the clock declares it dead, worker 1
+    takes its unit over after its last push on shard 0 (fencing it: a push that
+    reached shard 1 only is withdrawn) and trains the rest. Every row once, no
+    push of worker 0 beyond shard 0's on shard 1, the model as good as a fault-free
+    run's. A new process of worker 0 with its journal then replays nothing."""
+    from ftrl_ps.cluster.spawn import spawn_cluster
+    from ftrl_ps.server.options import ShardOptions
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "FTRL_PS_TOKEN": TOKEN}
+    opts = ShardOptions(bits=18, num_workers=2, worker_timeout=1.0,
+                        checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_interval=0.5)
+    servers = spawn_cluster(2, opts, env=env)
+    urls = ",".join(s.url for s in servers)
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+
+    def worker(index: int) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "ftrl_ps", "worker", "--server", urls, "--input",
+             str(synth / "train.svm"), "--worker-index", str(index), "--num-workers", "2",
+             "--split", "units", "--batch-size", "250", "--state-dir",
+             str(tmp_path / f"w{index}"), "--quiet",
+             # worker 1 sleeps 0.03 s a tick: still at work when worker 0 is declared dead
+             "--straggle-workers", "1", "--straggle-prob", "1", "--straggle-delay", "0.03"],
+            cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
+
+    def streams(http: httpx.Client, worker: int) -> list[dict[str, Any]]:
+        return [next(r for r in http.get(s.url + "/v1/streams").json() if r["worker"] == worker)
+                for s in servers]
+
+    try:
+        procs = [worker(0), worker(1)]
+        with httpx.Client(headers=headers, timeout=5, trust_env=False) as http:
+            deadline = time.monotonic() + 120
+            while True:
+                assert time.monotonic() < deadline and procs[0].poll() is None
+                workers = http.get(servers[0].url + "/v1/status").json()["clock"]["workers"]
+                if sum(w["stats"].get("rows", 0) for w in workers) >= ROWS / 5:
+                    break
+                time.sleep(0.05)
+            procs[0].kill()  # SIGKILL, for good
+            procs[0].wait()
+            _, err = procs[1].communicate(timeout=180)
+            assert procs[1].returncode == 0, err[-3000:]
+            work = http.get(servers[0].url + "/v1/work").json()
+            assert (work["done"], work["rows_done"]) == (work["units"], ROWS)
+            on0, on1 = streams(http, 0)
+            assert on1["last_seq"] <= on0["last_seq"]  # nothing beyond the commit point
+            assert on0["fenced"] > 0
+            before = [(r["pushes"], r["digest"]) for r in (on0, on1)]
+            again = worker(0)  # worker 0's process comes back: nothing is left to do
+            _, err = again.communicate(timeout=120)
+            assert again.returncode == 0, err[-3000:]
+            assert [(r["pushes"], r["digest"]) for r in streams(http, 0)] == before
+        res = run_cli("export", "--server", urls, "--model", str(tmp_path / "m.ftrl"),
+                      "--test", str(synth / "test.svm"), "--metrics-json",
+                      str(tmp_path / "e.json"), "--quiet", env=env)
+        assert res.returncode == 0, res.stderr
+        logloss = json.loads((tmp_path / "e.json").read_text())["test_logloss"]
+        assert abs(logloss - fault_free["test_logloss"]) <= 0.002
+    finally:
+        for s in servers:
+            s.stop()
