@@ -45,6 +45,16 @@ def test_status_shows_every_shard_and_the_workers() -> None:
     assert res.returncode == 1 and "Traceback" not in res.stderr
 
 
+def test_withdrawn_pushes_are_shown_only_when_there_are_some() -> None:
+    from ftrl_ps.cli.status_cmd import summary
+
+    def shown(counters: dict[str, int]) -> str:
+        return "\n".join(summary(1, {"shard": {"begin": 0, "end": 10}, "counters": counters}))
+
+    assert "1 push(es) of dead workers withdrawn here" in shown({"withdrawals": 1})
+    assert "withdrawn" not in shown({"withdrawals": 0}) and "withdrawn" not in shown({})
+
+
 class _Screen(io.StringIO):
     def isatty(self) -> bool:
         return True

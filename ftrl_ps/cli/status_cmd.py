@@ -51,6 +51,9 @@ def summary(index: int, status: dict[str, Any]) -> list[str]:
         f"({counters.get('keys_pushed', 0):,} keys), {counters.get('pulls', 0)} pulls "
         f"({counters.get('keys_pulled', 0):,} keys), up {status.get('uptime_s')} s"
     ]
+    if counters.get("withdrawals"):  # fences (docs/durability.md, section 4)
+        lines.append(f"  {counters['withdrawals']} push(es) of dead workers withdrawn here "
+                     "(their input was handed to another worker)")
     settings = status.get("settings") or {}
     if settings.get("merge_rule"):  # how pushes are merged, and in which float type
         lines.append(f"  merge rule {settings['merge_rule']}, {settings.get('dtype')} state")
