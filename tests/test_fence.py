@@ -64,6 +64,20 @@ def test_a_fence_that_cannot_withdraw_is_an_error_and_changes_nothing() -> None:
     assert no_undo.fence_here(0, 6) is None  # a later epoch claimed it: the worker is back
 
 
+def test_the_kept_pushes_stay_within_their_budget_oldest_dropped_first() -> None:
+    one = 2 * 4 + 2 * 2 * 8  # keys uint32, delta_n and delta_z float64: 40 bytes a push
+    dedup = PushDeduper(keep_undo=True, undo_budget=2 * one)
+    for worker in (0, 1, 2):
+        dedup.claim(worker, epoch=5)
+        keys = np.array([3, 7], np.uint32)
+        dedup.apply(wire.PushOrigin(worker, 5, 1, 0, 10), 1, lambda: None,
+                    (keys, np.ones(2), np.ones(2)))
+    with pytest.raises(WorkerStateError, match="if it still holds it"):
+        dedup.fence(0, 5, 0, lambda *d: None)  # worker 0's, the oldest, was dropped
+    for worker in (1, 2):
+        assert dedup.fence(worker, 5, 0, lambda *d: None)["last_seq"] == 0
+
+
 def _values(client, keys: list[int]) -> tuple[list[float], list[float]]:
     msg = wire.decode(client.post("/v1/pull", content=wire.encode_keys(keys),
                                   headers=BINARY).content, wire.VALUES)

@@ -35,10 +35,14 @@ import numpy as np
 from ftrl_ps.errors import PushGapError, WorkerStateError
 from ftrl_ps.ps.wire import PushOrigin
 
-__all__ = ["DIGEST_WINDOW", "PushDeduper", "StreamRecord", "Undo", "push_digest"]
+__all__ = ["DIGEST_WINDOW", "UNDO_BUDGET_BYTES", "PushDeduper", "StreamRecord", "Undo",
+           "push_digest"]
 
 #: digests of this many most recent seqs are kept to recognise retries
 DIGEST_WINDOW = 1024
+#: the kept last pushes (:class:`Undo`) of all streams together stay below this many
+#: bytes: beyond it the oldest are dropped (a fence that needs one then fails loudly)
+UNDO_BUDGET_BYTES = 256 << 20
 _MASK = (1 << 64) - 1
 
 
@@ -69,6 +73,10 @@ class Undo:
     #: keys, delta_n, delta_z as added to the store; None: cannot be taken back
     #: (a push merged by the compose rule depends on the pushes around it)
     deltas: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.deltas) if self.deltas is not None else 0
 
 
 @dataclass
@@ -135,11 +143,15 @@ class PushDeduper:
     [1]
     """
 
-    def __init__(self, *, durable_on_apply: bool = True, keep_undo: bool = False) -> None:
+    def __init__(self, *, durable_on_apply: bool = True, keep_undo: bool = False,
+                 undo_budget: int = UNDO_BUDGET_BYTES) -> None:
         #: without checkpoints, a push is as durable as it will ever be once applied
         self.durable_on_apply = durable_on_apply
-        #: keep each stream's last push to withdraw it (shards other than 0)
+        #: keep each stream's last push to withdraw it (shards other than 0), within
+        #: ``undo_budget`` bytes for all streams (the oldest dropped first)
         self.keep_undo = keep_undo
+        self.undo_budget = undo_budget
+        self._undos: OrderedDict[int, Undo] = OrderedDict()  # kept, oldest first
         self._lock = threading.Lock()
         self._records: dict[int, StreamRecord] = {}
         self.duplicates = 0
@@ -191,6 +203,7 @@ class PushDeduper:
             if self.keep_undo:
                 rec.undo = Undo(origin.seq, origin.epoch, digest, rec.last_seq, rec.position,
                                 deltas)
+                self._budget(rec, rec.undo)
             if origin.epoch > rec.fenced:
                 rec.fence_seq = None  # a later process pushes: it has seen the fence
             rec.last_seq, rec.position = origin.seq, origin.position
@@ -242,6 +255,22 @@ class PushDeduper:
                 f"applied seq {rec.last_seq} after it: pushes out of order"
             )
 
+    def _budget(self, rec: StreamRecord, undo: Undo) -> None:
+        """Account ``rec``'s new ``undo``; drop the oldest others' beyond the budget.
+        (A dropped undo only makes a later fence that needs it fail loudly.)"""
+        with self._lock:
+            self._undos.pop(rec.worker, None)
+            self._undos[rec.worker] = undo
+            total = sum(u.nbytes for u in self._undos.values())
+            for other, kept in list(self._undos.items()):
+                if total <= self.undo_budget or other == rec.worker:
+                    break
+                del self._undos[other]
+                total -= kept.nbytes
+                holder = self._records[other]
+                if holder.undo is kept:  # not replaced since (an assignment: atomic)
+                    holder.undo = None
+
     def fence(self, worker: int, epoch: int, seq: int,
               withdraw: Callable[[np.ndarray, np.ndarray, np.ndarray], None]) -> dict[str, Any]:
         """Fence off ``worker``'s epochs up to ``epoch`` and withdraw (through
@@ -273,6 +302,8 @@ class PushDeduper:
                 rec.digest = (rec.digest - undo.digest) & _MASK
                 rec.durable_seq = min(rec.durable_seq, rec.last_seq)
                 rec.undo = None
+                with self._lock:
+                    self._undos.pop(worker, None)
             rec.fenced, rec.fence_seq = epoch, seq
             return rec.as_dict()
 
@@ -317,6 +348,7 @@ class PushDeduper:
         """Replace every record by ``state`` (from :meth:`state`)."""
         with self._lock:
             self._records = {int(d["worker"]): StreamRecord.from_state(d) for d in state}
+            self._undos.clear()  # restored records hold no pushes to withdraw
 
     def mark_durable(self, state: list[dict[str, Any]]) -> None:
         """Pushes up to each record's ``last_seq`` in ``state`` are now in a checkpoint."""
