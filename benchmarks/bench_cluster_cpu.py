@@ -15,6 +15,10 @@ from a neutral folder, so the checkout's code is what runs) it times
 every 10 ms: when it appeared, seconds after the start, and its CPU seconds);
 then the medians and the single/cluster wall ratio of every round. ``DIR``
 defaults to ``bench_single.py``'s cached 1M-row set in ``benchmarks/.data``.
+
+With ``--functions`` every cluster run also goes through ``_cpu_by_function.py``
+and each worker's CPU seconds by step are printed (parse, key numbering, fit,
+pull, push payload, push, tick: thread CPU time, not wall time on shared cores).
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--bits", type=int, default=22)
     p.add_argument("--extra", default="", help="more flags for the cluster run (quoted)")
     p.add_argument("--no-single", action="store_true", help="time the clusters only")
+    p.add_argument("--functions", action="store_true",
+                   help="also account each worker's CPU by step (_cpu_by_function.py)")
     return p.parse_args(argv)
 
 
@@ -84,6 +90,17 @@ def _run(tree: Path, cmd: list[str], out: Path) -> tuple[float, float, str]:
     return wall, cpu, procs_seen
 
 
+def _by_function(report: Path) -> str:
+    """The workers' lines of a ``_cpu_by_function.py`` report, as a table."""
+    rows = [json.loads(line) for line in report.read_text().splitlines()]
+    out = []
+    for r in rows:
+        out.append(f"    worker pid {r['pid']}: process CPU {r['process_cpu']:.2f} s")
+        for label, secs in sorted(r["seconds"].items(), key=lambda kv: kv[0].startswith(" ")):
+            out.append(f"      {secs:6.3f} s  {r['calls'][label]:5d} calls  {label}")
+    return "\n".join(out)
+
+
 def _logloss(tree: Path, model: Path, test: Path) -> float:
     scored = model.with_suffix(".eval.json")
     subprocess.run([sys.executable, "-m", "ftrl_ps", "eval", str(model), str(test), "--json",
@@ -112,14 +129,21 @@ def main(argv: list[str] | None = None) -> int:
                     model = work / f"{name}_{mode}_{rnd}.model"
                     cmd = [sys.executable, "-m", "ftrl_ps", "train", str(train), "--bits",
                            str(args.bits), "-q", "--model", str(model)]
+                    report = None
                     if mode == "cluster":
                         cmd += ["--workers", str(args.workers), "--staleness", args.staleness,
                                 *shlex.split(args.extra)]
+                        if args.functions:
+                            report = model.with_suffix(".cpu.jsonl")
+                            os.environ["FTRL_PS_CPU_REPORT"] = str(report)
+                            cmd[1:3] = [str(HERE / "_cpu_by_function.py")]
                     wall, cpu, procs = _run(tree, cmd, model)
                     ll = _logloss(tree, model, test)
                     results.setdefault((name, mode), []).append((wall, cpu, ll))
                     print(f"round {rnd + 1} {name:8s} {mode:7s} wall {wall:5.2f} s  "
                           f"cpu {cpu:5.2f} s  test logloss {ll:.5f}  {procs}", flush=True)
+                    if report is not None and report.exists():
+                        print(_by_function(report), flush=True)
     print(f"load average at the end: {os.getloadavg()}")
     print("\nmedians:")
     for (name, mode), runs in results.items():
