@@ -154,7 +154,8 @@ def test_a_worker_killed_for_good_is_taken_over_and_its_return_replays_nothing(
     from ftrl_ps.server.options import ShardOptions
 
     env = {**os.environ, "PYTHONPATH": str(REPO), "FTRL_PS_TOKEN": TOKEN}
-    opts = ShardOptions(bits=18, num_workers=2, worker_timeout=1.0,
+    # 3 s: heartbeats of a live worker came over 0.5 s apart on a loaded CI machine
+    opts = ShardOptions(bits=18, num_workers=2, worker_timeout=3.0,
                         checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_interval=0.5)
     servers = spawn_cluster(2, opts, env=env)
     urls = ",".join(s.url for s in servers)
@@ -166,8 +167,9 @@ def test_a_worker_killed_for_good_is_taken_over_and_its_return_replays_nothing(
              str(synth / "train.svm"), "--worker-index", str(index), "--num-workers", "2",
              "--split", "units", "--batch-size", "250", "--state-dir",
              str(tmp_path / f"w{index}"), "--quiet",
-             # worker 1 sleeps 0.03 s a tick: still at work when worker 0 is declared dead
-             "--straggle-workers", "1", "--straggle-prob", "1", "--straggle-delay", "0.03"],
+             # worker 1 sleeps 0.08 s a tick (~100 ticks): still at work when worker 0
+             # is declared dead
+             "--straggle-workers", "1", "--straggle-prob", "1", "--straggle-delay", "0.08"],
             cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
 
     def streams(http: httpx.Client, worker: int) -> list[dict[str, Any]]:
