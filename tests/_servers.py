@@ -59,17 +59,18 @@ def in_process_cluster(num_shards: int, **settings: Any) -> Iterator[list[TestCl
 
 
 class Switchable:
-    """A shard connection (e.g. a TestClient) that fails to connect while ``down``:
-    the shard is away for this one client only."""
+    """A shard connection (e.g. a TestClient) that fails to connect while ``down``
+    (only for requests to the path ``only``, if given): the shard is away for this
+    one client only."""
 
-    def __init__(self, inner: Any) -> None:
-        self.inner, self.down = inner, False
+    def __init__(self, inner: Any, only: str | None = None) -> None:
+        self.inner, self.down, self.only = inner, False, only
         self.headers = inner.headers
 
-    def request(self, *args: Any, **kwargs: Any) -> Any:
-        if self.down:
+    def request(self, method: str, path: str, *args: Any, **kwargs: Any) -> Any:
+        if self.down and self.only in (None, path):
             raise httpx.ConnectError("shard away")
-        return self.inner.request(*args, **kwargs)
+        return self.inner.request(method, path, *args, **kwargs)
 
     def close(self) -> None:
         pass

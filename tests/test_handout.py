@@ -444,21 +444,23 @@ def test_a_dead_workers_push_that_missed_shard_0_is_withdrawn_and_never_replayed
                     for s in shards]
 
         zero = own()
-        away = Switchable(zero[0])
+        away = Switchable(zero[0], only="/v1/push")
         with PSClient(urls, http_clients=[away, zero[1]], commit_on_shard0=True,
                       retry_seconds=0, state_dir=tmp_path) as a, \
                 PSClient(urls, http_clients=own(), commit_on_shard0=True) as b:
             a.register(0, 2)
             b.register(1, 2)
-            b.start_heartbeat(0.1)  # worker 1 stays alive, worker 0 will not
+            for c in (a, b):  # alive until worker 0 "dies" below, also on a loaded machine
+                c.start_heartbeat(0.1)
             wa, wc_a = Worker(a, 12, FTRLParams(), cfg), WorkClient(a)
             wc_a.load(units, plan_id)
             batches = UnitStream(wa, wc_a, 0).batches()
             wa.train_batches(itertools.islice(batches, 7))
-            wa.push()
-            wa.train_batches(itertools.islice(batches, 2))
-            away.down = True  # shard 0 unreachable for worker 0 from here on
+            wa.push()  # everything pushed and ticked
+            a.stop_heartbeat()  # worker 0 dies with its next push half sent
+            away.down = True  # worker 0's pushes no longer reach shard 0
             with pytest.raises(TransportError):
+                wa.train_batches(itertools.islice(batches, 2))
                 wa.push()
             late = a.stream.journal.last
             on0, on1 = records(0)
