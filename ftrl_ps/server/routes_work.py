@@ -20,6 +20,7 @@ __all__ = ["router"]
 
 router = APIRouter(prefix="/v1/work", tags=["work"])
 
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
