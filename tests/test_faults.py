@@ -148,8 +148,9 @@ def test_a_worker_killed_for_good_is_taken_over_and_its_return_replays_nothing(
     killed -9 a fifth of the way and not restarted: the clock declares it dead, worker 1
     takes its unit over after its last push on shard 0 (fencing it: a push that
     reached shard 1 only is withdrawn) and trains the rest. Every row once, no
-    push of worker 0 beyond shard 0's on shard 1, the model as good as a fault-free
-    run's. A new process of worker 0 with its journal then replays nothing."""
+    push of worker 0 beyond shard 0's on shard 1; ``export --wait`` calls the run
+    complete (every unit done) and the model is as good as a fault-free run's. A
+    new process of worker 0 with its journal then replays nothing."""
     from ftrl_ps.cluster.spawn import spawn_cluster
     from ftrl_ps.server.options import ShardOptions
 
@@ -196,16 +197,18 @@ def test_a_worker_killed_for_good_is_taken_over_and_its_return_replays_nothing(
             assert on1["last_seq"] <= on0["last_seq"]  # nothing beyond the commit point
             assert on0["fenced"] > 0
             before = [(r["pushes"], r["digest"]) for r in (on0, on1)]
+            # worker 0 stays dead: every unit is done, so the run is complete
+            res = run_cli("export", "--server", urls, "--model", str(tmp_path / "m.ftrl"),
+                          "--test", str(synth / "test.svm"), "--wait", "--timeout", "60",
+                          "--metrics-json", str(tmp_path / "e.json"), "--quiet", env=env)
+            assert res.returncode == 0, res.stderr
+            exported = json.loads((tmp_path / "e.json").read_text())
+            assert exported["complete"] and exported["dead_workers"] == [0], exported
+            assert abs(exported["test_logloss"] - fault_free["test_logloss"]) <= 0.002
             again = worker(0)  # worker 0's process comes back: nothing is left to do
             _, err = again.communicate(timeout=120)
             assert again.returncode == 0, err[-3000:]
             assert [(r["pushes"], r["digest"]) for r in streams(http, 0)] == before
-        res = run_cli("export", "--server", urls, "--model", str(tmp_path / "m.ftrl"),
-                      "--test", str(synth / "test.svm"), "--metrics-json",
-                      str(tmp_path / "e.json"), "--quiet", env=env)
-        assert res.returncode == 0, res.stderr
-        logloss = json.loads((tmp_path / "e.json").read_text())["test_logloss"]
-        assert abs(logloss - fault_free["test_logloss"]) <= 0.002
     finally:
         for s in servers:
             s.stop()

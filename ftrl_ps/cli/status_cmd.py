@@ -76,7 +76,7 @@ def summary(index: int, status: dict[str, Any]) -> list[str]:
             )
         if clock.get("missing_indices"):
             lines.append(f"  not registered yet: {clock['missing_indices']}")
-        progress = RunProgress.from_snapshot(clock)
+        progress = RunProgress.from_snapshot(clock, status.get("work"))
         lines.append(f"  run {'complete' if progress.complete else 'not complete'}: "
                      f"{progress.describe()}")
     return lines

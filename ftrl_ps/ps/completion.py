@@ -1,14 +1,17 @@
 """Has a cluster run finished? Every configured worker index, from shard 0's clock.
 
 A run is *complete* when each worker index ``0 .. num_workers-1`` has a worker
-that finished its share. The clock's own view is not enough for that: once
-its registration timeout has passed it stops listing indices that never
-registered (they no longer hold back the others), and a dead worker no longer
-counts as live. An export that waited only for "no live worker" would then
-save a model trained on part of the data and say nothing; this module names
-what is missing instead. A run is *stalled* when only a new worker can change
-it: none is live, and the indices that never registered are no longer
-expected by the clock (its registration timeout has passed) or some died.
+that finished its share, or, with work handed out in units (``--split units``),
+when shard 0 records every unit done and no worker is live any more: a dead
+worker's units were taken over and trained by the others (docs/durability.md).
+The clock's own view is not enough for that: once its registration timeout has
+passed it stops listing indices that never registered (they no longer hold back
+the others), and a dead worker no longer counts as live. An export that waited
+only for "no live worker" would then save a model trained on part of the data
+and say nothing; this module names what is missing instead. A run is *stalled*
+when only a new worker can change it: none is live, and the indices that never
+registered are no longer expected by the clock (its registration timeout has
+passed) or some died.
 
 >>> snap = {"num_workers": 3, "workers": [
 ...     {"index": 0, "state": "finished"}, {"index": 1, "state": "dead"}],
@@ -22,6 +25,12 @@ expected by the clock (its registration timeout has passed) or some died.
 False
 >>> p.describe()
 '1 of 3 configured workers finished; never registered: worker 2; died and not replaced: worker 1'
+>>> units = {"num_workers": 2, "workers": [
+...     {"index": 0, "state": "dead"}, {"index": 1, "state": "finished"}]}
+>>> RunProgress.from_snapshot(units, {"plan": "p", "units": 9, "done": 9}).complete
+True
+>>> RunProgress.from_snapshot(units, {"plan": "p", "units": 9, "done": 8}).complete
+False
 """
 
 from __future__ import annotations
@@ -61,10 +70,14 @@ class RunProgress:
     dead: tuple[int, ...]
     missing: tuple[int, ...]
     expecting: bool = False
+    #: a plan of work units is loaded and every unit is done (``--split units``)
+    units_done: bool = False
 
     @classmethod
-    def from_snapshot(cls, snapshot: Mapping[str, Any]) -> RunProgress:
-        """From shard 0's clock snapshot (``/v1/status`` -> ``clock``)."""
+    def from_snapshot(cls, snapshot: Mapping[str, Any],
+                      work: Mapping[str, Any] | None = None) -> RunProgress:
+        """From shard 0's clock snapshot (``/v1/status`` -> ``clock``) and its work
+        queue's summary (``/v1/status`` -> ``work``), if any."""
         expected = snapshot.get("num_workers")
         states: dict[int, set[str]] = {}
         for w in snapshot.get("workers") or []:
@@ -80,11 +93,16 @@ class RunProgress:
             dead=tuple(sorted(dead)),
             missing=tuple(sorted(missing)),
             expecting=bool(snapshot.get("missing_indices")),
+            units_done=bool(work and work.get("plan") and work.get("units")
+                            and work.get("done") == work.get("units")),
         )
 
     @property
     def complete(self) -> bool:
-        """Every configured index has a finished worker."""
+        """Every configured index has a finished worker, or every work unit is done
+        and no worker is live."""
+        if self.units_done and not self.live and self.finished:
+            return True
         return self.expected is not None and set(range(self.expected)) <= set(self.finished)
 
     @property
@@ -100,6 +118,8 @@ class RunProgress:
         if self.expected is None:
             return "no worker has registered yet"
         parts = [f"{len(self.finished)} of {self.expected} configured workers finished"]
+        if self.units_done:
+            parts.append("every work unit done")
         if self.live:
             parts.append(f"running: {_list(self.live)}")
         if self.missing:

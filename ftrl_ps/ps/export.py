@@ -127,9 +127,10 @@ def run_export(options: ExportOptions) -> dict[str, Any]:
         if options.wait:
             _wait_for_workers(client, options)
         keys, n, z = client.dump_state()
-        snap = client.status().get("clock") or {}
+        status = client.status()
+        snap = status.get("clock") or {}
         applied = rows_applied([client.streams(i) for i in range(len(urls))])
-    progress = RunProgress.from_snapshot(snap)
+    progress = RunProgress.from_snapshot(snap, status.get("work"))
     dtype = str(client.dtype)  # what the servers store: float64 stays float64
     saved = SavedModel(
         bits=layout.bits,
@@ -176,7 +177,8 @@ def _wait_for_workers(client: Any, options: ExportOptions) -> None:
     deadline = time.monotonic() + options.timeout
     said, said_at = "", 0.0
     while True:
-        progress = RunProgress.from_snapshot(client.status().get("clock") or {})
+        status = client.status()
+        progress = RunProgress.from_snapshot(status.get("clock") or {}, status.get("work"))
         if progress.complete or (progress.stalled and options.allow_incomplete):
             return
         text = progress.describe()

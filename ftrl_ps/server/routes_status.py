@@ -45,6 +45,8 @@ def status(state: StateDep) -> dict[str, Any]:
         "staleness": settings.staleness,
         "clock_authority": state.clock is not None,
         "clock": state.clock.snapshot() if state.clock is not None else None,
+        # the work handed out in units (--split units), on shard 0
+        "work": state.work.summary() if state.clock is not None else None,
         "counters": counters,
         "initial_keys": state.initial_keys,
         "restored_from": state.restored_from,
