@@ -107,3 +107,33 @@ def test_the_fence_route_restores_the_values_and_answers_409_to_the_dead_epoch()
         assert s1.get("/metrics").text.count("ftrl_ps_withdrawals_total 1.0") == 1
         assert_error(s1.post("/v1/streams/0/fence", json={"epoch": 0, "seq": 1}), 400,
                      "ProtocolError", "epoch")
+
+
+def test_withdrawn_pushes_leave_the_journal_file_for_good(tmp_path) -> None:
+    """A returning worker drops the fenced pushes from its journal: the file keeps
+    the pushes up to the fence and one part-less entry with the last seq, the
+    chains and totals from before the withdrawn push and the fence's position;
+    a process that loads the file again sees the same, and withdrawing again
+    changes nothing."""
+    from ftrl_ps.ps.journal import PushJournal
+    from ftrl_ps.ps.replay import PushStream
+
+    path = tmp_path / "worker-0.journal"
+    stream = PushStream(PushJournal(path, 0, 2, np.float32))
+    keys = np.array([5, 3000], np.uint32)
+    splits = np.array([0, 1, 2])
+    for i in (1, 2, 3):
+        stream.record(keys, np.full(2, i, np.float32), np.ones(2, np.float32), splits,
+                      position=10 * i, loss_sum=float(i))
+    before = stream.journal.entries[1].totals  # after push 2
+    stream.withdraw_after(2, position=999)
+    for again in (stream, PushStream(PushJournal(path, 0, 2, np.float32))):
+        last = again.journal.last
+        assert [e.seq for e in again.journal.entries] == [1, 2, 3]
+        assert not any(last.parts) and last.keys.size == 0
+        assert (last.position, last.loss_sum) == (20, 2.0)  # push 2's, the journal has it
+        assert again.journal.totals() == before and again.prev == [2, 2] and again.seq == 3
+        again.withdraw_after(2, position=999)  # nothing left to withdraw
+        assert [e.seq for e in again.journal.entries] == [1, 2, 3]
+    nxt = stream.record(keys, np.ones(2, np.float32), np.ones(2, np.float32), splits, 40, 4.0)
+    assert nxt.seq == 4 and nxt.prev == [2, 2]  # a withdrawn seq is never reused
