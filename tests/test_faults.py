@@ -141,13 +141,16 @@ def test_restart_budget_is_a_clear_error(synth: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("when", ["early", "last unit"])
 def test_a_worker_killed_for_good_is_taken_over_and_its_return_replays_nothing(
-    synth: Path, fault_free: dict[str, Any], tmp_path: Path
+    synth: Path, fault_free: dict[str, Any], tmp_path: Path, when: str
 ) -> None:
     """Two shards, two ``ftrl-ps worker --split units`` processes; worker 0 is
-    killed -9 a fifth of the way and not restarted: the clock declares it dead, worker 1
-    takes its unit over after its last push on shard 0 (fencing it: a push that
-    reached shard 1 only is withdrawn) and trains the rest. Every row once, no
+    killed -9 and not restarted: a fifth of the way (``early``), or once no unit is
+    left to hand out and it holds the last one (``last unit``: worker 1, with
+    nothing to take, waits instead of finishing). The clock declares worker 0 dead,
+    worker 1 takes its unit over after its last push on shard 0 (fencing it: a push
+    that reached shard 1 only is withdrawn) and trains the rest. Every row once, no
     push of worker 0 beyond shard 0's on shard 1; ``export --wait`` calls the run
     complete (every unit done) and the model is as good as a fault-free run's. A
     new process of worker 0 with its journal then replays nothing."""
@@ -168,9 +171,10 @@ def test_a_worker_killed_for_good_is_taken_over_and_its_return_replays_nothing(
              str(synth / "train.svm"), "--worker-index", str(index), "--num-workers", "2",
              "--split", "units", "--batch-size", "250", "--state-dir",
              str(tmp_path / f"w{index}"), "--quiet",
-             # worker 1 sleeps 0.08 s a tick (~100 ticks): still at work when worker 0
-             # is declared dead
-             "--straggle-workers", "1", "--straggle-prob", "1", "--straggle-delay", "0.08"],
+             # early: worker 1 sleeps 0.08 s a tick (~100 ticks), still at work when
+             # worker 0 is declared dead; last unit: worker 0 is the slow one
+             "--straggle-workers", "1" if when == "early" else "0", "--straggle-prob", "1",
+             "--straggle-delay", "0.08"],
             cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
 
     def streams(http: httpx.Client, worker: int) -> list[dict[str, Any]]:
@@ -183,10 +187,15 @@ def test_a_worker_killed_for_good_is_taken_over_and_its_return_replays_nothing(
             deadline = time.monotonic() + 120
             while True:
                 assert time.monotonic() < deadline and procs[0].poll() is None
-                workers = http.get(servers[0].url + "/v1/status").json()["clock"]["workers"]
-                if sum(w["stats"].get("rows", 0) for w in workers) >= ROWS / 5:
+                status = http.get(servers[0].url + "/v1/status").json()
+                rows = sum(w["stats"].get("rows", 0) for w in status["clock"]["workers"])
+                work = status["work"]
+                # last unit: all handed out; the slow worker 0 takes ~0.2 s a unit, so
+                # it holds one now (it asks for the next in the request that reports one)
+                if rows >= ROWS / 5 if when == "early" else (
+                        work["plan"] and work["pending"] == 0 and work["assigned"]):
                     break
-                time.sleep(0.05)
+                time.sleep(0.02)
             procs[0].kill()  # SIGKILL, for good
             procs[0].wait()
             _, err = procs[1].communicate(timeout=180)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,7 +25,14 @@ from ftrl_ps.data.sources import Unit, expand, work_units
 from ftrl_ps.errors import ProtocolError
 from ftrl_ps.ps.worker import Worker
 
-__all__ = ["UnitStream", "WorkClient", "default_unit_bytes", "plan", "skip_rows", "train_units"]
+__all__ = ["WAIT", "UnitStream", "WorkClient", "default_unit_bytes", "plan", "skip_rows",
+           "train_units"]
+
+#: shard 0's answer "nothing to take now, but others hold units: ask again"
+WAIT = "wait"
+#: seconds between two asks of a worker waiting for others' units (asynchronous
+#: runs; under SSP the clock tick in between waits for the others anyway)
+IDLE_POLL = 0.05
 
 #: units per worker and pass the default unit size aims at
 UNITS_PER_WORKER = 16
@@ -89,8 +97,9 @@ class WorkClient:
 
     def next(self, worker_index: int, done: list[tuple[int, int]], holding: list[int],
              position: int | None = None, applied: int | None = None
-             ) -> tuple[Unit, int] | None:
-        """The next unit and the rows of it already applied, or None when none is left.
+             ) -> tuple[Unit, int] | str | None:
+        """The next unit and the rows of it already applied, None when none is left,
+        :data:`WAIT` when none is left to take but other workers still hold units.
 
         ``position``/``applied``: the worker's rows trained and rows applied so far
         (see :meth:`ftrl_ps.ps.workqueue.WorkQueue.next`)."""
@@ -102,7 +111,7 @@ class WorkClient:
         answer = self._net.post_json(0, "/v1/work/next", body, idempotent=True).json()
         got = answer["unit"]
         if got is None:
-            return None
+            return WAIT if answer.get("wait") else None
         # a dead worker's late push is withdrawn everywhere before its rows are retrained
         self._client.apply_fences(answer.get("fences", []))
         try:
@@ -167,15 +176,17 @@ class UnitStream:
         if report:
             self.work.progress(self.index, report)
 
-    def next_unit(self) -> tuple[Unit, int] | None:
+    def next_unit(self) -> tuple[Unit, int] | str | None:
         return self.work.next(self.index, self._confirmed(), [h[0].id for h in self.held],
                               self._base + self.yielded, self.worker.rows_applied)
 
     def batches(self, first: tuple[Unit, int] | None = None) -> Iterator[Batch]:
-        """Batches of ``first`` (if given) and of every unit asked for after it."""
+        """Batches of ``first`` (if given) and of every unit asked for after it, until
+        shard 0 has none to give now (None or :data:`WAIT`)."""
         cfg = self.worker.config
         got = first if first is not None else self.next_unit()
-        while got is not None:
+        while got is not None and got != WAIT:
+            assert not isinstance(got, str)
             unit, skip = got
             reader = read_unit(unit, self.worker.bits, chunk_bytes=cfg.chunk_bytes,
                                skip_bad_lines=cfg.skip_bad_lines)
@@ -194,15 +205,23 @@ class UnitStream:
 
 
 def train_units(worker: Worker, work: WorkClient, worker_index: int) -> int:
-    """Train the units shard 0 hands out until none is left; returns how many."""
+    """Train the units shard 0 hands out until none is left; returns how many.
+
+    With nothing left to take while other workers still hold units, the worker
+    waits (ticking its clock, so that under SSP it never holds the others back)
+    and asks again: if one of them dies, its units are handed to this one."""
     stream = UnitStream(worker, work, worker_index)
-    got = None
+    got: tuple[Unit, int] | str | None = None
     while True:
         worker.train_batches(stream.batches(got))
         # every row trained is applied (the next request reports the rest); no tick:
         # more work, if any, goes on at the same clock
         worker.push(final=True)
         got = stream.next_unit()  # None, unless a dead worker's unit was freed meanwhile
+        while got == WAIT:
+            worker.idle()
+            time.sleep(IDLE_POLL)
+            got = stream.next_unit()
         if got is None:
             break
     worker.report.epochs = worker.config.epochs

@@ -383,6 +383,17 @@ class Worker:
                 self._push_async()
         self._close()
 
+    def idle(self) -> None:
+        """Nothing to train for now (waiting for units other workers hold): tick the
+        clock, so that under SSP this worker never holds the others back; the tick
+        waits while it is ahead. Asynchronous runs (no staleness) do not tick: nobody
+        waits for this clock. Not counted as a training wait."""
+        self._sync()
+        settings = getattr(self.client, "server_settings", None) or {}
+        if "staleness" in settings and settings["staleness"] is None:
+            return
+        self.client.clock(self.stats())
+
     def push_async(self) -> bool:
         """Start pushing what was trained since the last push (and the clock tick)
         in the background; False if there was nothing to push."""

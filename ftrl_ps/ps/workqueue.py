@@ -15,7 +15,10 @@ its rows were applied (the worker reports it with its next request):
   for it (``rows_done``), so a restarted worker resumes where it stood;
 * then the next pending unit, in plan order (epoch by epoch);
 * then a unit held by a worker index that the SSP clock has marked dead;
-* otherwise nothing is left for this worker (``None``): it finishes.
+* otherwise nothing is left for this worker (``None``); while another live
+  worker still holds units (:meth:`WorkQueue.held_by_others`) shard 0 tells it
+  to wait and ask again (if that worker dies, its units go to this one), else
+  it finishes.
 
 Near the end of a pass a slow worker is not handed the next pending unit if
 the pass would end sooner without it: the other workers, at the rates they
@@ -204,6 +207,15 @@ class WorkQueue:
                 return self._assign(i, worker_index, position)
         self._finished.add(worker_index)
         return None
+
+    def held_by_others(self, worker_index: int, dead: Iterable[int] = ()) -> bool:
+        """Whether a unit is still assigned to another worker index that is not
+        ``dead``: a worker with nothing left to take waits for it rather than
+        finish (if that worker dies, its units are handed on to this one)."""
+        gone = set(dead) | {worker_index}
+        with self._lock:
+            return any(state == ASSIGNED and owner not in gone
+                       for state, owner in zip(self._state, self._owner, strict=True))
 
     def progress(self, worker_index: int, progress: Iterable[tuple[int, int]]) -> None:
         """Record the rows of held units whose pushes were applied (a unit taken

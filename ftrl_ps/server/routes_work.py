@@ -67,8 +67,10 @@ def load_plan(req: PlanRequest, state: StateDep) -> dict[str, Any]:
 @router.post("/next", summary="report finished units, get the next one",
              dependencies=[AuthDep])
 def next_unit(req: NextRequest, state: StateDep) -> dict[str, Any]:
-    """Answer ``{"unit": {...}, "fences": [...]}``, ``{"unit": null}`` when nothing
-    is left. Before it trains the unit, the worker applies every fence on every
+    """Answer ``{"unit": {...}, "fences": [...]}``; ``{"unit": null, "wait": true}``
+    when nothing is left to take but other live workers still hold units (ask
+    again: if one dies, its units are handed on); ``{"unit": null}`` when nothing
+    is left. Before it trains a unit, the worker applies every fence on every
     shard (``POST /v1/streams/{worker}/fence``): a dead worker's units are handed
     on after its last push applied here, and a push of it that reached another
     shard but not this one is withdrawn there (docs/durability.md, section 4)."""
@@ -85,7 +87,10 @@ def next_unit(req: NextRequest, state: StateDep) -> dict[str, Any]:
                 applied_by[i] = int(record["position"])
     unit = state.work.next(req.worker_index, req.done, req.holding, list(applied_by),
                            req.progress, req.position, req.applied, applied_by)
-    return {"unit": unit, "fences": state.dedup.fences() if unit is not None else []}
+    if unit is None:
+        return {"unit": None, "fences": [],
+                "wait": state.work.held_by_others(req.worker_index, applied_by)}
+    return {"unit": unit, "fences": state.dedup.fences()}
 
 
 class ProgressRequest(_Strict):
