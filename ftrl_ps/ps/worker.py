@@ -30,7 +30,6 @@ The math lives in :mod:`ftrl_ps.core.ftrl`; the network in :mod:`ftrl_ps.ps.clie
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -47,6 +46,7 @@ from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.training import TrainReport
 from ftrl_ps.ps.contraction import push_contraction
 from ftrl_ps.ps.curvature import unpushed_contraction
+from ftrl_ps.ps.inflight import InFlight
 from ftrl_ps.ps.merge import RULES, VERSIONED, push_payload
 from ftrl_ps.ps.pushsize import fitting, max_push_keys
 from ftrl_ps.ps.rounds import RoundLength, adaptive_by_default
@@ -125,30 +125,6 @@ class WorkerReport(TrainReport):
     straggles: int = 0
 
 
-class _InFlight:
-    """``fn(*args)`` running in a daemon thread; :meth:`wait` joins it and re-raises."""
-
-    def __init__(self, fn: Any, *args: Any) -> None:
-        self._error: BaseException | None = None
-        self.rows = 0  # rows trained when the push was made
-        self.result: Any = None  # what fn returned
-        self._thread = threading.Thread(
-            target=self._run, args=(fn, args), name="ftrl-ps-push", daemon=True
-        )
-        self._thread.start()
-
-    def _run(self, fn: Any, args: tuple[Any, ...]) -> None:
-        try:
-            self.result = fn(*args)
-        except BaseException as exc:  # handed to the waiting thread
-            self._error = exc
-
-    def wait(self) -> None:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-
-
 class Worker:
     """Trains on its share of the data against a parameter server.
 
@@ -181,7 +157,7 @@ class Worker:
         self._pending = PendingDeltas()  # deltas of closed rounds not pushed yet
         self._rows_since_push = 0
         self._since_push = 0
-        self._sending: _InFlight | None = None
+        self._sending: InFlight | None = None
         adaptive = config.adaptive_rounds
         if adaptive is None:
             adaptive = adaptive_by_default(getattr(client, "server_settings", {}).get("staleness"))
@@ -278,7 +254,7 @@ class Worker:
             cfg.dense_fraction, np.dtype(getattr(self.client, "dtype", np.float64)))
         self._sync()
         progress = {"position": self.report.rows, "loss_sum": self.report.loss_sum}
-        self._sending = _InFlight(self._send, todo.keys, delta_n, delta_z, merge, self.stats(),
+        self._sending = InFlight(self._send, todo.keys, delta_n, delta_z, merge, self.stats(),
                                   progress, tick)
         self._sending.rows = self.report.rows
         if rnd is not None:
