@@ -211,18 +211,19 @@ def train_units(worker: Worker, work: WorkClient, worker_index: int) -> int:
     waits (ticking its clock, so that under SSP it never holds the others back)
     and asks again: if one of them dies, its units are handed to this one."""
     stream = UnitStream(worker, work, worker_index)
-    got: tuple[Unit, int] | str | None = None
+    got: tuple[Unit, int] | None = None
     while True:
         worker.train_batches(stream.batches(got))
         # every row trained is applied (the next request reports the rest); no tick:
         # more work, if any, goes on at the same clock
         worker.push(final=True)
-        got = stream.next_unit()  # None, unless a dead worker's unit was freed meanwhile
-        while got == WAIT:
+        answer = stream.next_unit()  # None, unless a dead worker's unit was freed meanwhile
+        while answer == WAIT:
             worker.idle()
             time.sleep(IDLE_POLL)
-            got = stream.next_unit()
-        if got is None:
+            answer = stream.next_unit()
+        if answer is None or isinstance(answer, str):
             break
+        got = answer
     worker.report.epochs = worker.config.epochs
     return stream.units
