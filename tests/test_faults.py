@@ -190,10 +190,10 @@ def test_a_worker_killed_for_good_is_taken_over_and_its_return_replays_nothing(
                 status = http.get(servers[0].url + "/v1/status").json()
                 rows = sum(w["stats"].get("rows", 0) for w in status["clock"]["workers"])
                 work = status["work"]
-                # last unit: all handed out; the slow worker 0 takes ~0.2 s a unit, so
-                # it holds one now (it asks for the next in the request that reports one)
+                # last unit: all handed out and the slow worker 0 holds one (it asks
+                # for the next in the request that reports one; ~0.2 s a unit)
                 if rows >= ROWS / 5 if when == "early" else (
-                        work["plan"] and work["pending"] == 0 and work["assigned"]):
+                        work["plan"] and work["pending"] == 0 and work["held"].get("0")):
                     break
                 time.sleep(0.02)
             procs[0].kill()  # SIGKILL, for good

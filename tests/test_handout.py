@@ -46,7 +46,7 @@ def test_every_unit_is_handed_out_once_and_done_once() -> None:
     assert q.next(0, done=[(b, 7)], holding=[]) is None  # a retried report is fine
     assert q.next(1, done=[(c, 7)], holding=[]) is None
     assert q.summary() == {"plan": "x", "units": 5, "pending": 0, "assigned": 0, "done": 5,
-                           "rows_done": 35}
+                           "held": {}, "rows_done": 35}
 
 
 def test_a_restarted_worker_resumes_its_unit_and_dead_workers_units_are_taken() -> None:
@@ -97,6 +97,7 @@ def test_a_dead_workers_units_are_taken_over_after_its_pushes_applied_here() -> 
     q.progress(0, [(0, 20)])  # reported: 20 rows of unit 0
     q.next(1, holding=[], position=0, applied=0)  # takes unit 2
     q.next(1, holding=[2], position=10, applied=0)  # takes unit 3: nothing pending
+    assert q.summary()["held"] == {"0": 2, "1": 2}  # by worker index
     # worker 0 dies after pushes covering its first 60 rows were applied: unit 0
     # is done (all 50 rows), unit 1 goes on after its first 10
     taken = q.next(1, done=[(2, 10)], holding=[3], dead=[0], position=20, applied=10,

@@ -91,9 +91,12 @@ class StreamingPushes:
                     path.parent.mkdir(parents=True, exist_ok=True)
                 self.stream = PushStream(PushJournal(path, self.worker_index,
                                                      self.layout.num_shards, self.dtype))
-        if self.commit_on_shard0:
-            self._withdraw_fenced()
-        self._in_commit_order(self._sync_shard, range(self.layout.num_shards))
+        # in commit mode the fence check claims every shard: their answers serve
+        # the sync as they are (nothing else of this client ran in between)
+        records = self._withdraw_fenced() if self.commit_on_shard0 else None
+        self._in_commit_order(
+            lambda s: self._sync_shard(s, None if records is None else records[s]),
+            range(self.layout.num_shards))
         return self.worker_id
 
     def apply_fences(self, fences: list[dict[str, Any]]) -> None:
@@ -114,10 +117,11 @@ class StreamingPushes:
                                           idempotent=True).json(),
             range(self.layout.num_shards))
 
-    def _withdraw_fenced(self) -> None:
-        """A process of an index whose earlier epoch was fenced off (declared dead,
-        its input handed on): withdraw that epoch's pushes after the fence's seq on
-        every shard and from the journal, so that they are never replayed."""
+    def _withdraw_fenced(self) -> list[dict[str, Any]]:
+        """Claim this epoch on every shard; for a process of an index whose earlier
+        epoch was fenced off (declared dead, its input handed on), withdraw that
+        epoch's pushes after the fence's seq on every shard and from the journal,
+        so that they are never replayed. Each shard's record, claimed."""
         assert self.stream is not None and self.worker_id is not None
         worker = self.stream.worker
         records = self._net.each(
@@ -127,11 +131,12 @@ class StreamingPushes:
         fenced = [r for r in records
                   if r.get("fence_seq") is not None and 0 < int(r["fenced"]) < self.worker_id]
         if not fenced:
-            return
+            return records
         newest = max(fenced, key=lambda r: int(r["fenced"]))
         seq = int(newest["fence_seq"])
         records = self._fence_everywhere(worker, int(newest["fenced"]), seq)
         self.stream.withdraw_after(seq, int(records[0]["position"]))
+        return records
 
     def _in_commit_order(self, fn: Any, shards: Any) -> None:
         """``fn(shard)`` for ``shards`` concurrently; with :attr:`commit_on_shard0`,
@@ -188,11 +193,13 @@ class StreamingPushes:
         except PushGapError:  # the shard restarted: claim again, replay what it lacks
             self._sync_shard(shard)
 
-    def _sync_shard(self, shard: int) -> None:
-        """Claim this epoch on ``shard`` and replay the pushes it lacks, in order."""
+    def _sync_shard(self, shard: int, record: dict[str, Any] | None = None) -> None:
+        """Claim this epoch on ``shard`` (unless ``record`` is its answer to that
+        claim already) and replay the pushes it lacks, in order."""
         assert self.stream is not None
-        record = self._net.post_json(shard, f"/v1/streams/{self.stream.worker}",
-                                     {"epoch": self.worker_id}).json()
+        if record is None:
+            record = self._net.post_json(shard, f"/v1/streams/{self.stream.worker}",
+                                         {"epoch": self.worker_id}).json()
         self.stream.acknowledged(shard, int(record["durable_seq"]))
         for entry in self.stream.plan(shard, int(record["last_seq"])):
             self._send_entry(shard, entry)

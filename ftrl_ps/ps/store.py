@@ -197,8 +197,12 @@ class ParameterStore:
                                     (self._n[seg], self._z[seg]))
             self._n[seg] = np.maximum(self._n[seg] + add[:, 0], 0.0)
             self._z[seg] += add[:, 1]
-        self.changes.record(np.unique(arr // self.layout.group_size))
+        self._record_groups(arr)
         self._count(pushes=1, keys_pushed=arr.size)
+
+    def _record_groups(self, keys: np.ndarray) -> None:
+        """Tell the change log which groups ``keys`` touched (for /v1/changes)."""
+        self.changes.record(np.unique(keys // self.layout.group_size))
 
     def withdraw(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray) -> None:
         """Take back a plain push of (already validated) ``keys`` and deltas: ``n``
@@ -209,7 +213,7 @@ class ParameterStore:
             self._n[seg] = np.maximum(self._n[seg] - delta_n[lo:hi], 0)
             self._z[seg] -= delta_z[lo:hi]
             self._merge.bump(seg)
-        self.changes.record(np.unique(np.asarray(keys) // self.layout.group_size))
+        self._record_groups(np.asarray(keys))
         self._count(withdrawals=1)
 
     def load(self, keys: Any, n: Any, z: Any) -> None:
@@ -222,7 +226,7 @@ class ParameterStore:
         for lo, hi in self._locked_runs(arr):
             self._n[local[lo:hi]] = nv[lo:hi]
             self._z[local[lo:hi]] = zv[lo:hi]
-        self.changes.record(np.unique(arr // self.layout.group_size))
+        self._record_groups(arr)
         self._count(loads=1)
 
     def dump(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

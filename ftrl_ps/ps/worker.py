@@ -158,9 +158,12 @@ class Worker:
         self._rows_since_push = 0
         self._since_push = 0
         self._sending: InFlight | None = None
+        settings = getattr(client, "server_settings", None) or {}
+        #: the servers run asynchronously (no staleness): nobody waits for this clock
+        self._asynchronous = "staleness" in settings and settings["staleness"] is None
         adaptive = config.adaptive_rounds
         if adaptive is None:
-            adaptive = adaptive_by_default(getattr(client, "server_settings", {}).get("staleness"))
+            adaptive = adaptive_by_default(settings.get("staleness"))
         self.round_length = RoundLength(adaptive)
         #: the most keys one push may carry (the servers' body limit; None: no limit)
         self.max_push_keys = max_push_keys(client, config.merge_rule)
@@ -365,8 +368,7 @@ class Worker:
         waits while it is ahead. Asynchronous runs (no staleness) do not tick: nobody
         waits for this clock. Not counted as a training wait."""
         self._sync()
-        settings = getattr(self.client, "server_settings", None) or {}
-        if "staleness" in settings and settings["staleness"] is None:
+        if self._asynchronous:
             return
         self.client.clock(self.stats())
 

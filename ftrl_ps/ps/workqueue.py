@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -263,6 +264,9 @@ class WorkQueue:
                 "pending": self._state.count(PENDING),
                 "assigned": self._state.count(ASSIGNED),
                 "done": self._state.count(DONE),
+                # units assigned, by the worker index holding them
+                "held": dict(Counter(str(o) for o, st in zip(self._owner, self._state,
+                                                            strict=True) if st == ASSIGNED)),
                 "rows_done": sum(r for r, s in zip(self._rows, self._state, strict=True)
                                  if s == DONE),
             }
