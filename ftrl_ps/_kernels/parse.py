@@ -226,10 +226,15 @@ def parse_chunk(buf: np.ndarray, n: int, bits: int, skip_bad: bool,
     n_lines = 0
     n_bad = 0
     pos = 0
+    # the fast path takes the lines that end with a newline: those that begin at
+    # or before the last one (a chunk's last line may lack it)
+    last_nl = n - 1
+    while last_nl >= 0 and buf[last_nl] != 10:
+        last_nl -= 1
     # pass 2: parse line by line
     while pos < n:
-        if not label_optional:
-            end, k, plain_label = plain_line(buf, pos, n, idx, vals, nnz, size, mask)
+        if not label_optional and pos <= last_nl:
+            end, k, plain_label = plain_line(buf, pos, idx, vals, nnz, size, mask)
             if end >= 0:
                 n_lines += 1
                 nnz = k
