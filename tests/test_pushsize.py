@@ -66,7 +66,7 @@ def test_oversized_rounds_are_split_and_the_model_is_the_one_process_model(
     server = Limited(size, 2400)
     worker = Worker(server, 10, params, cfg)
     cap = worker.max_push_keys
-    assert cap == max_push_keys(server, cfg.merge_rule) == 60
+    assert cap == max_push_keys(server, worker.config.merge_rule) == 60
     assert max(k.size for k in free.pushed_keys) > 2 * cap  # the limit does bind
     worker.train_batches(iter(as_batches(*data, per=100)))
     worker.push()
@@ -126,7 +126,9 @@ def test_the_stream_learner_splits_a_large_backlog_too() -> None:
     server = Limited(ref.state.shape[0], 2400)
     learner = StreamLearner(server, 10, params, WorkerConfig(batch_size=50), push_interval=60)
     cap = learner.worker.max_push_keys
-    assert cap == int(2400 * BODY_SHARE) // 20  # servers that do not name a rule: summed
+    # the in-process store names its rule (compose): the learner's pushes follow it
+    assert learner.worker.config.merge_rule == "compose"
+    assert cap == max_push_keys(server, "compose") == int(2400 * BODY_SHARE) // 36
     for batch in as_batches(*data, per=300):  # queued before the learner starts: one backlog
         learner.submit(batch)
     learner.start()

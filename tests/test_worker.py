@@ -18,11 +18,11 @@ class MemoryServer(LocalClient):
     """One float64 :class:`ParameterStore` of ``size`` keys (a power of two plus the
     bias), every push's keys kept, and the whole ``n``/``z`` at hand."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, merge_rule: str = "compose") -> None:
         bits = (size - 1).bit_length() - 1
         assert size == (1 << bits) + 1
-        super().__init__(ParameterStore(Layout(bits, group_size=16), dtype="float64"),
-                         keep_pushed=True)
+        super().__init__(ParameterStore(Layout(bits, group_size=16), dtype="float64",
+                                        merge_rule=merge_rule), keep_pushed=True)
 
     @property
     def n(self) -> np.ndarray:
@@ -128,7 +128,7 @@ def _bsp_rounds(data: Batch, workers: int, cfg: WorkerConfig, params: FTRLParams
     from ftrl_ps.data.minibatch import minibatches, slice_rows
 
     bits = 18
-    server = MemoryServer(FTRL(bits, params).state.shape[0])
+    server = MemoryServer(FTRL(bits, params).state.shape[0], str(cfg.merge_rule))
     cuts = [data.rows * i // workers for i in range(workers + 1)]
     shares = [
         list(minibatches(iter([slice_rows(data, cuts[i], cuts[i + 1])]), cfg.batch_size))
@@ -178,3 +178,41 @@ def test_concurrent_pushes_are_composed_so_many_workers_do_not_diverge(synth_sma
     assert test_loss(_bsp_rounds(data, 4, config("threshold"), params)) <= base + 0.01
     assert test_loss(_bsp_rounds(data, 4, config("contraction"), params)) <= base + 0.01
     assert test_loss(_bsp_rounds(data, 4, config("sum"), params)) > base + 0.05  # the failure
+
+
+def test_a_worker_follows_the_servers_merge_rule_and_refuses_another() -> None:
+    """``WorkerConfig.merge_rule`` unset: the rule the servers announce (an
+    in-process store's, a real shard's; ``sum`` for a client that announces
+    none). Another rule than the servers' is a clear error before anything is
+    pushed: one key must not be merged two ways in a round."""
+    from ftrl_ps.errors import ConfigError
+    from ftrl_ps.ps.client import PSClient
+    from ftrl_ps.ps.merge import DEFAULT_RULE
+    from tests._servers import real_server
+
+    params = FTRLParams()
+    server = MemoryServer(17, merge_rule="contraction")  # 2**4 keys and the bias
+    assert Worker(server, 4, params, WorkerConfig()).config.merge_rule == "contraction"
+    assert Worker(server, 4, params,
+                  WorkerConfig(merge_rule="contraction")).config.merge_rule == "contraction"
+    with pytest.raises(ConfigError, match="servers merge pushes by 'contraction', this "
+                                          "worker by 'compose'"):
+        Worker(server, 4, params, WorkerConfig(merge_rule="compose"))
+
+    class Bare:  # announces nothing
+        def pull(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            return np.zeros(keys.size), np.zeros(keys.size)
+
+    assert Worker(Bare(), 4, params, WorkerConfig()).config.merge_rule == "sum"  # type: ignore[arg-type]
+
+    with real_server(["--bits", "8"]) as srv:
+        client = PSClient(srv.url)
+        try:
+            assert client.server_settings["merge_rule"] == DEFAULT_RULE
+            worker = Worker(client, 8, params, WorkerConfig())
+            assert worker.config.merge_rule == DEFAULT_RULE
+            other = "compose" if DEFAULT_RULE != "compose" else "sum"
+            with pytest.raises(ConfigError, match=f"by {DEFAULT_RULE!r}, this worker by"):
+                Worker(client, 8, params, WorkerConfig(merge_rule=other))
+        finally:
+            client.close()

@@ -39,6 +39,17 @@ class LocalClient:
         self.pushed_keys: list[np.ndarray] = []
         self.pushes = 0
         self.clocks = 0
+        self._settings: dict[str, Any] = {}
+
+    @property
+    def server_settings(self) -> dict[str, Any]:
+        """What a shard would announce: the store's merge rule (a Worker adopts
+        it), plus any settings assigned here (e.g. ``{"staleness": 3}``)."""
+        return {"merge_rule": self.store.merge_rule, **self._settings}
+
+    @server_settings.setter
+    def server_settings(self, settings: dict[str, Any]) -> None:
+        self._settings = dict(settings)
 
     def pull(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return self.store.pull(keys)

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from ftrl_ps.errors import ConfigError
 from ftrl_ps.ps.contraction import contraction_scale
 from ftrl_ps.ps.curvature import apply_curvature, to_wire
 from ftrl_ps.ps.groups import compose_add, composed
@@ -53,6 +54,7 @@ __all__ = [
     "dense_keys",
     "push_payload",
     "saturation",
+    "servers_rule",
 ]
 
 #: merge rules a cluster can run (``--merge-rule``)
@@ -222,3 +224,20 @@ def push_payload(
     elif rule == "curvature":
         merge = (todo.versions, todo.rows, to_wire(todo.kappa).astype(dtype))
     return dn.astype(dtype), dz.astype(dtype), merge
+
+
+def servers_rule(client: Any, wanted: str | None) -> str:
+    """The merge rule a worker of ``client`` uses: the one the servers announce
+    (``client.server_settings["merge_rule"]``; servers that announce none sum),
+    or ``wanted`` for a client without settings (``sum`` if None). Raises
+    ConfigError if ``wanted`` is another rule than the servers': mixing rules
+    would merge one key two ways in a round."""
+    settings = getattr(client, "server_settings", None)
+    if settings is None:
+        return wanted or "sum"
+    announced = str(settings.get("merge_rule", "sum"))
+    if wanted is not None and wanted != announced:
+        raise ConfigError(f"the servers merge pushes by {announced!r}, this worker by "
+                          f"{wanted!r}: leave WorkerConfig.merge_rule unset (None) to use "
+                          "the servers' rule")
+    return announced

@@ -125,6 +125,11 @@ class ParameterStore:
 
     # --- public API ----------------------------------------------------------------
     @property
+    def merge_rule(self) -> str:
+        """How this store merges pushes that carry merge sections (ftrl_ps.ps.merge)."""
+        return str(self._merge.rule)
+
+    @property
     def size(self) -> int:
         """Number of keys this shard holds (``end - begin``)."""
         return self.end - self.begin

@@ -57,6 +57,7 @@ from ftrl_ps.errors import (
     TransportError,
     UnavailableError,
 )
+from ftrl_ps.ps.merge import servers_rule
 from ftrl_ps.ps.worker import ParamClient, Worker, WorkerConfig
 
 __all__ = ["StreamLearner"]
@@ -116,9 +117,10 @@ class StreamLearner:
         #: mini-batches between pushes (the worker's own step rule is switched off:
         #: pushes happen between rounds, where it is known which rows they carry)
         self.push_step = config.push_step
-        # pushes follow the servers' merge rule (ftrl_ps.ps.merge); unknown: summed
-        rule = getattr(client, "server_settings", {}).get("merge_rule", "sum")
-        config = dataclasses.replace(config, push_step=1 << 62, merge_rule=str(rule))
+        # pushes follow the servers' merge rule (ftrl_ps.ps.merge; the wrapper below
+        # does not show the servers' settings to the worker)
+        config = dataclasses.replace(config, push_step=1 << 62,
+                                     merge_rule=servers_rule(client, config.merge_rule))
         self.worker = Worker(_Notifying(client, self, clocked), bits, params, config)
         self._cond = threading.Condition()
         self._queue: deque[tuple[int, float, Batch]] = deque()

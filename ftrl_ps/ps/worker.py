@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -47,7 +47,7 @@ from ftrl_ps.learn.training import TrainReport
 from ftrl_ps.ps.contraction import push_contraction
 from ftrl_ps.ps.curvature import unpushed_contraction
 from ftrl_ps.ps.inflight import InFlight
-from ftrl_ps.ps.merge import RULES, VERSIONED, push_payload
+from ftrl_ps.ps.merge import RULES, VERSIONED, push_payload, servers_rule
 from ftrl_ps.ps.pushsize import fitting, max_push_keys
 from ftrl_ps.ps.rounds import RoundLength, adaptive_by_default
 from ftrl_ps.ps.straggle import Straggler
@@ -87,8 +87,10 @@ class WorkerConfig:
     epochs: int = 1
     chunk_bytes: int = 4 << 20
     skip_bad_lines: bool = False
-    #: how the servers merge pushes (ftrl_ps.ps.merge.RULES); the servers announce it
-    merge_rule: str = "compose"
+    #: how the servers merge pushes (ftrl_ps.ps.merge.RULES). None (the default):
+    #: the rule the servers announce (:func:`ftrl_ps.ps.merge.servers_rule`; ``sum`` when they
+    #: announce none). A rule other than the servers' is a ConfigError.
+    merge_rule: str | None = None
     #: ``threshold`` and ``contraction`` rules: workers training concurrently
     num_workers: int = 1
     #: a key in this share of a push's rows is dense (``compose``: rho = 0)
@@ -99,7 +101,7 @@ class WorkerConfig:
     adaptive_rounds: bool | None = None
 
     def __post_init__(self) -> None:
-        if self.merge_rule not in RULES:
+        if self.merge_rule is not None and self.merge_rule not in RULES:
             raise ConfigError(f"merge_rule must be one of {RULES}, got {self.merge_rule!r}")
         if not self.dense_fraction > 0:
             raise ConfigError(f"dense_fraction must be > 0, got {self.dense_fraction}")
@@ -148,7 +150,9 @@ class Worker:
     ) -> None:
         self.client = client
         self.straggler = straggler
-        self.config = config
+        #: how pushes are merged: the servers' rule (ftrl_ps.ps.merge)
+        self.merge_rule = servers_rule(client, config.merge_rule)
+        self.config = config = replace(config, merge_rule=self.merge_rule)
         self.params = params
         self.bits = bits
         self._numbering = KeyNumbering(bits)
@@ -166,7 +170,7 @@ class Worker:
             adaptive = adaptive_by_default(settings.get("staleness"))
         self.round_length = RoundLength(adaptive)
         #: the most keys one push may carry (the servers' body limit; None: no limit)
-        self.max_push_keys = max_push_keys(client, config.merge_rule)
+        self.max_push_keys = max_push_keys(client, self.merge_rule)
         #: the parts last numbered to count their keys, and that numbering (for _open)
         self._counted: tuple[list[Batch], Any] | None = None
         self.rows_applied = 0  # rows whose push (and tick) the shards acknowledged
@@ -196,7 +200,7 @@ class Worker:
             self._push_async()  # with this round's keys they would not fit in one push
         self._sync()  # pull only after the last push and clock tick went through
         versions = None
-        if self.config.merge_rule in VERSIONED:
+        if self.merge_rule in VERSIONED:
             n, z, versions = self.client.pull_versioned(numbered[0])
         else:
             n, z = self.client.pull(numbered[0])
@@ -252,7 +256,7 @@ class Worker:
             return
         cfg = self.config  # the deltas as the merge rule wants them (ftrl_ps.ps.merge)
         delta_n, delta_z, merge = push_payload(
-            cfg.merge_rule, todo, self.bias_key, self._rows_since_push,
+            self.merge_rule, todo, self.bias_key, self._rows_since_push,
             cfg.batch_size * cfg.push_step * self.round_length.factor, cfg.num_workers,
             cfg.dense_fraction, np.dtype(getattr(self.client, "dtype", np.float64)))
         self._sync()
@@ -269,9 +273,9 @@ class Worker:
         self._since_push = 0
 
     def _contraction(self, rnd: WorkingSet) -> np.ndarray | None:
-        if self.config.merge_rule == "contraction":
+        if self.merge_rule == "contraction":
             return push_contraction(rnd, self.params)
-        return unpushed_contraction(rnd, self.params, self.config.merge_rule)
+        return unpushed_contraction(rnd, self.params, self.merge_rule)
 
     def _send(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray, merge: Any,
               stats: dict[str, Any], progress: dict[str, Any], tick: bool = True) -> float:

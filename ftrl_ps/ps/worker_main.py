@@ -12,7 +12,7 @@ import logging
 import os
 import socket
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ftrl_ps.core.jsonfile import write_json
@@ -257,8 +257,6 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
             result = {"worker_index": index_wanted, "rows": 0, "already_finished": True}
             write_json(options.metrics_json, result)
             return result
-        # the servers decide how pushes are merged (servers without the setting sum)
-        cfg = replace(cfg, merge_rule=str(client.server_settings.get("merge_rule", "sum")))
         client.register(index_wanted, options.num_workers, layout, supersede=options.supersede,
                         identity=options.identity_of())
         index = client.worker_index if client.worker_index is not None else index_wanted
