@@ -397,6 +397,20 @@ def test_float64_server_keeps_float64():
         assert msg.values[0].dtype == np.float64 and msg.values[0][0] == value
 
 
+def test_a_push_with_merge_sections_is_refused_by_a_shard_of_another_rule():
+    """A default shard (``contraction``) answers 400 to a ``compose`` push (with
+    versions, rows, rho) and keeps its state; a ``compose`` shard applies it."""
+    merge = (np.zeros(2, np.uint32), np.ones(2, np.uint32), np.full(2, 0.5))
+    body = wire.encode_push([3, 4], [1.0, 1.0], [0.5, 0.5], merge=merge)
+    with in_process(bits=8) as c:
+        assert_error(c.post("/v1/push", content=body, headers=BINARY), 400, "ProtocolError",
+                     "this shard merges pushes by 'contraction'")
+        assert pull_json(c, [3, 4]) == ([0.0, 0.0], [0.0, 0.0])
+    with in_process(bits=8, merge_rule="compose") as c:
+        assert c.post("/v1/push", content=body, headers=BINARY).status_code == 200
+        assert pull_json(c, [3, 4]) == ([1.0, 1.0], [0.5, 0.5])
+
+
 def test_error_mapping_round_trip():
     from ftrl_ps import errors as E
 

@@ -120,6 +120,23 @@ def test_bad_push_raises_and_changes_nothing(case, keys, dn, dz, message):
     assert store.counters() == counters
 
 
+def test_merge_sections_on_a_shard_of_another_rule_are_refused_and_change_nothing():
+    """Versions/rows/rho belong to the versioned rules: a shard merging by
+    ``contraction`` (the servers' default) refuses them instead of merging that
+    push by ``compose``; plain pushes and versioned shards are unaffected."""
+    merge = (np.zeros(2, np.uint32), np.ones(2, np.uint32), np.full(2, 0.5))
+    store = ParameterStore(Layout(bits=10, group_size=4), merge_rule="contraction")
+    store.push(np.array([3, 4]), np.full(2, 0.5), np.full(2, -0.5))
+    before = store.dump()
+    with pytest.raises(ProtocolError, match="merges pushes by 'contraction'.*servers' merge"):
+        store.push(np.array([3, 4]), np.ones(2), np.ones(2), merge)
+    for x, y in zip(before, store.dump(), strict=True):
+        np.testing.assert_array_equal(x, y)
+    composing = ParameterStore(Layout(bits=10, group_size=4), merge_rule="compose")
+    composing.push(np.array([3, 4]), np.ones(2), np.ones(2), merge)
+    assert composing.dump()[0].tolist() == [3, 4]
+
+
 def test_bad_pull_and_load_raise_protocol_error():
     store = ParameterStore(Layout(bits=6, group_size=8, num_shards=2), 1)
     with pytest.raises(ProtocolError, match=r"outside this shard's range \[32, 65\)"):

@@ -49,10 +49,10 @@ from typing import Any
 import numpy as np
 
 from ftrl_ps.core.memory import populate_async
-from ftrl_ps.errors import ConfigError
+from ftrl_ps.errors import ConfigError, ProtocolError
 from ftrl_ps.ps.changes import ChangeLog
 from ftrl_ps.ps.layout import Layout
-from ftrl_ps.ps.merge import ComposeState
+from ftrl_ps.ps.merge import VERSIONED, ComposeState
 from ftrl_ps.ps.validate import check_keys, check_merge, check_values
 
 __all__ = ["MergeInfo", "ParameterStore"]
@@ -188,6 +188,11 @@ class ParameterStore:
         dn = check_values(delta_n, "delta_n", arr.size, self.dtype, non_negative=True)
         dz = check_values(delta_z, "delta_z", arr.size, self.dtype)
         local = arr.astype(np.int64) - self.begin
+        if merge is not None and self.merge_rule not in VERSIONED:
+            raise ProtocolError(
+                f"this shard merges pushes by {self.merge_rule!r}: a push with merge sections "
+                f"(versions, rows, rho) is for the rules {', '.join(VERSIONED)}; the "
+                "worker must use the servers' merge rule")
         info = None if merge is None else check_merge(merge, arr.size, np.dtype(np.float64))
         for lo, hi in self._locked_runs(arr):
             seg = local[lo:hi]  # unique keys: no update is lost to a duplicate
