@@ -33,7 +33,8 @@ _POW10 = np.array([10.0**k for k in range(MAX_VALUE_DIGITS + 1)], dtype=np.float
 
 @njit(inline="always")
 def plain_line(buf: np.ndarray, pos: int, idx: np.ndarray, vals: np.ndarray,
-               nnz: int, size: np.uint64, mask: np.uint64) -> tuple[int, int, np.float32]:
+               nnz: int, size: np.uint64, mask: np.uint64
+               ) -> tuple[int | np.int64, int, np.float32]:
     """Parse the line at ``buf[pos]`` if it is *plain*; ``(end, new_nnz, label)``.
 
     The line must end with a ``\n`` inside ``buf`` (the caller sends a chunk's
