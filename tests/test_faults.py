@@ -146,9 +146,10 @@ def test_a_worker_killed_for_good_is_taken_over_and_its_return_replays_nothing(
     synth: Path, fault_free: dict[str, Any], tmp_path: Path, when: str
 ) -> None:
     """Two shards, two ``ftrl-ps worker --split units`` processes; worker 0 is
-    killed -9 and not restarted: a fifth of the way (``early``), or once no unit is
-    left to hand out and it holds the last one (``last unit``: worker 1, with
-    nothing to take, waits instead of finishing). The clock declares worker 0 dead,
+    killed -9 holding a unit and not restarted: a fifth of the way (``early``), or
+    at its first unit (``last unit``: worker 1 then takes every other unit, and
+    with nothing left to take, waits for worker 0's instead of finishing: checked
+    before worker 0 is declared dead). The clock declares worker 0 dead,
     worker 1 takes its unit over after its last push on shard 0 (fencing it: a push
     that reached shard 1 only is withdrawn) and trains the rest. Every row once, no
     push of worker 0 beyond shard 0's on shard 1; ``export --wait`` calls the run
@@ -158,8 +159,9 @@ def test_a_worker_killed_for_good_is_taken_over_and_its_return_replays_nothing(
     from ftrl_ps.server.options import ShardOptions
 
     env = {**os.environ, "PYTHONPATH": str(REPO), "FTRL_PS_TOKEN": TOKEN}
-    # 3 s: heartbeats of a live worker came over 0.5 s apart on a loaded CI machine
-    opts = ShardOptions(bits=18, num_workers=2, worker_timeout=3.0,
+    # 3 s: heartbeats of a live worker came over 0.5 s apart on a loaded CI machine;
+    # last unit: worker 1 trains every other unit before worker 0 is declared dead
+    opts = ShardOptions(bits=18, num_workers=2, worker_timeout=3.0 if when == "early" else 8.0,
                         checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_interval=0.5)
     servers = spawn_cluster(2, opts, env=env)
     urls = ",".join(s.url for s in servers)
@@ -190,13 +192,26 @@ def test_a_worker_killed_for_good_is_taken_over_and_its_return_replays_nothing(
                 status = http.get(servers[0].url + "/v1/status").json()
                 rows = sum(w["stats"].get("rows", 0) for w in status["clock"]["workers"])
                 work = status["work"]
-                # last unit: all handed out and the slow worker 0 holds one (it asks
-                # for the next in the request that reports one; ~0.2 s a unit)
-                if rows >= ROWS / 5 if when == "early" else (
-                        work["plan"] and work["pending"] == 0 and work["held"].get("0")):
-                    break
+                # while units are pending, worker 0 holds one at every moment (it
+                # reports a unit done in the request that takes the next): frozen,
+                # it holds one for good; it is killed once that is seen
+                if (rows >= ROWS / 5 if when == "early" else rows > 0) and (
+                        work["plan"] and work["pending"] > 0 and work["held"].get("0")):
+                    os.kill(procs[0].pid, signal.SIGSTOP)
+                    if http.get(servers[0].url + "/v1/work").json()["held"].get("0"):
+                        break
+                    os.kill(procs[0].pid, signal.SIGCONT)
                 time.sleep(0.02)
             procs[0].kill()  # SIGKILL, for good
+            while when == "last unit":  # worker 1 takes every pending unit, then waits
+                status = http.get(servers[0].url + "/v1/status").json()
+                if status["work"]["pending"] == 0:
+                    # still live: worker 1 had nothing to take while worker 0 held a unit
+                    assert [w["state"] for w in status["clock"]["workers"]
+                            if w["index"] == 0] == ["live"], status["clock"]
+                    break
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
             procs[0].wait()
             _, err = procs[1].communicate(timeout=180)
             assert procs[1].returncode == 0, err[-3000:]
