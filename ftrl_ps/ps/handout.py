@@ -185,8 +185,7 @@ class UnitStream:
         shard 0 has none to give now (None or :data:`WAIT`)."""
         cfg = self.worker.config
         got = first if first is not None else self.next_unit()
-        while got is not None and got != WAIT:
-            assert not isinstance(got, str)
+        while isinstance(got, tuple):  # not None, not WAIT
             unit, skip = got
             reader = read_unit(unit, self.worker.bits, chunk_bytes=cfg.chunk_bytes,
                                skip_bad_lines=cfg.skip_bad_lines)
@@ -222,7 +221,7 @@ def train_units(worker: Worker, work: WorkClient, worker_index: int) -> int:
             worker.idle()
             time.sleep(IDLE_POLL)
             answer = stream.next_unit()
-        if answer is None or isinstance(answer, str):
+        if not isinstance(answer, tuple):  # None: nothing is left
             break
         got = answer
     worker.report.epochs = worker.config.epochs
