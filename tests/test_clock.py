@@ -365,3 +365,79 @@ def test_auto_index_with_an_identity_takes_back_its_index_at_once() -> None:
     restored.restore(clock.state())  # the identity is in the checkpoint
     a3 = restored.register(None, 2, instance="a3", identity="host-a")
     assert restored.worker(a3).index == 0 and restored.worker(a2).state == "dead"
+
+
+# --- warm start ------------------------------------------------------------------------
+@pytest.mark.parametrize("staleness", [0, 3])
+def test_warm_start_lets_one_worker_train_alone_then_ssp_as_usual(staleness: int) -> None:
+    clock = SSPClock(staleness, num_workers=3, warm_rounds=2)
+    a, b, c = (clock.register(i, 3) for i in range(3))
+    assert clock.wait(b, timeout=0)  # the first to ask trains alone
+    assert not clock.wait(a, timeout=0) and not clock.wait(c, timeout=0)
+    assert clock.warming
+    clock.tick(b)  # alone, it is not held back by the others' clock 0 (also in BSP)
+    assert clock.wait(b, timeout=0) and clock.warming
+    clock.tick(b)
+    assert not clock.warming
+    assert clock.wait(a, timeout=0) and clock.wait(c, timeout=0)
+    # from here the plain SSP bound: b (clock 2) goes on only within the staleness
+    assert clock.wait(b, timeout=0) is (2 <= staleness)
+
+
+def test_warm_start_releases_a_waiter_blocked_on_the_server() -> None:
+    clock = SSPClock(1, num_workers=2, warm_rounds=1)
+    a, b = clock.register(0, 2), clock.register(1, 2)
+    assert clock.wait(a, timeout=0)
+    got: list[bool] = []
+    t = threading.Thread(target=lambda: got.append(clock.wait(b, timeout=5)))
+    t.start()
+    time.sleep(0.05)
+    assert not got  # still held
+    clock.tick(a)
+    t.join(timeout=5)
+    assert got == [True]
+
+
+def test_warm_start_passes_to_the_next_worker_when_the_first_dies() -> None:
+    fake = FakeTime()
+    clock = SSPClock(0, num_workers=2, worker_timeout=10, warm_rounds=3, time_source=fake)
+    a, b = clock.register(0, 2), clock.register(1, 2)
+    assert clock.wait(a, timeout=0)
+    clock.tick(a)
+    assert not clock.wait(b, timeout=0)
+    fake.now += 6
+    clock.heartbeat(b)
+    fake.now += 5  # a silent for 11 s: dead; b takes over the warm start
+    assert clock.wait(b, timeout=0)
+    assert clock.worker(a).state == "dead" and clock.warming
+
+
+def test_warm_start_ends_when_the_lone_worker_finishes() -> None:
+    clock = SSPClock(3, num_workers=2, warm_rounds=5)
+    a, b = clock.register(0, 2), clock.register(1, 2)
+    assert clock.wait(a, timeout=0) and not clock.wait(b, timeout=0)
+    clock.tick(a)
+    clock.finish(a)  # a short share: fewer rounds than the warm start
+    assert clock.wait(b, timeout=0) and not clock.warming
+
+
+def test_no_warm_start_when_asynchronous_or_zero_rounds() -> None:
+    for clock in (SSPClock(None, num_workers=2, warm_rounds=4), SSPClock(0, num_workers=2)):
+        a, b = clock.register(0, 2), clock.register(1, 2)
+        assert clock.wait(a, timeout=0) and clock.wait(b, timeout=0) and not clock.warming
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "2"])
+def test_bad_warm_rounds(bad: object) -> None:
+    with pytest.raises(ConfigError, match="warm_rounds"):
+        SSPClock(1, warm_rounds=bad)  # type: ignore[arg-type]
+
+
+def test_the_snapshot_names_the_warm_start() -> None:
+    clock = SSPClock(0, num_workers=2, warm_rounds=1)
+    a, _ = clock.register(0, 2), clock.register(1, 2)
+    assert clock.snapshot()["warm_start"] == {"rounds": 1, "worker": None, "over": False}
+    clock.wait(a, timeout=0)
+    clock.tick(a)
+    assert clock.snapshot()["warm_start"] == {"rounds": 1, "worker": 0, "over": True}
+    assert SSPClock(0, num_workers=2).snapshot()["warm_start"] is None

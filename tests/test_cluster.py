@@ -208,6 +208,36 @@ def test_cluster_on_generated_ctr_data_matches_single_process(
     assert abs(cluster["test_auc"] - single["test_auc"]) <= 0.005
 
 
+@pytest.mark.parametrize("fraction", ["0.2", "0"])
+def test_warm_start_has_one_worker_train_alone_first(
+    synth_small: Path, tmp_path: Path, fraction: str
+) -> None:
+    """``--warm-fraction 0.2``: 20,000 rows in rounds of 100 x 2 rows -> about 20
+    rounds (the launcher estimates the rows from a sample of the file) that one
+    worker trains before the other begins (its first step comes later)."""
+    metrics = tmp_path / "m.json"
+    res = run_cli("train", str(synth_small / "train.svm"), "--workers", "2", "--staleness",
+                  "0", "--warm-fraction", fraction, "--metrics-json", str(metrics), *COMMON,
+                  timeout=240)
+    assert res.returncode == 0, res.stderr
+    got = json.loads(metrics.read_text())
+    assert got["rows"] == 20000
+    if fraction == "0":
+        assert got["warm_start"] is None
+        return
+    warm = got["warm_start"]
+    assert 18 <= warm["rounds"] <= 22 and warm["over"] and warm["worker"] in (0, 1)
+    began = {r["worker_index"]: r["started_at"] for r in got["worker_reports"]}
+    assert began[1 - warm["worker"]] > began[warm["worker"]]
+
+
+def test_warm_fraction_out_of_range_is_a_clear_error(tmp_path: Path) -> None:
+    data = tmp_path / "d.svm"
+    data.write_text("1 1:1\n0 2:1\n")
+    res = run_cli("train", str(data), "--workers", "2", "--warm-fraction", "1", "-q")
+    assert res.returncode != 0 and "--warm-fraction must be in [0, 1)" in res.stderr
+
+
 def test_gzip_input_is_refused_with_fixed_shares_and_trained_with_units(tmp_path: Path) -> None:
     import gzip
 

@@ -115,6 +115,16 @@ def add_local_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         "(benchmarks/bench_merge.py)",
     )
     g.add_argument(
+        "--warm-fraction",
+        type=c.finite_float,
+        default=0.05,
+        metavar="F",
+        help="warm start: one worker trains about this share of the input alone (whole "
+        "rounds, at least one) before the others begin, so that the first, largest moves "
+        "from the initial model are made once, not by every worker (docs/algorithm.md, "
+        "section 13); bounded staleness only; 0 = none (default 0.05)",
+    )
+    g.add_argument(
         "--worker-timeout",
         type=c.positive_float,
         default=30.0,

@@ -267,6 +267,21 @@ class PSClient(StreamingPushes, Pulls):
         answer = self._net.post_json(0, f"/v1/workers/{wid}/clock", body, idempotent=True,
                                  timeout=self._wait_timeout()).json()
         self.worker_clock = target
+        self._wait_ready(wid, answer, deadline, timeout)
+        return target
+
+    def wait_turn(self) -> None:
+        """Block, without ticking, until the SSP clock lets this worker go on: before
+        its first pull, while the servers' warm start has one worker train alone
+        (``warm_rounds``; the wait holds the worker alive)."""
+        wid = self._require_worker()
+        answer = self._net.post_json(0, f"/v1/workers/{wid}/wait", {}, idempotent=True,
+                                     timeout=self._wait_timeout()).json()
+        self._wait_ready(wid, answer, None, None)
+
+    def _wait_ready(self, wid: int, answer: dict[str, Any], deadline: float | None,
+                    timeout: float | None) -> None:
+        target = self.worker_clock
         while not answer["ready"]:
             wait_body: dict[str, Any] = {}
             if deadline is not None:
@@ -280,7 +295,6 @@ class PSClient(StreamingPushes, Pulls):
                 wait_body["timeout"] = remaining
             answer = self._net.post_json(0, f"/v1/workers/{wid}/wait", wait_body, idempotent=True,
                                      timeout=self._wait_timeout()).json()
-        return target
 
     def heartbeat(self) -> None:
         """Tell shard 0 this worker is alive."""

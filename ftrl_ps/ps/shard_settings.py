@@ -64,6 +64,9 @@ class ServerSettings:
         Seconds a request body may stall between two reads (then 408).
     max_json_depth : int
         Deepest nesting accepted in a JSON body (deeper -> 400, never parsed).
+    warm_rounds : int
+        Rounds one worker trains alone before the others start (0: none; see
+        :class:`ftrl_ps.ps.clock.SSPClock`). Bounded staleness only.
     """
 
     bits: int = 20
@@ -89,6 +92,7 @@ class ServerSettings:
     max_exports: int = 2
     body_timeout: float = 30.0
     max_json_depth: int = 32
+    warm_rounds: int = 0
 
     def __post_init__(self) -> None:
         layout = self.layout  # validates bits/group_size/num_shards
@@ -118,6 +122,9 @@ class ServerSettings:
             raise ConfigError("token must not be empty")
         if self.merge_rule not in RULES:
             raise ConfigError(f"merge_rule must be one of {RULES}, got {self.merge_rule!r}")
+        if (isinstance(self.warm_rounds, bool) or not isinstance(self.warm_rounds, int)
+                or self.warm_rounds < 0):
+            raise ConfigError(f"warm_rounds must be an int >= 0, got {self.warm_rounds!r}")
         for name in ("max_exports", "max_json_depth"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -178,4 +185,5 @@ class ServerSettings:
             "max_exports": self.max_exports,
             "body_timeout": self.body_timeout,
             "max_json_depth": self.max_json_depth,
+            "warm_rounds": self.warm_rounds,
         }

@@ -91,6 +91,7 @@ class ServerState:
                 num_workers=settings.num_workers,
                 worker_timeout=settings.worker_timeout,
                 registration_timeout=settings.registration_timeout,
+                warm_rounds=settings.warm_rounds,
             )
         # shard 0 is the commit point: only the others may hold a push to withdraw
         self.dedup = PushDeduper(durable_on_apply=settings.checkpoint_dir is None,

@@ -262,6 +262,9 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         index = client.worker_index if client.worker_index is not None else index_wanted
         assert index is not None
         client.start_heartbeat()
+        settings = client.server_settings
+        if settings.get("warm_rounds") and settings.get("staleness") is not None:
+            client.wait_turn()  # the servers' warm start: one worker trains alone first
         straggle = options.straggle()
         worker = Worker(client, layout.bits, params, cfg,
                         Straggler(straggle, index) if straggle.enabled else None)

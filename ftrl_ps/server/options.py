@@ -63,6 +63,7 @@ so that its dashboard shows their keys and load. The rest is
     body_timeout: float = 30.0
     #: URLs of shards 1..M-1 (comma-separated), for shard 0's dashboard
     peers: str | None = None
+    warm_rounds: int = 0
 
     def peer_urls(self) -> list[str]:
         """``peers`` as a list (empty when unset).
@@ -97,6 +98,7 @@ so that its dashboard shows their keys and load. The rest is
             checkpoint_interval=self.checkpoint_interval,
             max_exports=self.max_exports,
             body_timeout=self.body_timeout,
+            warm_rounds=self.warm_rounds,
         )
 
 
