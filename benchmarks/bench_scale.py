@@ -141,10 +141,12 @@ def watch(cmd: list[str], train: Path, interval: float, log: Path) -> dict[str, 
         start = time.perf_counter()
         child = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
         proc = psutil.Process(child.pid)
+        # CPU seconds by pid, last seen: a worker that has finished keeps counting
+        # (summing live processes only made the total drop when one exited)
+        cpu_by_pid: dict[int, float] = {}
         while child.poll() is None:
             now = time.perf_counter() - start
             rss: dict[str, float] = {}
-            cpu = 0.0
             for p in _tree(proc):
                 try:
                     resident = p.memory_info().rss
@@ -153,7 +155,7 @@ def watch(cmd: list[str], train: Path, interval: float, log: Path) -> dict[str, 
                     role = _role(p)
                     rss[role] = resident / 2**20
                     times = p.cpu_times()
-                    cpu += times.user + times.system
+                    cpu_by_pid[p.pid] = times.user + times.system
                 except (psutil.NoSuchProcess, psutil.AccessDenied):
                     continue
                 if "worker" in role:
@@ -164,7 +166,8 @@ def watch(cmd: list[str], train: Path, interval: float, log: Path) -> dict[str, 
             pos = _file_position(proc, path)
             if pos is None and last_pos:  # cluster: bytes the workers have read so far
                 pos = sum(last_pos[k] - first_pos[k] for k in last_pos)
-            samples.append({"t": now, "pos": pos, "rss_mib": rss, "cpu": cpu})
+            samples.append({"t": now, "pos": pos, "rss_mib": rss,
+                            "cpu": sum(cpu_by_pid.values())})
             time.sleep(interval)
         wall = time.perf_counter() - start
     if child.returncode != 0:

@@ -283,6 +283,24 @@ def test_cluster_resumes_from_a_saved_model(a9a: tuple[Path, Path], tmp_path: Pa
     assert got["test_logloss"] <= 0.326
 
 
+@pytest.mark.parametrize("rows, workers, fraction, expected", [
+    (20_000_000, 2, 0.05, 1),  # capped at 50,000 rows: one round of 4 x 50,000
+    (1_000_000, 2, 0.05, 2),  # 50,000 rows in rounds of 4 x 6,250
+    (26_773, 8, 0.05, 7),  # iPinYou: 1,339 rows in rounds of 4 x 50 (the batch floor)
+    (1_000, 8, 0.05, 1),  # at least one round
+    (1_000_000, 2, 0.0, 0),  # none
+])
+def test_warm_rounds_are_a_share_of_the_input_in_whole_rounds(
+    rows: int, workers: int, fraction: float, expected: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ftrl_ps.cluster.local as local
+
+    monkeypatch.setattr(local, "estimate_rows", lambda _: rows)
+    opts = local.LocalClusterOptions(train="t.svm", workers=workers, epochs=1,
+                                     warm_fraction=fraction)
+    assert local.local_warm_rounds(opts) == expected
+
+
 @pytest.mark.parametrize("rows, workers, expected", [
     (20_000_000, 2, 50_000),  # capped: 50 rounds of 4 x 50,000 rows per worker
     (6_000_000, 2, 37_500),  # 20 rounds of 4 x 37,500 rows

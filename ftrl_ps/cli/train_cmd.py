@@ -119,8 +119,9 @@ def add_local_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         type=c.finite_float,
         default=0.05,
         metavar="F",
-        help="warm start: one worker trains about this share of the input alone (whole "
-        "rounds, at least one) before the others begin, so that the first, largest moves "
+        help="warm start: one worker trains about this share of the input alone (at most "
+        "50,000 rows, in whole rounds, at least one) before the others begin, so that the "
+        "first, largest moves "
         "from the initial model are made once, not by every worker (docs/algorithm.md, "
         "section 13); bounded staleness only; 0 = none (default 0.05)",
     )

@@ -160,9 +160,15 @@ def local_batch_size(opts: LocalClusterOptions) -> int:
     return min(MAX_BATCH, max(MIN_BATCH, per_worker // (TARGET_ROUNDS * opts.fetch_step)))
 
 
+#: the warm start's rows at most: what it is for (the first moves from the initial
+#: model) does not grow with the input, its cost (one worker training alone) does
+MAX_WARM_ROWS = 50_000
+
+
 def local_warm_rounds(opts: LocalClusterOptions) -> int:
-    """Rounds of the warm start: ``--warm-fraction`` of the input in whole rounds of
-    ``batch_size x push_step`` rows, at least one (0 when the fraction is 0).
+    """Rounds of the warm start: ``--warm-fraction`` of the input (at most
+    :data:`MAX_WARM_ROWS` rows) in whole rounds of ``batch_size x push_step`` rows,
+    at least one (0 when the fraction is 0).
 
     At the default ~20 rounds per worker, 0.05 is about one round per worker. It
     took agaricus's runs worse than one process by more than 0.001 from 17 of 24
@@ -170,9 +176,8 @@ def local_warm_rounds(opts: LocalClusterOptions) -> int:
     """
     if opts.warm_fraction <= 0:
         return 0
-    rows = estimate_rows(opts.train) * opts.epochs
-    per_round = local_batch_size(opts) * opts.push_step
-    return max(1, math.ceil(opts.warm_fraction * rows / per_round))
+    rows = min(opts.warm_fraction * estimate_rows(opts.train) * opts.epochs, MAX_WARM_ROWS)
+    return max(1, math.ceil(rows / (local_batch_size(opts) * opts.push_step)))
 
 
 def _live_line(client: Any, progress: Progress, history: History) -> None:
