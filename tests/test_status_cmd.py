@@ -55,6 +55,22 @@ def test_withdrawn_pushes_are_shown_only_when_there_are_some() -> None:
     assert "withdrawn" not in shown({"withdrawals": 0}) and "withdrawn" not in shown({})
 
 
+def test_the_warm_start_is_shown_with_its_lone_worker() -> None:
+    from ftrl_ps.cli.status_cmd import summary
+
+    def shown(warm: dict[str, object] | None) -> str:
+        clock = {"staleness": 3, "workers": [], "warm_start": warm}
+        return "\n".join(summary(0, {"shard": {"begin": 0, "end": 10}, "clock": clock}))
+
+    assert "warm start (2 rounds, worker 1 alone): the others wait" in shown(
+        {"rounds": 2, "worker": 1, "over": False})
+    assert "warm start (2 rounds, no worker yet alone): the others wait" in shown(
+        {"rounds": 2, "worker": None, "over": False})
+    assert "warm start (2 rounds, worker 0 alone): over" in shown(
+        {"rounds": 2, "worker": 0, "over": True})
+    assert "warm start" not in shown(None)
+
+
 class _Screen(io.StringIO):
     def isatty(self) -> bool:
         return True

@@ -76,6 +76,11 @@ def summary(index: int, status: dict[str, Any]) -> list[str]:
             )
         if clock.get("missing_indices"):
             lines.append(f"  not registered yet: {clock['missing_indices']}")
+        warm = clock.get("warm_start")
+        if warm:  # docs/algorithm.md, section 13
+            who = "no worker yet" if warm.get("worker") is None else f"worker {warm['worker']}"
+            lines.append(f"  warm start ({warm.get('rounds')} rounds, {who} alone): "
+                         f"{'over' if warm.get('over') else 'the others wait'}")
         progress = RunProgress.from_snapshot(clock, status.get("work"))
         lines.append(f"  run {'complete' if progress.complete else 'not complete'}: "
                      f"{progress.describe()}")
