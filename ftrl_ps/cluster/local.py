@@ -103,13 +103,13 @@ class LocalClusterOptions:
 
 
 def _shard_options(opts: LocalClusterOptions, bits: int, dtype: str, index: int,
-                   params: dict[str, float], ckpt: Path) -> ShardOptions:
+                   params: dict[str, float], ckpt: Path, warm_rounds: int) -> ShardOptions:
     return ShardOptions(
         bits=bits, dtype=dtype, shard_index=index, num_shards=opts.servers,
         num_workers=opts.workers, worker_timeout=opts.worker_timeout,
         staleness=opts.staleness, init_model=opts.resume, checkpoint_dir=str(ckpt),
         checkpoint_interval=opts.checkpoint_interval, merge_rule=opts.merge_rule,
-        warm_rounds=local_warm_rounds(opts), **params,
+        warm_rounds=warm_rounds, **params,
         **({"group_size": opts.group_size} if opts.group_size else {}),
     )
 
@@ -219,6 +219,10 @@ def run_cluster(args: LocalClusterOptions) -> int:
     progress = Progress(f"cluster ({args.workers} workers)", enabled=not args.quiet)
     ok = False
     try:
+        # The batch size and the warm start once (each looks at the input, also a
+        # remote one), not once per shard and per worker.
+        args = replace(args, batch_size=local_batch_size(args))
+        warm_rounds = local_warm_rounds(args)
         # The servers go first, before this process has loaded numba (servers
         # do not use it): each imports its web stack on the other core while this
         # process loads the worker kernels once and forks the workers with them
@@ -226,7 +230,8 @@ def run_cluster(args: LocalClusterOptions) -> int:
         # shard 0 last: its dashboard learns the other shards' URLs (--peers)
         for i in [*range(1, args.servers), 0]:
             peers = ",".join(p.url for p in cluster.servers if p.url) if i == 0 else None
-            shard = _shard_options(args, bits, dtype, i, params.as_dict(), logdir / "checkpoints")
+            shard = _shard_options(args, bits, dtype, i, params.as_dict(), logdir / "checkpoints",
+                                   warm_rounds)
             cluster.start_server(i, replace(shard, peers=peers))
         cluster.servers.insert(0, cluster.servers.pop())  # back in shard order
         compile_seconds = load_kernels()  # fresh machine: say so, and keep it out of rows/s

@@ -114,10 +114,10 @@ class SSPClock(RegistryState):
         self.staleness = _check_staleness(staleness)
         if isinstance(warm_rounds, bool) or not isinstance(warm_rounds, int) or warm_rounds < 0:
             raise ConfigError(f"warm_rounds must be an int >= 0, got {warm_rounds!r}")
-        self.warm_rounds = warm_rounds
-        self._warm_id: int | None = None  # the worker training alone during the warm start
         # asynchronous workers never tick: nobody could end a warm start
-        self._warmed = warm_rounds == 0 or self.staleness is None
+        self.warm_rounds = warm_rounds if self.staleness is not None else 0
+        self._warm_id: int | None = None  # the worker training alone during the warm start
+        self._warmed = self.warm_rounds == 0
         if num_workers is not None:
             self._check_num_workers(num_workers)
         if not worker_timeout > 0 or not registration_timeout >= 0:
@@ -358,7 +358,7 @@ class SSPClock(RegistryState):
     def _warm_snapshot_locked(self) -> dict[str, Any] | None:
         """The warm start: its rounds, the index of the worker that trained alone
         (None before one asked), whether it is over; None without one."""
-        if self.warm_rounds == 0 or self.staleness is None:
+        if self.warm_rounds == 0:
             return None
         alone = self._workers.get(self._warm_id) if self._warm_id is not None else None
         return {"rounds": self.warm_rounds, "worker": alone.index if alone else None,

@@ -122,13 +122,10 @@ class ServerSettings:
             raise ConfigError("token must not be empty")
         if self.merge_rule not in RULES:
             raise ConfigError(f"merge_rule must be one of {RULES}, got {self.merge_rule!r}")
-        if (isinstance(self.warm_rounds, bool) or not isinstance(self.warm_rounds, int)
-                or self.warm_rounds < 0):
-            raise ConfigError(f"warm_rounds must be an int >= 0, got {self.warm_rounds!r}")
-        for name in ("max_exports", "max_json_depth"):
+        for name, least in (("max_exports", 1), ("max_json_depth", 1), ("warm_rounds", 0)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be an int >= 1, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ConfigError(f"{name} must be an int >= {least}, got {value!r}")
 
     @property
     def params(self) -> FTRLParams:
