@@ -5,13 +5,32 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Build this machine's kernels once before any test (the ahead-of-time module
+    and numba's cache), so no test's timeout includes the first run's compile."""
+    from ftrl_ps.ps.kernels import load_kernels
+
+    load_kernels()
+
+
+@pytest.fixture
+def jit_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every kernel through numba's JIT in this process (``FTRL_PS_AOT=0``)."""
+    from ftrl_ps._kernels import aot
+
+    monkeypatch.setenv(aot.AOT_ENV, "0")
+    aot.reset()
+    yield
+    aot.reset()  # looked up again (with the environment restored) at the next call
 
 
 def shared_file(*parts: str) -> Path:

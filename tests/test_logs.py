@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from pathlib import Path
 
@@ -67,7 +68,7 @@ def test_text_log_lines_of_a_command(tmp_path: Path) -> None:
 
 
 def test_compile_notice_only_when_kernels_are_missing(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, jit_only: None
 ) -> None:
     import ftrl_ps._kernels._config as config
 
@@ -82,7 +83,7 @@ def test_compile_notice_only_when_kernels_are_missing(
     assert any(kernels.NOTICE in m for m in messages), messages
 
 
-def test_warm_all_leaves_no_kernel_uncached() -> None:
+def test_warm_all_leaves_no_kernel_uncached(jit_only: None) -> None:
     from ftrl_ps._kernels._config import uncached_kernels
 
     kernels.warm_all()  # compiles what is missing (from the cache: ~1 s)
@@ -91,6 +92,7 @@ def test_warm_all_leaves_no_kernel_uncached() -> None:
 
 WARM_CHECK = """
 import json
+import os
 import sys
 from ftrl_ps._kernels import ftrl as kf, parse as kp
 from ftrl_ps.core.ftrl import FTRL
@@ -122,8 +124,12 @@ def test_warm_training_loads_what_a_training_run_calls(tmp_path: Path, dtype: st
 
     data = tmp_path / "rows.svm"
     data.write_text("".join(f"{i % 2} {i % 7}:1.5 {100 + i}:1 u{i % 3}\n" for i in range(500)))
+    from ftrl_ps._kernels.aot import AOT_ENV
+
     res = subprocess.run([sys.executable, "-c", WARM_CHECK, dtype, str(data)],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, **{AOT_ENV: "0"}))  # numba's dispatchers
+
     assert res.returncode == 0, res.stderr
     fresh, warm, after = json.loads(res.stdout.strip().splitlines()[-1])
     assert fresh == {"parse_chunk": 0, "train_rows": 0, "predict_rows": 0}

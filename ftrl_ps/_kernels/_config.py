@@ -8,13 +8,13 @@ lock-striped parameter store).
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import os
 import sys
 from typing import Any
 
 import ftrl_ps._kernels as _kernels
+from ftrl_ps._kernels.aot import KERNEL_DIR, kernel_sources_digest
 
 
 class _Absent:
@@ -62,20 +62,6 @@ import numba  # noqa: E402
 
 __all__ = ["JIT_FLAGS", "KERNEL_MODULES", "kernel_sources_digest", "njit", "skip_blas_probe",
            "uncached_kernels"]
-
-#: the folder of the kernel modules
-KERNEL_DIR = os.path.dirname(os.path.abspath(__file__))
-
-
-def kernel_sources_digest(folder: str = KERNEL_DIR) -> bytes:
-    """SHA-256 over the names and contents of every ``.py`` file in ``folder``."""
-    digest = hashlib.sha256()
-    for name in sorted(os.listdir(folder)):
-        if name.endswith(".py"):
-            with open(os.path.join(folder, name), "rb") as f:
-                digest.update(name.encode() + b"\0" + hashlib.sha256(f.read()).digest())
-    return digest.digest()
-
 
 def _stamp_caches_with_every_kernel_file() -> None:
     """Make the on-disk cache of each kernel depend on every kernel source file.

@@ -17,6 +17,14 @@ from __future__ import annotations
 import numpy as np
 
 from ftrl_ps._kernels._config import njit
+from ftrl_ps._kernels.codes import (  # reason codes of a bad line
+    R_BAD_VALUE,
+    R_EMPTY_NAME,
+    R_EMPTY_VALUE,
+    R_LABEL,
+    R_RANGE,
+    R_SUM_RANGE,
+)
 from ftrl_ps._kernels.mix import fnv1a64, mix64
 from ftrl_ps._kernels.plain import plain_line
 from ftrl_ps._kernels.rowsort import F32_LIMIT as _F32_LIMIT
@@ -35,13 +43,6 @@ __all__ = [
     "slots_of_names",
 ]
 
-# reason codes of a bad line (texts in ftrl_ps.data.libsvm)
-R_LABEL = 1
-R_EMPTY_NAME = 2
-R_EMPTY_VALUE = 3
-R_BAD_VALUE = 4
-R_RANGE = 5
-R_SUM_RANGE = 6
 
 _ONE = np.uint64(1)
 _TEN = np.uint64(10)

@@ -92,13 +92,17 @@ def choose_method(environ: Mapping[str, str] | None = None) -> tuple[str, str]:
 def preload() -> None:
     """Load what the workers will use, before forking them.
 
-    The first numba kernel call of a process costs ~0.45 s, later ones a few
-    ms; workers forked afterwards find the kernels (parse, train, bookkeeping)
-    and the imports of their HTTP client loaded. (Servers use no numba.)
+    Loading the kernels costs a few ms from the ahead-of-time module, ~0.45 s
+    through numba (its first kernel call); workers forked afterwards find the
+    kernels (parse, train, bookkeeping) and the imports of their HTTP client
+    loaded. (Servers use no numba.)
     """
-    from ftrl_ps._kernels._config import skip_blas_probe
+    from ftrl_ps._kernels import aot
 
-    skip_blas_probe()
+    if aot.load() is None:  # the workers' kernels come from numba
+        from ftrl_ps._kernels._config import skip_blas_probe
+
+        skip_blas_probe()
     import httpx
 
     from ftrl_ps.ps import kernels

@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from ftrl_ps._kernels import ftrl as _k
+from ftrl_ps._kernels.aot import kernels
 from ftrl_ps.core.params import DTYPES, MAX_BITS, MIN_BITS, FTRLParams, check_bits, num_keys
 from ftrl_ps.errors import ConfigError, DataError
 
@@ -79,6 +79,8 @@ def check_rows(
 
 #: keys per block of :meth:`FTRL.touched_keys` (8 MiB of temporaries at most)
 _TOUCHED_BLOCK = 1 << 20
+#: the kernels (compiled ahead of time when built, else numba's JIT)
+_k = kernels("ftrl")
 
 
 class FTRL:

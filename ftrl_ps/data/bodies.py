@@ -51,11 +51,11 @@ F32_LIMIT = 3.4028235677973366e38
 
 def parse_text(body: bytes, bits: int, *, labels: bool, source: str = "body") -> Batch:
     """libsvm lines of a request body as a Batch; ParseError ``source:LINE: reason: token``."""
-    from ftrl_ps._kernels import parse as _k
+    from ftrl_ps._kernels.aot import kernels
 
     bits = check_bits(bits)
     buf = np.frombuffer(bytearray(body) if body else bytearray(1), dtype=np.uint8)
-    result = _k.parse_chunk(buf, len(body), bits, False, 1, not labels)
+    result = kernels("parse").parse_chunk(buf, len(body), bits, False, 1, not labels)
     y, indptr, indices, values, _lines, n_bad, bad = result
     if n_bad:
         line, start, end, code = (int(v) for v in bad[0])

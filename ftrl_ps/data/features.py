@@ -64,14 +64,15 @@ def column_slots(n_features: int, bits: int) -> np.ndarray:
     >>> int(column_slots(17, 4)[16]) == slot_of("16", 4)
     True
     """
-    from ftrl_ps._kernels.mix import mix64_array
+    from ftrl_ps._kernels.aot import kernels
 
     bits = check_bits(bits)
     mask = (1 << bits) - 1
     cols = np.arange(n_features, dtype=np.uint64)
     if n_features <= mask + 1:
         return cols.astype(np.int64)
-    out = np.where(cols <= np.uint64(mask), cols, mix64_array(cols) & np.uint64(mask))
+    mixed = kernels("mix").mix64_array(cols)
+    out = np.where(cols <= np.uint64(mask), cols, mixed & np.uint64(mask))
     return out.astype(np.int64)
 
 

@@ -126,7 +126,7 @@ def slots_of(names: Iterable[str], bits: int) -> np.ndarray:
 
     Returns an ``int64`` array; equal to ``[slot_of(n, bits) for n in names]``.
     """
-    from ftrl_ps._kernels.parse import slots_of_names
+    from ftrl_ps._kernels.aot import kernels
 
     bits = check_bits(bits)
     encoded = [n.encode("utf-8") for n in names]
@@ -135,4 +135,4 @@ def slots_of(names: Iterable[str], bits: int) -> np.ndarray:
     offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
     np.cumsum([len(e) for e in encoded], out=offsets[1:])
     buf = _as_buffer(b"".join(encoded) or b"\0")  # an empty list still gets a buffer
-    return slots_of_names(buf, offsets, bits)
+    return kernels("parse").slots_of_names(buf, offsets, bits)  # type: ignore[no-any-return]

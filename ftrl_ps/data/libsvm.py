@@ -52,7 +52,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from ftrl_ps._kernels import parse as _k
+from ftrl_ps._kernels import codes
+from ftrl_ps._kernels.aot import kernels
 from ftrl_ps.core.params import check_bits
 from ftrl_ps.data.batch import Batch
 from ftrl_ps.data.sources import open_binary
@@ -73,12 +74,12 @@ MAX_BAD_EXAMPLES = 10
 _GZIP_MAGIC = b"\x1f\x8b"
 _TAIL_READ = 1 << 16  # read size once past the end of a byte range
 _REASONS = {
-    _k.R_LABEL: "label must be -1, 0 or 1",
-    _k.R_EMPTY_NAME: "empty feature name",
-    _k.R_EMPTY_VALUE: "empty feature value",
-    _k.R_BAD_VALUE: "feature value is not a decimal number",
-    _k.R_RANGE: "feature value is NaN, infinite or beyond float32 range",
-    _k.R_SUM_RANGE: "sum of repeated features overflows float32",
+    codes.R_LABEL: "label must be -1, 0 or 1",
+    codes.R_EMPTY_NAME: "empty feature name",
+    codes.R_EMPTY_VALUE: "empty feature value",
+    codes.R_BAD_VALUE: "feature value is not a decimal number",
+    codes.R_RANGE: "feature value is NaN, infinite or beyond float32 range",
+    codes.R_SUM_RANGE: "sum of repeated features overflows float32",
 }
 
 
@@ -329,7 +330,7 @@ class LibsvmReader:
                 return
 
     def _kernel(self, arr: np.ndarray, n: int) -> tuple[Any, ...]:
-        result: tuple[Any, ...] = _k.parse_chunk(
+        result: tuple[Any, ...] = kernels("parse").parse_chunk(
             arr, n, self.bits, self.skip_bad_lines, MAX_BAD_EXAMPLES)
         return result
 
@@ -370,10 +371,10 @@ class LibsvmReader:
 
 def bad_line_reason(code: int, raw: bytes) -> str:
     """The text of a parser reason code for the bad token ``raw``."""
-    if code == _k.R_BAD_VALUE:
+    if code == codes.R_BAD_VALUE:
         value = raw.rsplit(b":", 1)[-1].lstrip(b"+-").lower()
         if value in (b"nan", b"inf", b"infinity"):
-            return _REASONS[_k.R_RANGE]
+            return _REASONS[codes.R_RANGE]
     return _REASONS.get(code, f"bad line (code {code})")
 
 

@@ -59,8 +59,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from ftrl_ps._kernels.mix import mix64_array
-from ftrl_ps._kernels.synth import format_block_kernel
+from ftrl_ps._kernels.aot import kernels
 from ftrl_ps.core.metrics import auc, logloss
 from ftrl_ps.errors import ConfigError, DataError
 
@@ -143,7 +142,7 @@ def _mix64(x: np.ndarray | np.uint64) -> np.ndarray:
     Runs :func:`ftrl_ps._kernels.mix.mix64_array`; the result has the shape of ``x``.
     """
     z = np.asarray(x, dtype=np.uint64)
-    return mix64_array(z.ravel()).reshape(z.shape)
+    return kernels("mix").mix64_array(z.ravel()).reshape(z.shape)
 
 
 def _sigmoid(score: np.ndarray) -> np.ndarray:
@@ -258,7 +257,7 @@ def format_rows(labels: np.ndarray, numeric_milli: np.ndarray, cat_slots: np.nda
     size = n * (2 + p * (2 + len(str(p)) + len(str(max_int)) + 4)
                 + q * (2 + len(str(max_slot)) + len(str(q))))
     out = np.empty(size, dtype=np.uint8)
-    nbytes = format_block_kernel(labels, numeric_milli, cat_slots, out)
+    nbytes = kernels("synth").format_block_kernel(labels, numeric_milli, cat_slots, out)
     return out[:nbytes].tobytes()
 
 

@@ -94,9 +94,9 @@ def row_contraction(state: np.ndarray, parts: list[Any], local: np.ndarray,
         counts, values, seg = counts[drop:], values[cut:], seg[cut:]
     # only workers measure K: the servers (which import this module for the scale)
     # and the launcher before it forks them never load numba
-    from ftrl_ps._kernels import contraction as _k
+    from ftrl_ps._kernels.aot import kernels
 
-    _k.add_row_contraction(
+    kernels("contraction").add_row_contraction(
         np.ascontiguousarray(state, dtype=np.float64), np.ascontiguousarray(seg, dtype=np.int64),
         values, counts.astype(np.int64, copy=False), float(params.alpha), float(params.beta),
         float(params.l1), float(params.l2), out)

@@ -83,18 +83,25 @@ def warm_training(dtype: str) -> None:
 def load_kernels() -> float:
     """Make sure every kernel is compiled; the seconds spent compiling (0 if cached).
 
-    Logs :data:`NOTICE` (logger ``ftrl_ps.kernels``, level INFO) before
-    compiling and how long it took after.
+    When this machine's ahead-of-time module (:mod:`ftrl_ps._kernels.aot`) is
+    there, nothing is checked or loaded (numba is not even imported). Otherwise
+    the first run builds it (unless a build failed here before: then the
+    kernels run through numba's JIT, and its cache, as ever), then compiles
+    what numba's cache lacks. Logs :data:`NOTICE` (logger ``ftrl_ps.kernels``,
+    level INFO) before compiling and how long it took after.
     """
+    from ftrl_ps._kernels import aot
+
+    if PRELOADED or aot.load() is not None:
+        return 0.0
     from ftrl_ps._kernels._config import uncached_kernels
 
-    if PRELOADED:
-        return 0.0
-    missing = uncached_kernels()
-    if missing == []:
-        return 0.0
     start = time.perf_counter()
-    if missing is None:  # unknown: warn only if it turns out slow
+    built = _build_ahead_of_time()
+    missing = uncached_kernels()
+    if missing == [] and not built:
+        return 0.0
+    if missing is None and not built:  # unknown: warn only if it turns out slow
         done = threading.Event()
         timer = threading.Timer(SLOW_LOAD_SECONDS,
                                 lambda: done.is_set() or log.info("%s ...", NOTICE))
@@ -108,11 +115,30 @@ def load_kernels() -> float:
             timer.join()  # no thread left behind: a launcher forks after this
         seconds = time.perf_counter() - start
         return seconds if seconds > SLOW_LOAD_SECONDS else 0.0
-    log.info("%s: %d kernels ...", NOTICE, len(missing))
+    if missing:
+        log.info("%s: %d kernels ...", NOTICE, len(missing))
     warm_all()
     seconds = time.perf_counter() - start
     log.info("kernels compiled in %.1f s; later runs load them from the cache", seconds)
     return seconds
+
+
+def _build_ahead_of_time() -> bool:
+    """Build this machine's ahead-of-time module if enabled, absent and never
+    failed here; True if built."""
+    from ftrl_ps._kernels import aot, aot_build
+
+    if not aot.enabled() or aot.load() is not None or aot_build.failed_reason() is not None:
+        return False
+    log.info("%s: ahead of time, for this machine's CPU ...", NOTICE)
+    try:
+        aot_build.build()
+    except Exception as exc:  # noqa: BLE001 -- any failure: numba's JIT still runs every kernel
+        log.warning("kernels not compiled ahead of time (%s); they run through numba's JIT "
+                    "(each process then loads numba, ~0.6 s more start-up). Delete %s to "
+                    "try again.", exc, aot_build.marker_path())
+        return False
+    return aot.load() is not None
 
 
 def warm_up() -> None:

@@ -18,11 +18,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ftrl_ps._kernels import worker as _k
+from ftrl_ps._kernels.aot import kernels
 from ftrl_ps.core.ftrl import num_keys
 from ftrl_ps.data.batch import Batch
 
 __all__ = ["KeyNumbering", "PendingDeltas", "WorkingSet"]
+
+_k = kernels("worker")
 
 
 @dataclass
