@@ -17,6 +17,7 @@ import io
 import os
 import shutil
 import tempfile
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -37,6 +38,17 @@ def failed_reason() -> str | None:
             return f.read().strip() or "unknown"
     except OSError:
         return None
+
+
+def _pycc() -> Any:
+    """``numba.pycc``, without its pending-deprecation warning (numba 0.57+):
+    should a numba come without it, the build fails once and numba's JIT runs
+    every kernel."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import numba.pycc
+
+    return numba.pycc
 
 
 @contextlib.contextmanager
@@ -63,9 +75,9 @@ def build() -> str:
     Raises whatever pycc raises (no C compiler, a kernel it cannot compile);
     a failure leaves :func:`marker_path` with the reason.
     """
-    from numba.pycc import CC
-
     from ftrl_ps._kernels import _config
+
+    CC = _pycc().CC
 
     target = aot.module_path()
     folder = os.path.dirname(target)
