@@ -286,3 +286,26 @@ def test_the_module_name_follows_sources_cpu_and_versions(monkeypatch: pytest.Mo
     monkeypatch.setattr(aot, "_cpu", lambda: "another CPU")
     changed_cpu = aot.module_name()
     assert len({name, changed_source, changed_cpu}) == 3
+
+
+def test_where_the_module_lives(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
+    assert aot.cache_dir() == str(tmp_path / "numba" / "ftrl_ps")
+    monkeypatch.delenv("NUMBA_CACHE_DIR")
+    assert aot.cache_dir() == os.path.join(aot.KERNEL_DIR, "__pycache__")  # as numba's cache
+    monkeypatch.setattr(aot.os, "access", lambda *args: False)  # an installed, read-only package
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home-cache"))
+    assert aot.cache_dir() == str(tmp_path / "home-cache" / "ftrl-ps")
+
+
+def test_a_damaged_module_is_not_loaded(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(aot.AOT_ENV, "1")
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    aot.reset()
+    try:
+        os.makedirs(aot.cache_dir())
+        Path(aot.module_path()).write_bytes(b"\x7fELF truncated")
+        assert aot.load() is None
+        assert aot.kernels("ftrl").train_rows(*_train_args()) > 0  # numba's kernel
+    finally:
+        aot.reset()

@@ -189,9 +189,16 @@ def module_name() -> str:
 
 def cache_dir() -> str:
     """``$NUMBA_CACHE_DIR/ftrl_ps`` when set, else ``__pycache__`` beside the kernels
-    (where numba keeps its own cache)."""
+    (where numba keeps its own cache), else, when the package's folder is
+    read-only (an installed package), ``ftrl-ps`` in the user's cache folder."""
     root = os.environ.get("NUMBA_CACHE_DIR")
-    return os.path.join(root, "ftrl_ps") if root else os.path.join(KERNEL_DIR, "__pycache__")
+    if root:
+        return os.path.join(root, "ftrl_ps")
+    beside = os.path.join(KERNEL_DIR, "__pycache__")
+    if os.access(beside if os.path.isdir(beside) else KERNEL_DIR, os.W_OK):
+        return beside
+    home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(home, "ftrl-ps")
 
 
 def module_path() -> str:
@@ -211,9 +218,12 @@ def load() -> ModuleType | None:
         if path and os.path.exists(path):
             spec = importlib.util.spec_from_file_location(os.path.basename(path).split(".")[0],
                                                           path)
-            if spec is not None and spec.loader is not None:
-                module = importlib.util.module_from_spec(spec)
-                spec.loader.exec_module(module)
+            try:
+                if spec is not None and spec.loader is not None:
+                    module = importlib.util.module_from_spec(spec)
+                    spec.loader.exec_module(module)
+            except (ImportError, OSError):  # e.g. a truncated file: built again, numba meanwhile
+                module = None
         _state["module"] = module
     return _state["module"]  # type: ignore[no-any-return]
 

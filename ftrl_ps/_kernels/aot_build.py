@@ -75,15 +75,14 @@ def build() -> str:
     Raises whatever pycc raises (no C compiler, a kernel it cannot compile);
     a failure leaves :func:`marker_path` with the reason.
     """
-    from ftrl_ps._kernels import _config
-
-    CC = _pycc().CC
-
     target = aot.module_path()
     folder = os.path.dirname(target)
     os.makedirs(folder, exist_ok=True)
     work = tempfile.mkdtemp(prefix=".aot-build-", dir=folder)
     try:
+        from ftrl_ps._kernels import _config
+
+        CC = _pycc().CC
         cc = CC(aot.module_name(), source_module=__name__)
         cc.output_dir = work
         cc.target_cpu = "host"
