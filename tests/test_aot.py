@@ -309,3 +309,23 @@ def test_a_damaged_module_is_not_loaded(monkeypatch: pytest.MonkeyPatch, tmp_pat
         assert aot.kernels("ftrl").train_rows(*_train_args()) > 0  # numba's kernel
     finally:
         aot.reset()
+
+
+def test_version_says_how_the_kernels_run(
+        module: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from tests.conftest import run_cli
+
+    env = {k: v for k, v in os.environ.items() if k != aot.AOT_ENV}
+    res = run_cli("--version", env=env)
+    assert res.returncode == 0 and res.stdout.splitlines()[0].startswith("ftrl-ps ")
+    assert res.stdout.splitlines()[1] == (
+        f"kernels: compiled ahead of time for this CPU ({aot.module_path()})")
+    res = run_cli("--version", env=dict(env, **{aot.AOT_ENV: "0"}))
+    assert res.stdout.splitlines()[1] == "kernels: numba's JIT (FTRL_PS_AOT=0)"
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    aot.reset()
+    os.makedirs(aot.cache_dir())
+    Path(aot_build.marker_path()).write_text("CompileError: command 'gcc' failed\n")
+    line = kernel_loading.describe()
+    assert "CompileError: command 'gcc' failed" in line and aot_build.marker_path() in line

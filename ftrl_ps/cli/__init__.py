@@ -20,6 +20,7 @@ import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+from typing import Any
 
 from ftrl_ps.errors import ConfigError, FTRLPSError
 
@@ -79,7 +80,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             "in one process or as a parameter-server cluster."
         ),
     )
-    parser.add_argument("--version", action="version", version=f"ftrl-ps {__version__}")
+    parser.add_argument("--version", action=_Version, version=f"ftrl-ps {__version__}",
+                        help="show the version and how the kernels run here, and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMANDS:
@@ -98,6 +100,22 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         _add_log_arguments(p)
         p.set_defaults(_run=module.run, _parser=p)
     return parser
+
+
+class _Version(argparse.Action):
+    """``--version``: the version, then how this machine runs the kernels."""
+
+    def __init__(self, option_strings: Sequence[str], version: str, dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=default, help=help)
+        self.version = version
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        from ftrl_ps.ps.kernels import describe
+
+        sys.stdout.write(f"{self.version}\n{describe()}\n")
+        parser.exit()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -22,7 +22,8 @@ import time
 
 import numpy as np
 
-__all__ = ["NOTICE", "PRELOADED", "load_kernels", "warm_all", "warm_training", "warm_up"]
+__all__ = ["NOTICE", "PRELOADED", "describe", "load_kernels", "warm_all", "warm_training",
+           "warm_up"]
 
 NOTICE = "compiling kernels (first run only)"
 #: when the cache cannot be inspected: say the notice if loading takes longer
@@ -121,6 +122,21 @@ def load_kernels() -> float:
     seconds = time.perf_counter() - start
     log.info("kernels compiled in %.1f s; later runs load them from the cache", seconds)
     return seconds
+
+
+def describe() -> str:
+    """One line: how this process would run the kernels, and why."""
+    from ftrl_ps._kernels import aot, aot_build
+
+    if not aot.enabled():
+        return f"kernels: numba's JIT ({aot.AOT_ENV}=0)"
+    if aot.load() is not None:
+        return f"kernels: compiled ahead of time for this CPU ({aot.module_path()})"
+    reason = aot_build.failed_reason()
+    if reason is not None:
+        return (f"kernels: numba's JIT; the ahead-of-time build failed here ({reason}); "
+                f"delete {aot_build.marker_path()} to try again")
+    return "kernels: numba's JIT until the next command compiles them ahead of time"
 
 
 def _build_ahead_of_time() -> bool:
