@@ -30,6 +30,9 @@ RUN pip install -r requirements/lock.txt
 # The source (found through PYTHONPATH=/app; no install step needed).
 COPY ftrl_ps ./ftrl_ps
 COPY services ./services
+# Bytecode compiled once here: PYTHONDONTWRITEBYTECODE (above) would otherwise
+# make every process of a container compile the package's sources again
+RUN python -m compileall -q ftrl_ps services
 
 USER app
 
