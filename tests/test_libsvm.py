@@ -469,3 +469,33 @@ def test_parallel_parsing_matches_sequential(tmp_path: Path, threads: int) -> No
     with pytest.raises(ParseError) as info:
         list(LibsvmReader(path, 12, chunk_bytes=2048, threads=threads))
     assert info.value.line == 1235  # the first bad line in file order, not in finish order
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_parallel_parsing_with_long_lines_ranges_and_reused_buffers(
+        tmp_path: Path, threads: int) -> None:
+    """The parser threads get the read buffers themselves (handed back once parsed,
+    then read into again): lines longer than a chunk, byte ranges and bad lines'
+    tokens come out as with one thread."""
+    rng = np.random.default_rng(11)
+    lines = []
+    for i in range(1500):
+        width = 300 if i % 97 == 0 else 6  # some lines several chunks long
+        slots = sorted(rng.choice(5000, width, False))
+        feats = " ".join(f"{j}:{rng.integers(1, 9)}" for j in slots)
+        lines.append(f"{i % 2} {feats}")
+    for k in (3, 700, 1499):
+        lines[k] = f"1 {k}:bad{k}"
+    path = tmp_path / "long.svm"
+    path.write_text("\n".join(lines) + "\n")
+    for byte_range in [None, *split_ranges(path, 3)]:
+        seq = LibsvmReader(path, 14, chunk_bytes=256, skip_bad_lines=True, byte_range=byte_range)
+        par = LibsvmReader(path, 14, chunk_bytes=256, skip_bad_lines=True, byte_range=byte_range,
+                           threads=threads)
+        a, b = Batch.concat(list(seq)), Batch.concat(list(par))
+        for name in ("labels", "indptr", "indices", "values"):
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+        assert seq.stats == par.stats
+    whole = LibsvmReader(path, 14, chunk_bytes=256, skip_bad_lines=True, threads=threads)
+    assert sum(b.rows for b in whole) == 1497
+    assert [ex[1] for ex in whole.stats.bad_examples] == ["3:bad3", "700:bad700", "1499:bad1499"]

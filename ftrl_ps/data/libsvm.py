@@ -268,7 +268,8 @@ class LibsvmReader:
                 f.close()
 
     def _batches(self, f: Any, pool: ThreadPoolExecutor | None = None) -> Iterator[Batch]:
-        pending: deque[tuple[np.ndarray, Future[Any]]] = deque()
+        pending: deque[tuple[np.ndarray, Future[Any], bytearray]] = deque()
+        spare: list[bytearray] = []  # chunk buffers back from the parser threads
         end = None
         self._stream_start = 0
         self._prefix_lines = None
@@ -288,7 +289,9 @@ class LibsvmReader:
             if not eof:
                 if have == len(buf):  # one line longer than the buffer: grow
                     view.release()
-                    buf.extend(bytes(len(buf)))
+                    grown = bytearray(2 * len(buf))  # (buf may be exported to numpy still)
+                    grown[:have] = buf
+                    buf = grown
                     view = memoryview(buf)
                 want = len(buf) - have
                 if end is not None and base + have >= end:
@@ -312,19 +315,26 @@ class LibsvmReader:
                     self.stats.bytes_read += cut
                     if batch.rows:
                         yield batch
-                else:  # parse an owned copy in the pool; finish results in file order
-                    arr = np.frombuffer(bytearray(view[:cut]), dtype=np.uint8)
-                    pending.append((arr, pool.submit(self._kernel, arr, cut)))
+                else:  # hand this buffer to the pool; finish results in file order
+                    arr = np.frombuffer(buf, dtype=np.uint8, count=cut)
+                    pending.append((arr, pool.submit(self._kernel, arr, cut), buf))
                     while len(pending) > self.threads:
-                        batch, line_base = self._finish_pending(pending.popleft(), line_base)
+                        batch, line_base = self._finish_pending(pending.popleft(), line_base,
+                                                                spare)
                         if batch.rows:
                             yield batch
+                    # read on into a free buffer (no copy of the chunk, no fresh pages)
+                    old, buf = buf, _free_buffer(spare, len(buf), have - cut)
+                    view.release()
+                    view = memoryview(buf)
+                    buf[:have - cut] = old[cut:have]
                 rest = have - cut
-                buf[:rest] = buf[cut:have]
+                if pool is None:
+                    buf[:rest] = buf[cut:have]
                 have, base, clean = rest, base + cut, rest
             if last:
                 while pending:
-                    batch, line_base = self._finish_pending(pending.popleft(), line_base)
+                    batch, line_base = self._finish_pending(pending.popleft(), line_base, spare)
                     if batch.rows:
                         yield batch
                 return
@@ -334,11 +344,12 @@ class LibsvmReader:
             arr, n, self.bits, self.skip_bad_lines, MAX_BAD_EXAMPLES)
         return result
 
-    def _finish_pending(self, item: tuple[np.ndarray, Future[Any]], line_base: int
-                        ) -> tuple[Batch, int]:
-        arr, future = item
+    def _finish_pending(self, item: tuple[np.ndarray, Future[Any], bytearray], line_base: int,
+                        spare: list[bytearray]) -> tuple[Batch, int]:
+        arr, future, owner = item
         batch, lines = self._finish(arr, future.result(), line_base)
         self.stats.bytes_read += arr.size
+        spare.append(owner)  # parsed: the kernel's arrays do not point into it
         return batch, line_base + lines
 
     def _parse(self, view: memoryview, n: int, line_base: int) -> tuple[Batch, int]:
@@ -376,6 +387,15 @@ def bad_line_reason(code: int, raw: bytes) -> str:
         if value in (b"nan", b"inf", b"infinity"):
             return _REASONS[codes.R_RANGE]
     return _REASONS.get(code, f"bad line (code {code})")
+
+
+def _free_buffer(spare: list[bytearray], size: int, keep: int) -> bytearray:
+    """A chunk buffer of at least ``size`` bytes: a spare one, else a new one."""
+    while spare:
+        candidate = spare.pop()
+        if len(candidate) >= max(size, keep):
+            return candidate
+    return bytearray(max(size, keep))
 
 
 def _read_into(f: Any, target: memoryview) -> int:
