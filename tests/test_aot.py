@@ -278,6 +278,9 @@ def test_a_failed_build_says_why_once_and_is_not_retried(
 
 
 def test_the_module_name_follows_sources_cpu_and_versions(monkeypatch: pytest.MonkeyPatch) -> None:
+    from importlib.metadata import version
+
+    assert aot._numba_version() == version("numba")  # read from the .dist-info folder's name
     name = aot.module_name()
     assert name == aot.module_name() and name.startswith("ftrl_ps_aot_")
     monkeypatch.setattr(aot, "kernel_sources_digest", lambda: b"another kernel source")
