@@ -332,3 +332,18 @@ def test_version_says_how_the_kernels_run(
     Path(aot_build.marker_path()).write_text("CompileError: command 'gcc' failed\n")
     line = kernel_loading.describe()
     assert "CompileError: command 'gcc' failed" in line and aot_build.marker_path() in line
+
+
+def test_the_first_run_counts_only_what_numba_still_compiles(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    import ftrl_ps._kernels._config as config
+
+    calls: list[int] = []
+    monkeypatch.setattr(aot, "load", lambda: None)  # as on a fresh machine
+    monkeypatch.setattr(kernel_loading, "_build_ahead_of_time", lambda: True)
+    monkeypatch.setattr(config, "uncached_kernels", lambda: ["ftrl.train_rows", "tune.train_many"])
+    monkeypatch.setattr(kernel_loading, "warm_all", lambda: calls.append(1))
+    caplog.set_level(logging.INFO, logger="ftrl_ps.kernels")
+    assert kernel_loading.load_kernels() >= 0.0 and calls == [1]
+    messages = [r.getMessage() for r in caplog.records]
+    assert f"{kernel_loading.NOTICE}: 1 more through numba ..." in messages, messages

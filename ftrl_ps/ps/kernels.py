@@ -116,7 +116,12 @@ def load_kernels() -> float:
             timer.join()  # no thread left behind: a launcher forks after this
         seconds = time.perf_counter() - start
         return seconds if seconds > SLOW_LOAD_SECONDS else 0.0
-    if missing:
+    if missing and built:  # those compiled ahead of time are not compiled again
+        compiled = {f"{e.module}.{e.name}" for e in aot.EXPORTS}
+        missing = [name for name in missing if name not in compiled]
+        if missing:
+            log.info("%s: %d more through numba ...", NOTICE, len(missing))
+    elif missing:
         log.info("%s: %d kernels ...", NOTICE, len(missing))
     warm_all()
     seconds = time.perf_counter() - start
