@@ -347,3 +347,17 @@ def test_the_first_run_counts_only_what_numba_still_compiles(
     assert kernel_loading.load_kernels() >= 0.0 and calls == [1]
     messages = [r.getMessage() for r in caplog.records]
     assert f"{kernel_loading.NOTICE}: 1 more through numba ..." in messages, messages
+
+
+def test_only_kernels_jitted_with_the_reproduced_options_are_compiled(jit_only: None) -> None:
+    import importlib
+
+    for export in aot.EXPORTS:  # what the build checks before compiling
+        dispatcher = getattr(importlib.import_module(f"ftrl_ps._kernels.{export.module}"),
+                             export.name)
+        aot_build._check_flags(export, dispatcher.targetoptions)
+    from ftrl_ps._kernels import tune
+
+    with pytest.raises(ValueError, match="error_model"):  # tune's kernels: numba only
+        aot_build._check_flags(aot.Export("tune", "train_many", "void", ()),
+                               tune.train_many.targetoptions)

@@ -259,7 +259,7 @@ class Kernel:
         self.name = name
         self.exports = tuple(e for e in EXPORTS if (e.module, e.name) == (module, name))
         self.defaults = DEFAULTS.get((module, name), ())
-        self._compiled: list[tuple[Export, Any]] | None = None
+        self._compiled: tuple[tuple[Export, Any], ...] | None = None
 
     def jit(self) -> Any:
         """numba's dispatcher of this kernel (imports numba)."""
@@ -270,13 +270,12 @@ class Kernel:
         compiled = self._compiled
         if compiled is None:
             module = load()
-            compiled = self._compiled = [(e, getattr(module, e.symbol)) for e in self.exports
-                                         if module is not None and hasattr(module, e.symbol)]
-        for i, (export, fn) in enumerate(compiled):
+            compiled = self._compiled = tuple(
+                (e, getattr(module, e.symbol)) for e in self.exports
+                if module is not None and hasattr(module, e.symbol))
+        for export, fn in compiled:
             if len(args) == len(export.args) and all(
                     a.accepts(v) for a, v in zip(export.args, args, strict=True)):
-                if i:  # the last match first next time: a process mostly uses one dtype
-                    compiled.insert(0, compiled.pop(i))
                 return fn
         return None
 

@@ -69,6 +69,17 @@ def _release_gil() -> Iterator[None]:
         pycc_compiler.Flags = base
 
 
+#: the JIT options the build reproduces (nogil: the GIL released; the rest as pycc's
+#: defaults); a kernel with any other option is not compiled ahead of time
+_SAME_FLAGS = {"nogil": True, "fastmath": False, "nopython": True, "boundscheck": None}
+
+
+def _check_flags(export: aot.Export, options: dict[str, Any]) -> None:
+    if options != _SAME_FLAGS:
+        raise ValueError(f"{export.module}.{export.name} is jitted with {options}; the "
+                         f"ahead-of-time build reproduces {_SAME_FLAGS} only")
+
+
 def build() -> str:
     """Compile the module to :func:`aot.module_path` (atomically); its path.
 
@@ -80,16 +91,13 @@ def build() -> str:
     os.makedirs(folder, exist_ok=True)
     work = tempfile.mkdtemp(prefix=".aot-build-", dir=folder)
     try:
-        from ftrl_ps._kernels import _config
-
-        CC = _pycc().CC
-        cc = CC(aot.module_name(), source_module=__name__)
+        cc = _pycc().CC(aot.module_name(), source_module=__name__)
         cc.output_dir = work
         cc.target_cpu = "host"
         for export in aot.EXPORTS:
             dispatcher = getattr(importlib.import_module(f"ftrl_ps._kernels.{export.module}"),
                                  export.name)
-            assert dispatcher.targetoptions.get("nogil") == _config.JIT_FLAGS["nogil"]
+            _check_flags(export, dispatcher.targetoptions)
             cc.export(export.symbol, export.signature)(dispatcher.py_func)
         sink = io.StringIO()  # the C compiler's command lines
         with _release_gil(), contextlib.redirect_stdout(sink):
