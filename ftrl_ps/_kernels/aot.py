@@ -75,9 +75,7 @@ class Arg:
                 and (value.flags.writeable or not self.out))
 
 
-_DTYPES = {c: np.dtype(t) for c, t in (("u1", np.uint8), ("i4", np.int32), ("i8", np.int64),
-                                       ("u4", np.uint32), ("u8", np.uint64), ("f4", np.float32),
-                                       ("f8", np.float64))}
+_DTYPES = {c: np.dtype(c) for c in ("u1", "i4", "i8", "u4", "u8", "f4", "f8")}  # numba's codes
 
 
 def _a(code: str, ndim: int = 1, out: bool = False) -> Arg:

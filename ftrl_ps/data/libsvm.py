@@ -309,12 +309,14 @@ class LibsvmReader:
                 last = eof
             clean = have
             if cut > 0:
+                rest = have - cut
                 if pool is None:
                     batch, lines = self._parse(view, cut, line_base)
                     line_base += lines
                     self.stats.bytes_read += cut
                     if batch.rows:
                         yield batch
+                    buf[:rest] = buf[cut:have]
                 else:  # hand this buffer to the pool; finish results in file order
                     arr = np.frombuffer(buf, dtype=np.uint8, count=cut)
                     pending.append((arr, pool.submit(self._kernel, arr, cut), buf))
@@ -324,13 +326,10 @@ class LibsvmReader:
                         if batch.rows:
                             yield batch
                     # read on into a free buffer (no copy of the chunk, no fresh pages)
-                    old, buf = buf, _free_buffer(spare, len(buf), have - cut)
+                    old, buf = buf, _free_buffer(spare, len(buf))
                     view.release()
                     view = memoryview(buf)
-                    buf[:have - cut] = old[cut:have]
-                rest = have - cut
-                if pool is None:
-                    buf[:rest] = buf[cut:have]
+                    buf[:rest] = old[cut:have]
                 have, base, clean = rest, base + cut, rest
             if last:
                 while pending:
@@ -389,13 +388,14 @@ def bad_line_reason(code: int, raw: bytes) -> str:
     return _REASONS.get(code, f"bad line (code {code})")
 
 
-def _free_buffer(spare: list[bytearray], size: int, keep: int) -> bytearray:
-    """A chunk buffer of at least ``size`` bytes: a spare one, else a new one."""
+def _free_buffer(spare: list[bytearray], size: int) -> bytearray:
+    """A chunk buffer of at least ``size`` bytes (the current one's: it holds the
+    carried partial line): a spare one, else a new one."""
     while spare:
         candidate = spare.pop()
-        if len(candidate) >= max(size, keep):
+        if len(candidate) >= size:
             return candidate
-    return bytearray(max(size, keep))
+    return bytearray(size)
 
 
 def _read_into(f: Any, target: memoryview) -> int:
