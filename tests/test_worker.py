@@ -216,3 +216,21 @@ def test_a_worker_follows_the_servers_merge_rule_and_refuses_another() -> None:
                 Worker(client, 8, params, WorkerConfig(merge_rule=other))
         finally:
             client.close()
+
+
+def test_read_share_parses_ahead_until_the_first_batch_is_taken(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A worker waiting for its servers finds its share parsed (up to
+    START_AHEAD_BYTES), not just the two chunks kept ahead while it trains."""
+    from ftrl_ps.ps.worker import START_AHEAD_BYTES, read_share
+    from tests.conftest import wait_until
+
+    path = tmp_path / "share.svm"
+    lines = [f"{i % 2} {i % 97}:1 {100 + i % 13}:0.5\n" for i in range(2000)]
+    path.write_text("".join(lines))
+    config = WorkerConfig(chunk_bytes=256)  # ~120 chunks, all within START_AHEAD_BYTES
+    assert path.stat().st_size < START_AHEAD_BYTES
+    share = read_share(path, (0, path.stat().st_size), 10, config)
+    wait_until(lambda: share.reader.stats.rows == 2000, 10, "the whole share parsed ahead")
+    batches = list(share.batches)
+    labels = np.concatenate([b.labels for b in batches])
+    assert labels.size == 2000 and np.array_equal(labels, np.arange(2000) % 2)

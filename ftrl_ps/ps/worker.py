@@ -77,6 +77,11 @@ class ParamClient(Protocol):
     def clock(self, stats: dict[str, Any] | None = None) -> Any: ...
 
 
+#: input parsed ahead before the first round (then two chunks): workers wait ~1 s for a
+#: local cluster's server to start, a core idle (the parsed arrays take as many bytes)
+START_AHEAD_BYTES = 64 << 20
+
+
 @dataclass(frozen=True)
 class WorkerConfig:
     """How a worker trains and talks to the servers."""
@@ -424,7 +429,8 @@ def read_share(
     bits: int,
     config: WorkerConfig,
 ) -> Share:
-    """Open ``byte_range`` of ``source`` and start parsing it in a background thread."""
+    """Open ``byte_range`` of ``source`` and start parsing it in a background thread
+    (up to :data:`START_AHEAD_BYTES` ahead until the first batch is taken)."""
     reader = LibsvmReader(
         source,
         bits,
@@ -432,7 +438,8 @@ def read_share(
         skip_bad_lines=config.skip_bad_lines,
         byte_range=byte_range,
     )
-    return Share(reader, prefetch(reader, depth=2))
+    start = max(2, START_AHEAD_BYTES // config.chunk_bytes)
+    return Share(reader, prefetch(reader, depth=2, start_depth=start))
 
 
 def share_of(path: str | os.PathLike[str], worker_index: int, num_workers: int) -> tuple[int, int]:
