@@ -411,6 +411,26 @@ def test_a_push_with_merge_sections_is_refused_by_a_shard_of_another_rule():
         assert pull_json(c, [3, 4]) == ([1.0, 1.0], [0.5, 0.5])
 
 
+def test_versions_asked_of_a_shard_that_keeps_none_are_refused():
+    """Only the versioned rules count pushes per key: a default shard answers a
+    pull that asks for versions (binary merge flag or JSON ``versions``) with 400."""
+    with in_process(bits=8) as c:
+        c.post("/v1/push", content=wire.encode_push([3, 4], [1.0, 1.0], [0.5, 0.5]),
+               headers=BINARY)
+        asks = [c.post("/v1/pull", content=wire.encode_keys(np.array([3, 4]), merge=()),
+                       headers=BINARY),
+                c.post("/v1/pull", json={"keys": [3, 4], "versions": True})]
+        for answer in asks:
+            assert_error(answer, 400, "ProtocolError",
+                         "merges pushes by 'contraction' and keeps no versions")
+        assert pull_json(c, [3, 4]) == ([1.0, 1.0], [0.5, 0.5])
+        assert pull_json(c, [4, 3]) == ([1.0, 1.0], [0.5, 0.5])  # any order, no versions
+    with in_process(bits=8, merge_rule="compose") as c:
+        c.post("/v1/push", content=wire.encode_push([4], [1.0], [0.5]), headers=BINARY)
+        answer = c.post("/v1/pull", json={"keys": [4, 3], "versions": True})
+        assert answer.status_code == 200 and answer.json()["versions"] == [1, 0]
+
+
 def test_error_mapping_round_trip():
     from ftrl_ps import errors as E
 

@@ -137,6 +137,26 @@ def test_merge_sections_on_a_shard_of_another_rule_are_refused_and_change_nothin
     assert composing.dump()[0].tolist() == [3, 4]
 
 
+def test_only_a_versioned_rule_keeps_versions():
+    """A shard of an unversioned rule (``contraction``, the default; ``sum``;
+    ``threshold``) keeps no per-key versions: no array, none pulled; pushes and
+    pulls of n and z are the same as on a versioned shard."""
+    keys, dn, dz = np.array([3, 4, 9]), np.array([0.5, 1.0, 2.0]), np.array([-1.0, 0.0, 1.0])
+    plain = ParameterStore(Layout(bits=10, group_size=4), merge_rule="contraction")
+    versioned = ParameterStore(Layout(bits=10, group_size=4), merge_rule="compose")
+    for store in (plain, versioned):
+        store.push(keys, dn, dz)
+        store.push(keys[:2], dn[:2], dz[:2])
+    assert not plain.keeps_versions and plain._merge.version.size == 0
+    assert versioned.keeps_versions
+    assert versioned._merge.version.size == versioned.end - versioned.begin
+    n, z, v = plain.pull_versioned(keys)
+    n2, z2, v2 = versioned.pull_versioned(keys)
+    np.testing.assert_array_equal(n, n2)
+    np.testing.assert_array_equal(z, z2)
+    assert v.size == 0 and v2.tolist() == [2, 2, 1]
+
+
 def test_bad_pull_and_load_raise_protocol_error():
     store = ParameterStore(Layout(bits=6, group_size=8, num_shards=2), 1)
     with pytest.raises(ProtocolError, match=r"outside this shard's range \[32, 65\)"):

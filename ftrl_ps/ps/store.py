@@ -106,7 +106,7 @@ class ParameterStore:
         # first percent of a run: at 2**26 keys the first tenth of a 20M-row run
         # was up to 20 % slower). A thread faults in the arrays every push writes
         # now, during start-up, as a one-process model's state is (core.memory).
-        for array in (self._n, self._z, self._merge.version):
+        for array in (self._n, self._z, self._merge.version):  # version: maybe empty
             populate_async(array)
         self._locks = [threading.Lock() for _ in range(self.group_end - self.group_begin)]
         self._counter_lock = threading.Lock()
@@ -139,18 +139,27 @@ class ParameterStore:
         n, z, _ = self.pull_versioned(keys)
         return n, z
 
+    @property
+    def keeps_versions(self) -> bool:
+        """Whether pushes are counted per key (the :data:`~ftrl_ps.ps.merge.VERSIONED` rules)."""
+        return bool(self._merge.versioned)
+
     def pull_versioned(self, keys: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(n, z, versions)`` at ``keys``: versions (uint32) count the pushes
-        applied to each key; a ``compose`` push names the versions it pulled."""
+        applied to each key; a ``compose`` push names the versions it pulled.
+        A store that keeps no versions (:attr:`keeps_versions`) returns none
+        (an empty array)."""
         arr = check_keys(keys, self.begin, self.end)
         local = arr.astype(np.int64) - self.begin
         out_n = np.empty(arr.size, dtype=self.dtype)
         out_z = np.empty(arr.size, dtype=self.dtype)
-        out_v = np.empty(arr.size, dtype=np.uint32)
+        versioned = self.keeps_versions
+        out_v = np.empty(arr.size if versioned else 0, dtype=np.uint32)
         for lo, hi in self._locked_runs(arr):
             np.take(self._n, local[lo:hi], out=out_n[lo:hi])
             np.take(self._z, local[lo:hi], out=out_z[lo:hi])
-            np.take(self._merge.version, local[lo:hi], out=out_v[lo:hi])
+            if versioned:
+                np.take(self._merge.version, local[lo:hi], out=out_v[lo:hi])
         self._count(pulls=1, keys_pulled=arr.size)
         return out_n, out_z, out_v
 

@@ -16,8 +16,9 @@ import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
-from ftrl_ps.errors import UnavailableError
+from ftrl_ps.errors import ProtocolError, UnavailableError
 from ftrl_ps.ps import wire
+from ftrl_ps.ps.merge import VERSIONED
 from ftrl_ps.server.deps import (
     AuthDep,
     BodyDep,
@@ -68,10 +69,16 @@ def pull(request: Request, state: StateDep, body: BodyDep) -> Response:
     versions too). Answer: VALUES or ``{"n": [...], "z": [...]}``, in the
     request's key order."""
     msg = decode_body(request, body, wire.KEYS)
+    if msg.merge is not None and not state.store.keeps_versions:
+        raise ProtocolError(
+            f"this shard merges pushes by {state.store.merge_rule!r} and keeps no versions; "
+            f"they are for the rules {', '.join(VERSIONED)}")
     keys, order = _sorted_if_json(request, msg.keys)
     n, z, versions = state.store.pull_versioned(keys)
     if order is not None:
-        n[order], z[order], versions[order] = n.copy(), z.copy(), versions.copy()
+        n[order], z[order] = n.copy(), z.copy()
+        if versions.size:
+            versions[order] = versions.copy()
     return encode_response(
         request, wire.VALUES, None, (n, z), default_json=request_is_json(request),
         dtype=state.store.dtype, merge=None if msg.merge is None else (versions,),
