@@ -117,15 +117,15 @@ def test_depth_is_checked() -> None:
             prefetch(range(3), start_depth=bad)  # type: ignore[arg-type]
 
 
+def _counted(n: int, produced: list[int]) -> Iterator[int]:
+    for i in range(n):
+        produced.append(i)
+        yield i
+
+
 def test_start_depth_until_the_first_item_is_taken_then_depth() -> None:
     produced: list[int] = []
-
-    def gen() -> Iterator[int]:
-        for i in range(50):
-            produced.append(i)
-            yield i
-
-    it = prefetch(gen(), depth=2, start_depth=6)
+    it = prefetch(_counted(50, produced), depth=2, start_depth=6)
     wait_until(lambda: len(produced) >= 7, 5, "6 items queued and one more produced")
     time.sleep(0.1)
     assert len(produced) == 7  # 6 queued + one blocked in put
@@ -139,13 +139,7 @@ def test_start_depth_until_the_first_item_is_taken_then_depth() -> None:
     assert list(it) == list(range(6, 50))
     # a start_depth below depth is depth
     shallow: list[int] = []
-
-    def gen2() -> Iterator[int]:
-        for i in range(20):
-            shallow.append(i)
-            yield i
-
-    it2 = prefetch(gen2(), depth=4, start_depth=1)
+    it2 = prefetch(_counted(20, shallow), depth=4, start_depth=1)
     wait_until(lambda: len(shallow) >= 5, 5, "4 items queued and one more produced")
     time.sleep(0.1)
     assert len(shallow) == 5
