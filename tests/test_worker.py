@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -234,3 +236,10 @@ def test_read_share_parses_ahead_until_the_first_batch_is_taken(tmp_path) -> Non
     batches = list(share.batches)
     labels = np.concatenate([b.labels for b in batches])
     assert labels.size == 2000 and np.array_equal(labels, np.arange(2000) % 2)
+    # the budget is shared by the run's workers: one of 2**20 parses 2 chunks ahead
+    crowd = WorkerConfig(chunk_bytes=256, num_workers=START_AHEAD_BYTES // 256)
+    share = read_share(path, (0, path.stat().st_size), 10, crowd)
+    wait_until(lambda: share.reader.stats.rows > 0, 10, "the first chunks parsed")
+    time.sleep(0.2)
+    assert share.reader.stats.rows < 200  # 2 queued + 1 being handed over: ~18 rows each
+    assert sum(b.rows for b in share.batches) == 2000

@@ -77,9 +77,9 @@ class ParamClient(Protocol):
     def clock(self, stats: dict[str, Any] | None = None) -> Any: ...
 
 
-#: input parsed ahead before the first round (then two chunks): workers wait ~1 s for a
-#: local cluster's server to start, a core idle (the parsed arrays take as many bytes)
-START_AHEAD_BYTES = 64 << 20
+#: input parsed ahead before the first round (then two chunks), shared by the run's workers
+#: (64 MiB each of 2): a local cluster's wait ~1 s for the server to start, a core idle
+START_AHEAD_BYTES = 128 << 20
 
 
 @dataclass(frozen=True)
@@ -430,7 +430,7 @@ def read_share(
     config: WorkerConfig,
 ) -> Share:
     """Open ``byte_range`` of ``source`` and start parsing it in a background thread
-    (up to :data:`START_AHEAD_BYTES` ahead until the first batch is taken)."""
+    (this worker's share of :data:`START_AHEAD_BYTES` ahead until its first batch is taken)."""
     reader = LibsvmReader(
         source,
         bits,
@@ -438,7 +438,7 @@ def read_share(
         skip_bad_lines=config.skip_bad_lines,
         byte_range=byte_range,
     )
-    start = max(2, START_AHEAD_BYTES // config.chunk_bytes)
+    start = max(2, START_AHEAD_BYTES // (config.num_workers * config.chunk_bytes))
     return Share(reader, prefetch(reader, depth=2, start_depth=start))
 
 
