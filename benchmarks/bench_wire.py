@@ -54,7 +54,7 @@ def run_cell(ps: PSClient, keys: np.ndarray, seconds: float, compose: bool = Fal
     dz = np.full(keys.size, -0.5, dtype=np.float32)
     rows = np.full(keys.size, 3, dtype=np.uint32)
     rho = np.ones(keys.size, dtype=np.float32)
-    versions = ps.pull_versioned(keys)[2]
+    versions = ps.pull_versioned(keys)[2] if compose else None
     times: list[float] = []
     cpu0 = _cpu(server)
     start = time.perf_counter()
@@ -83,21 +83,25 @@ def main() -> None:
                         help="also time binary rounds as the compose merge rule sends them")
     args = parser.parse_args()
 
-    server = None if args.url else spawn_server(ShardOptions(bits=args.bits))
-    url = args.url or server.url  # type: ignore[union-attr]
-    proc = None if server is None else psutil.Process(server.pid)
+    # the plain rounds against a shard of the default rule, the compose rounds
+    # against a compose shard (the default rule's refuses their merge sections)
+    servers = [] if args.url else [spawn_server(ShardOptions(bits=args.bits))]
+    if args.compose and not args.url:
+        servers.append(spawn_server(ShardOptions(bits=args.bits, merge_rule="compose")))
+    urls = [args.url] * 2 if args.url else [s.url for s in servers] * 2
+    procs = [psutil.Process(s.pid) for s in servers] * 2 if servers else [None, None]
     rng = np.random.default_rng(args.seed)
     rows = []
     try:
-        clients = {fmt: PSClient(url, wire_format=fmt) for fmt in ("binary", "json")}
+        clients = {fmt: PSClient(urls[0], wire_format=fmt) for fmt in ("binary", "json")}
+        if args.compose:
+            clients["compose"] = PSClient(urls[1])
         num_keys = clients["binary"].layout.num_keys
         for size in args.sizes:
             keys = np.sort(rng.choice(num_keys, size, replace=False))
-            cells_of: dict[str, tuple[PSClient, bool]] = {
-                fmt: (ps, False) for fmt, ps in clients.items()}
-            if args.compose:
-                cells_of["compose"] = (clients["binary"], True)
-            for fmt, (ps, compose) in cells_of.items():
+            for fmt, ps in clients.items():
+                compose = fmt == "compose"
+                proc = procs[1] if compose else procs[0]
                 run_cell(ps, keys, 0.2, compose)  # warm-up: connection, kernels
                 cells = [run_cell(ps, keys, args.seconds, compose, proc)
                          for _ in range(args.repeats)]
@@ -109,10 +113,11 @@ def main() -> None:
         for ps in clients.values():
             ps.close()
     finally:
-        if server is not None:
+        for server in servers:
             server.stop()
 
-    print(f"server {url}  bits={args.bits}  {args.repeats} x {args.seconds:g} s per cell")
+    print(f"server {urls[0]}  bits={args.bits}  {args.repeats} x {args.seconds:g} s per cell"
+          + (f"; compose rounds: {urls[1]}" if args.compose and urls[1] != urls[0] else ""))
     print(f"{'keys':>8} {'format':>7} {'req/s':>9} {'Mkv/s':>8} {'ms/round':>9} "
           f"{'srv Mkv/cpu-s':>14}  (compose: binary with the merge sections)")
     for size, fmt, rps, mkv, ms, srv in rows:
