@@ -66,7 +66,8 @@ def _sorted_if_json(request: Request, ids: Any) -> tuple[np.ndarray, np.ndarray 
 def pull(request: Request, state: StateDep, body: BodyDep) -> Response:
     """Body: KEYS (binary: sorted unique keys) or ``{"keys": [...]}`` (unique keys
     in any order; the merge flag or ``"versions": true`` asks for the keys'
-    versions too). Answer: VALUES or ``{"n": [...], "z": [...]}``, in the
+    versions too, which only a shard of a versioned merge rule keeps: 400 from
+    the others). Answer: VALUES or ``{"n": [...], "z": [...]}``, in the
     request's key order."""
     msg = decode_body(request, body, wire.KEYS)
     if msg.merge is not None and not state.store.keeps_versions:
