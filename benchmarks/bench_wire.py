@@ -88,20 +88,21 @@ def main() -> None:
     servers = [] if args.url else [spawn_server(ShardOptions(bits=args.bits))]
     if args.compose and not args.url:
         servers.append(spawn_server(ShardOptions(bits=args.bits, merge_rule="compose")))
-    urls = [args.url] * 2 if args.url else [s.url for s in servers] * 2
-    procs = [psutil.Process(s.pid) for s in servers] * 2 if servers else [None, None]
+    # (url, server process or None) of the plain rounds and of the compose rounds
+    shards = [(s.url, psutil.Process(s.pid)) for s in servers] or [(args.url, None)]
+    plain, composing = shards[0], shards[-1]
     rng = np.random.default_rng(args.seed)
     rows = []
     try:
-        clients = {fmt: PSClient(urls[0], wire_format=fmt) for fmt in ("binary", "json")}
+        clients = {fmt: PSClient(plain[0], wire_format=fmt) for fmt in ("binary", "json")}
         if args.compose:
-            clients["compose"] = PSClient(urls[1])
+            clients["compose"] = PSClient(composing[0])
         num_keys = clients["binary"].layout.num_keys
         for size in args.sizes:
             keys = np.sort(rng.choice(num_keys, size, replace=False))
             for fmt, ps in clients.items():
                 compose = fmt == "compose"
-                proc = procs[1] if compose else procs[0]
+                proc = composing[1] if compose else plain[1]
                 run_cell(ps, keys, 0.2, compose)  # warm-up: connection, kernels
                 cells = [run_cell(ps, keys, args.seconds, compose, proc)
                          for _ in range(args.repeats)]
@@ -116,8 +117,8 @@ def main() -> None:
         for server in servers:
             server.stop()
 
-    print(f"server {urls[0]}  bits={args.bits}  {args.repeats} x {args.seconds:g} s per cell"
-          + (f"; compose rounds: {urls[1]}" if args.compose and urls[1] != urls[0] else ""))
+    print(f"server {plain[0]}  bits={args.bits}  {args.repeats} x {args.seconds:g} s per cell"
+          + (f"; compose rounds: {composing[0]}" if composing[0] != plain[0] else ""))
     print(f"{'keys':>8} {'format':>7} {'req/s':>9} {'Mkv/s':>8} {'ms/round':>9} "
           f"{'srv Mkv/cpu-s':>14}  (compose: binary with the merge sections)")
     for size, fmt, rps, mkv, ms, srv in rows:
