@@ -372,13 +372,14 @@ def test_auto_index_with_an_identity_takes_back_its_index_at_once() -> None:
 def test_warm_start_lets_one_worker_train_alone_then_ssp_as_usual(staleness: int) -> None:
     clock = SSPClock(staleness, num_workers=3, warm_rounds=2)
     a, b, c = (clock.register(i, 3) for i in range(3))
+    assert not clock.alone(b)  # nobody has asked yet
     assert clock.wait(b, timeout=0)  # the first to ask trains alone
     assert not clock.wait(a, timeout=0) and not clock.wait(c, timeout=0)
-    assert clock.warming
+    assert clock.warming and clock.alone(b) and not clock.alone(a)
     clock.tick(b)  # alone, it is not held back by the others' clock 0 (also in BSP)
-    assert clock.wait(b, timeout=0) and clock.warming
+    assert clock.wait(b, timeout=0) and clock.warming and clock.alone(b)
     clock.tick(b)
-    assert not clock.warming
+    assert not clock.warming and not clock.alone(b)
     assert clock.wait(a, timeout=0) and clock.wait(c, timeout=0)
     # from here the plain SSP bound: b (clock 2) goes on only within the staleness
     assert clock.wait(b, timeout=0) is (2 <= staleness)
@@ -408,7 +409,7 @@ def test_warm_start_passes_to_the_next_worker_when_the_first_dies() -> None:
     fake.now += 6
     clock.heartbeat(b)
     fake.now += 5  # a silent for 11 s: dead; b takes over the warm start
-    assert clock.wait(b, timeout=0)
+    assert clock.wait(b, timeout=0) and clock.alone(b)
     assert clock.worker(a).state == "dead" and clock.warming
 
 
@@ -421,10 +422,26 @@ def test_warm_start_ends_when_the_lone_worker_finishes() -> None:
     assert clock.wait(b, timeout=0) and not clock.warming
 
 
-def test_no_warm_start_when_asynchronous_or_zero_rounds() -> None:
-    for clock in (SSPClock(None, num_workers=2, warm_rounds=4), SSPClock(0, num_workers=2)):
-        a, b = clock.register(0, 2), clock.register(1, 2)
-        assert clock.wait(a, timeout=0) and clock.wait(b, timeout=0) and not clock.warming
+def test_no_warm_start_with_zero_rounds() -> None:
+    clock = SSPClock(0, num_workers=2)
+    a, b = clock.register(0, 2), clock.register(1, 2)
+    assert clock.wait(a, timeout=0) and clock.wait(b, timeout=0) and not clock.warming
+    assert not clock.alone(a) and not clock.alone(b)
+
+
+def test_asynchronous_workers_have_a_warm_start_too() -> None:
+    """They tick after every push (the tick never waits), which counts the rounds."""
+    clock = SSPClock(None, num_workers=2, warm_rounds=2)
+    a, b = clock.register(0, 2), clock.register(1, 2)
+    assert clock.wait(a, timeout=0) and clock.alone(a)
+    assert not clock.wait(b, timeout=0)
+    clock.tick(a)
+    assert clock.wait(a, timeout=0) and not clock.wait(b, timeout=0)
+    clock.tick(a)
+    assert clock.wait(b, timeout=0) and not clock.alone(a) and not clock.warming
+    for _ in range(10):  # then no bound at all
+        clock.tick(a)
+    assert clock.wait(a, timeout=0)
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "2"])

@@ -229,6 +229,9 @@ def test_warm_start_has_one_worker_train_alone_first(
     assert 18 <= warm["rounds"] <= 22 and warm["over"] and warm["worker"] in (0, 1)
     began = {r["worker_index"]: r["started_at"] for r in got["worker_reports"]}
     assert began[1 - warm["worker"]] > began[warm["worker"]]
+    # the lone worker's pushes before the others began are merged as one worker's
+    alone = {r["worker_index"]: r["pushes_alone"] for r in got["worker_reports"]}
+    assert alone == {warm["worker"]: warm["rounds"], 1 - warm["worker"]: 0}
 
 
 def test_warm_fraction_out_of_range_is_a_clear_error(tmp_path: Path) -> None:

@@ -339,6 +339,23 @@ def test_clock_routes_ssp_zero():
         assert_error(c.post(f"/v1/workers/{b}/heartbeat"), 409, "WorkerStateError", "finished")
 
 
+def test_the_clock_answer_names_the_worker_training_alone():
+    """The warm start's lone worker is told so (its pushes are merged as one
+    worker's); the held worker is not, nor the first once the warm start is over."""
+    with in_process(bits=12, group_size=64, staleness=0, warm_rounds=1,
+                    clock_wait_timeout=0.1) as c:
+        a, b = register(c, 0, 2), register(c, 1, 2)
+        first = c.post(f"/v1/workers/{a}/wait").json()
+        assert first["ready"] is True and first["alone"] is True
+        held = c.post(f"/v1/workers/{b}/wait").json()
+        assert held["ready"] is False and held["alone"] is False
+        after = c.post(f"/v1/workers/{a}/clock", json={"clock": 1}).json()
+        assert after["alone"] is False
+        assert c.post(f"/v1/workers/{b}/wait").json() | {"worker_id": 0} == {
+            "worker_id": 0, "clock": 0, "ready": True, "min_clock": 0, "staleness": 0,
+            "alone": False}
+
+
 def test_finish_carries_the_last_stats_and_validates_them():
     """A worker does not tick after its last push: the finish request brings its
     last progress to the status page (an empty body still finishes)."""

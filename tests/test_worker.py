@@ -93,6 +93,50 @@ def test_the_final_push_does_not_tick() -> None:
     np.testing.assert_allclose(server.z, ref.z, rtol=1e-12, atol=1e-12)
 
 
+class RecordingServer(MemoryServer):
+    """A :class:`MemoryServer` that keeps every push's ``delta_n`` as sent."""
+
+    def __init__(self, size: int, merge_rule: str) -> None:
+        super().__init__(size, merge_rule)
+        self.sent: list[np.ndarray] = []
+
+    def push(self, keys, delta_n, delta_z, merge=None, **progress) -> None:  # type: ignore[no-untyped-def]
+        self.sent.append(np.array(delta_n))
+        super().push(keys, delta_n, delta_z, merge, **progress)
+
+
+@pytest.mark.parametrize("rule", ["contraction", "threshold"])
+def test_the_warm_starts_lone_worker_pushes_as_one_worker(rule: str) -> None:
+    """While it trains alone (the warm start) nobody else pushes: the lone worker's
+    deltas reach the servers whole, as one process's, not shared out as one of
+    ``num_workers`` concurrent pushes; from ``alone_until`` ticks on they are."""
+    rng = np.random.default_rng(5)
+    data = random_rows(rng, 600, 64)
+    params = FTRLParams(l1=0.2)
+    ref = FTRL(6, params, dtype="float64")
+    ref.fit_rows(*data)
+
+    def trained(alone_until: int) -> RecordingServer:
+        server = RecordingServer(ref.state.shape[0], rule)
+        cfg = WorkerConfig(batch_size=7, fetch_step=3, push_step=3, num_workers=4)
+        worker = Worker(server, 6, params, cfg)
+        worker.alone_until = alone_until
+        worker.train_batches(iter(as_batches(*data, per=45)))
+        worker.push()
+        return server
+
+    alone = trained(10**6)
+    np.testing.assert_allclose(alone.n, ref.n, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(alone.z, ref.z, rtol=1e-12, atol=1e-12)
+    shared = trained(0)  # one of 4 from the first push: the dense keys' deltas shrink
+    assert not np.allclose(shared.n, ref.n)
+    assert np.all(np.abs(shared.sent[0]) <= np.abs(alone.sent[0]))
+    two = trained(2)  # alone for the pushes before its first two ticks, then one of 4
+    for got, whole in zip(two.sent[:2], alone.sent[:2], strict=True):
+        np.testing.assert_array_equal(got, whole)
+    assert len(two.sent[2]) == len(alone.sent[2]) and not np.allclose(two.sent[2], alone.sent[2])
+
+
 def test_pull_keeps_unpushed_local_updates() -> None:
     """Goline's bug: a pull must not overwrite the worker's own unpushed updates."""
     params = FTRLParams()
@@ -223,7 +267,7 @@ def test_a_worker_follows_the_servers_merge_rule_and_refuses_another() -> None:
 def test_read_share_parses_ahead_until_the_first_batch_is_taken(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A worker waiting for its servers finds its share parsed (up to
     START_AHEAD_BYTES), not just the two chunks kept ahead while it trains."""
-    from ftrl_ps.ps.worker import START_AHEAD_BYTES, read_share
+    from ftrl_ps.ps.shares import START_AHEAD_BYTES, read_share
     from tests.conftest import wait_until
 
     path = tmp_path / "share.svm"

@@ -135,10 +135,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="longest one clock/wait request blocks before answering "
                           "ready=false so the client asks again (default 5)")
     ssp.add_argument("--warm-rounds", type=c.non_negative_int, default=0, metavar="R",
-                     help="warm start: the first worker to ask trains R rounds alone before "
-                          "the others begin (workers that all start from the initial model "
-                          "each make its first, largest moves; docs/algorithm.md, section "
-                          "13); bounded staleness only (default 0: none)")
+                     help="warm start: the first worker to ask trains R rounds alone, its "
+                          "pushes merged as one worker's, before the others begin (workers "
+                          "that all start from the initial model each make its first, largest "
+                          "moves; docs/algorithm.md, section 13) (default 0: none)")
 
 
 

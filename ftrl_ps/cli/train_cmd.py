@@ -123,7 +123,7 @@ def add_local_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         "50,000 rows, in whole rounds, at least one) before the others begin, so that the "
         "first, largest moves "
         "from the initial model are made once, not by every worker (docs/algorithm.md, "
-        "section 13); bounded staleness only; 0 = none (default 0.05)",
+        "section 13; its pushes are merged as one worker's); 0 = none (default 0.05)",
     )
     g.add_argument(
         "--worker-timeout",

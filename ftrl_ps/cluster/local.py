@@ -194,7 +194,7 @@ def run_cluster(args: LocalClusterOptions) -> int:
     if args.split == "shares" and expand(args.train)[0].gzip:
         raise ConfigError(
             f"{args.train} is gzip-compressed; '--split shares' cuts the training file into "
-            "byte ranges, so it needs it uncompressed (the default '--split units' does not)"
+            "byte ranges, so it needs it uncompressed ('--split units' does not)"
         )
     if args.servers < 1:
         raise ConfigError("--servers must be >= 1")

@@ -270,17 +270,18 @@ class PSClient(StreamingPushes, Pulls):
         self._wait_ready(wid, answer, deadline, timeout)
         return target
 
-    def wait_turn(self) -> None:
+    def wait_turn(self) -> bool:
         """Block, without ticking, until the SSP clock lets this worker go on: before
         its first pull, while the servers' warm start has one worker train alone
-        (``warm_rounds``; the wait holds the worker alive)."""
+        (``warm_rounds``; the wait holds the worker alive). True if this worker
+        is the one that trains alone."""
         wid = self._require_worker()
         answer = self._net.post_json(0, f"/v1/workers/{wid}/wait", {}, idempotent=True,
                                      timeout=self._wait_timeout()).json()
-        self._wait_ready(wid, answer, None, None)
+        return bool(self._wait_ready(wid, answer, None, None).get("alone", False))
 
     def _wait_ready(self, wid: int, answer: dict[str, Any], deadline: float | None,
-                    timeout: float | None) -> None:
+                    timeout: float | None) -> dict[str, Any]:
         target = self.worker_clock
         while not answer["ready"]:
             wait_body: dict[str, Any] = {}
@@ -295,6 +296,7 @@ class PSClient(StreamingPushes, Pulls):
                 wait_body["timeout"] = remaining
             answer = self._net.post_json(0, f"/v1/workers/{wid}/wait", wait_body, idempotent=True,
                                      timeout=self._wait_timeout()).json()
+        return answer
 
     def heartbeat(self) -> None:
         """Tell shard 0 this worker is alive."""

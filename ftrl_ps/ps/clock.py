@@ -17,13 +17,9 @@ Who counts in ``min_live``
 
 Warm start
 ----------
-With ``warm_rounds`` R > 0 one worker trains the first rounds alone, as
-Downpour SGD warm-starts with one replica (Dean et al., NIPS 2012): until some
-worker reaches clock R (or finishes), :meth:`SSPClock.wait` lets through only
-the first live worker that asked; the others ask before their first pull and
-wait. Otherwise every worker would make the first, largest moves from the
-initial model on its own rows (docs/algorithm.md, section 13). If that worker
-dies, the next one to ask takes over.
+With ``warm_rounds`` R > 0 one worker trains the first R rounds alone and the
+others wait before their first pull (:mod:`ftrl_ps.ps.warmstart`); the lone
+worker's pushes are merged as one worker's (:meth:`SSPClock.alone`).
 
 Life cycle of a worker: ``live`` -> ``finished`` (``finish()``) or ``dead`` (no
 heartbeat for ``worker_timeout`` seconds; every clock call from the worker is a
@@ -69,6 +65,7 @@ from ftrl_ps.errors import (
     WorkerStateError,
 )
 from ftrl_ps.ps.registry import DEAD, FINISHED, LIVE, RegistryState, WorkerInfo
+from ftrl_ps.ps.warmstart import WarmStart
 
 __all__ = ["SSPClock", "WorkerInfo"]
 def _check_staleness(staleness: int | float | None) -> int | None:
@@ -98,7 +95,6 @@ class SSPClock(RegistryState):
         Clock for heartbeat ages (fake it in tests).
     warm_rounds : int, default 0
         Rounds one worker trains alone at the start (see *Warm start*); 0: none.
-        Ignored when asynchronous.
     """
 
     def __init__(
@@ -112,12 +108,8 @@ class SSPClock(RegistryState):
         warm_rounds: int = 0,
     ) -> None:
         self.staleness = _check_staleness(staleness)
-        if isinstance(warm_rounds, bool) or not isinstance(warm_rounds, int) or warm_rounds < 0:
-            raise ConfigError(f"warm_rounds must be an int >= 0, got {warm_rounds!r}")
-        # asynchronous workers never tick: nobody could end a warm start
-        self.warm_rounds = warm_rounds if self.staleness is not None else 0
-        self._warm_id: int | None = None  # the worker training alone during the warm start
-        self._warmed = self.warm_rounds == 0
+        self._warm = WarmStart(warm_rounds)
+        self.warm_rounds = warm_rounds
         if num_workers is not None:
             self._check_num_workers(num_workers)
         if not worker_timeout > 0 or not registration_timeout >= 0:
@@ -260,7 +252,7 @@ class SSPClock(RegistryState):
                         raise WorkerStateError(f"worker {worker_id} is {w.state}")
                     live_min = self._min_live_locked()
                     gap = w.clock - (live_min if live_min is not None else w.clock)
-                    turn = self._warm_turn(w)
+                    turn = self._warm.turn(w, self._workers)
                     if turn is True:  # training alone: the others are held, not slow
                         return True
                     if turn is None and (self.staleness is None or gap <= self.staleness):
@@ -274,30 +266,17 @@ class SSPClock(RegistryState):
                 w.active_waits -= 1
                 w.last_seen = self._now()
 
-    def _warm_turn(self, w: WorkerInfo) -> bool | None:
-        """The warm start's say on ``w`` (lock held): None once it is over (SSP
-        decides), True for the worker training alone, False for the others."""
-        if self._warm_over_locked():
-            return None
-        current = self._workers.get(self._warm_id) if self._warm_id is not None else None
-        if current is None or current.state != LIVE:
-            self._warm_id = w.worker_id
-        return self._warm_id == w.worker_id
-
-    def _warm_over_locked(self) -> bool:
-        """Whether the warm start is over (some worker reached ``warm_rounds`` or
-        finished); it stays over, also when that worker later dies."""
-        if not self._warmed and any(x.clock >= self.warm_rounds or x.state == FINISHED
-                                    for x in self._workers.values()):
-            self._warmed = True
-            self._cond.notify_all()
-        return self._warmed
+    def alone(self, worker_id: int) -> bool:
+        """Whether ``worker_id`` trains alone in the warm start now: nobody else
+        pushes while it does."""
+        with self._cond:
+            return self._warm.alone(worker_id, self._workers)
 
     @property
     def warming(self) -> bool:
         """True while the warm start holds all workers but one."""
         with self._cond:
-            return not self._warm_over_locked()
+            return not self._warm.over(self._workers)
 
     def heartbeat(self, worker_id: int) -> None:
         """Record a sign of life; raises if the worker is unknown, finished or dead."""
@@ -352,17 +331,8 @@ class SSPClock(RegistryState):
                 "missing_indices": missing,
                 "min_clock": self._min_live_locked(),
                 "max_gap_allowed": self.max_gap_allowed,
-                "warm_start": self._warm_snapshot_locked(),
+                "warm_start": self._warm.snapshot(self._workers),
             }
-
-    def _warm_snapshot_locked(self) -> dict[str, Any] | None:
-        """The warm start: its rounds, the index of the worker that trained alone
-        (None before one asked), whether it is over; None without one."""
-        if self.warm_rounds == 0:
-            return None
-        alone = self._workers.get(self._warm_id) if self._warm_id is not None else None
-        return {"rounds": self.warm_rounds, "worker": alone.index if alone else None,
-                "over": self._warm_over_locked()}
 
     def start_sweeper(self, interval: float | None = None) -> None:
         """Run :meth:`sweep` every ``interval`` seconds (default

@@ -66,7 +66,7 @@ class ServerSettings:
         Deepest nesting accepted in a JSON body (deeper -> 400, never parsed).
     warm_rounds : int
         Rounds one worker trains alone before the others start (0: none; see
-        :class:`ftrl_ps.ps.clock.SSPClock`). Bounded staleness only.
+        :class:`ftrl_ps.ps.clock.SSPClock`).
     """
 
     bits: int = 20

@@ -5,7 +5,7 @@ a *round*. At the start of a round the worker reads the round's mini-batches
 ahead, numbers their distinct keys (plus the bias) ``0..k-1``, pulls exactly
 those keys' ``n``/``z`` from the servers into a compact ``(k, 2)`` working set
 and trains on it: a few hundred KiB that stay in cache. (Numbering the keys
-uses a hash table sized for the round's keys, about 1 MiB for 30,000 keys,
+uses a hash table sized for the round's keys, 512 KiB for 37,000 keys,
 whatever ``bits``; nothing is allocated or copied key-space-wide.) Every
 ``push_step`` steps it pushes the ``n``/``z``
 deltas accumulated since its last push and ticks its SSP clock (which may
@@ -39,9 +39,7 @@ import numpy as np
 
 from ftrl_ps.core.ftrl import FTRLParams, fit_compact
 from ftrl_ps.data.batch import Batch
-from ftrl_ps.data.libsvm import LibsvmReader, split_ranges
 from ftrl_ps.data.minibatch import minibatches, slice_rows
-from ftrl_ps.data.prefetch import prefetch
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.training import TrainReport
 from ftrl_ps.ps.contraction import push_contraction
@@ -50,17 +48,15 @@ from ftrl_ps.ps.inflight import InFlight
 from ftrl_ps.ps.merge import RULES, VERSIONED, push_payload, servers_rule
 from ftrl_ps.ps.pushsize import fitting, max_push_keys
 from ftrl_ps.ps.rounds import RoundLength, adaptive_by_default
+from ftrl_ps.ps.shares import Share, read_share
 from ftrl_ps.ps.straggle import Straggler
 from ftrl_ps.ps.workingset import KeyNumbering, PendingDeltas, WorkingSet
 
 __all__ = [
     "ParamClient",
-    "Share",
     "Worker",
     "WorkerConfig",
     "WorkerReport",
-    "read_share",
-    "share_of",
 ]
 
 
@@ -75,11 +71,6 @@ class ParamClient(Protocol):
              merge: Any = None, **progress: Any) -> Any: ...
 
     def clock(self, stats: dict[str, Any] | None = None) -> Any: ...
-
-
-#: input parsed ahead before the first round (then two chunks), shared by the run's workers
-#: (64 MiB each of 2): a local cluster's wait ~1 s for the server to start, a core idle
-START_AHEAD_BYTES = 128 << 20
 
 
 @dataclass(frozen=True)
@@ -130,6 +121,8 @@ class WorkerReport(TrainReport):
     #: seconds slept by injected straggling (ftrl_ps.ps.straggle), and how often
     straggle_seconds: float = 0.0
     straggles: int = 0
+    #: pushes made while training alone (the warm start), merged as one worker's
+    pushes_alone: int = 0
 
 
 class Worker:
@@ -167,6 +160,10 @@ class Worker:
         self._rows_since_push = 0
         self._since_push = 0
         self._sending: InFlight | None = None
+        #: pushes before this many ticks are made alone (the servers' warm start: no
+        #: other worker pushes meanwhile), so they are merged as one worker's (N = 1)
+        self.alone_until = 0
+        self._ticks = 0  # ticks sent
         settings = getattr(client, "server_settings", None) or {}
         #: the servers run asynchronously (no staleness): nobody waits for this clock
         self._asynchronous = "staleness" in settings and settings["staleness"] is None
@@ -260,10 +257,12 @@ class Worker:
         if not todo.keys.size:
             return
         cfg = self.config  # the deltas as the merge rule wants them (ftrl_ps.ps.merge)
+        alone = self._ticks < self.alone_until  # no concurrent push to share the keys with
         delta_n, delta_z, merge = push_payload(
             self.merge_rule, todo, self.bias_key, self._rows_since_push,
-            cfg.batch_size * cfg.push_step * self.round_length.factor, cfg.num_workers,
-            cfg.dense_fraction, np.dtype(getattr(self.client, "dtype", np.float64)))
+            cfg.batch_size * cfg.push_step * self.round_length.factor,
+            1 if alone else cfg.num_workers, cfg.dense_fraction,
+            np.dtype(getattr(self.client, "dtype", np.float64)))
         self._sync()
         progress = {"position": self.report.rows, "loss_sum": self.report.loss_sum}
         self._sending = InFlight(self._send, todo.keys, delta_n, delta_z, merge, self.stats(),
@@ -273,6 +272,8 @@ class Worker:
             rnd.mark_pushed(None if part is None else part.keys)
         self._pending = PendingDeltas()
         self.report.pushes += 1
+        self.report.pushes_alone += alone
+        self._ticks += tick
         self.report.keys_pushed += int(todo.keys.size)
         self._rows_since_push = 0
         self._since_push = 0
@@ -413,38 +414,3 @@ class Worker:
         self.push(final=True)
         self.report.seconds = time.perf_counter() - self._started
         return self.report
-
-
-@dataclass
-class Share:
-    """A worker's byte range being parsed in the background: the reader and its batches."""
-
-    reader: LibsvmReader
-    batches: Iterator[Batch]
-
-
-def read_share(
-    source: str | os.PathLike[str],
-    byte_range: tuple[int, int] | None,
-    bits: int,
-    config: WorkerConfig,
-) -> Share:
-    """Open ``byte_range`` of ``source`` and start parsing it in a background thread
-    (this worker's share of :data:`START_AHEAD_BYTES` ahead until its first batch is taken)."""
-    reader = LibsvmReader(
-        source,
-        bits,
-        chunk_bytes=config.chunk_bytes,
-        skip_bad_lines=config.skip_bad_lines,
-        byte_range=byte_range,
-    )
-    start = max(2, START_AHEAD_BYTES // (config.num_workers * config.chunk_bytes))
-    return Share(reader, prefetch(reader, depth=2, start_depth=start))
-
-
-def share_of(path: str | os.PathLike[str], worker_index: int, num_workers: int) -> tuple[int, int]:
-    """The line-aligned byte range of ``path`` that worker ``worker_index`` reads."""
-    if not 0 <= worker_index < num_workers:
-        raise ConfigError(f"worker index {worker_index} not in [0, {num_workers})")
-    return split_ranges(path, num_workers)[worker_index]
-

@@ -213,7 +213,8 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
     from ftrl_ps.ps.client import PSClient
     from ftrl_ps.ps.kernels import load_kernels
     from ftrl_ps.ps.layout import Layout
-    from ftrl_ps.ps.worker import Worker, read_share, share_of
+    from ftrl_ps.ps.shares import read_share, share_of
+    from ftrl_ps.ps.worker import Worker
 
     options.check()
     load_kernels()  # a fresh machine compiles here, once, and says so
@@ -263,11 +264,14 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         assert index is not None
         client.start_heartbeat()
         settings = client.server_settings
-        if settings.get("warm_rounds") and settings.get("staleness") is not None:
-            client.wait_turn()  # the servers' warm start: one worker trains alone first
+        alone = False
+        if settings.get("warm_rounds"):
+            alone = client.wait_turn()  # the servers' warm start: one worker trains alone first
         straggle = options.straggle()
         worker = Worker(client, layout.bits, params, cfg,
                         Straggler(straggle, index) if straggle.enabled else None)
+        if alone:  # its first warm_rounds - clock pushes: nobody else pushes meanwhile
+            worker.alone_until = max(0, int(settings["warm_rounds"]) - client.worker_clock)
         resumed, loss_sum = client.resume_point()
         if resumed:
             worker.resume(resumed, loss_sum)
@@ -305,6 +309,7 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         "wait_seconds": report.wait_seconds,
         "straggle_seconds": report.straggle_seconds,
         "straggles": report.straggles,
+        "pushes_alone": report.pushes_alone,
         "started_at": began,  # wall clock (epoch seconds) of the first and the last step
         "finished_at": ended,
         "resumed_rows": resumed,

@@ -114,6 +114,7 @@ class ClockAnswer(BaseModel):
     ready: bool = Field(description="false: the SSP wait timed out on the server; ask again")
     min_clock: int | None
     staleness: int | None
+    alone: bool = Field(False, description="this worker trains alone in the warm start")
 
 
 @router.post("", summary="register a worker", response_model=RegisterAnswer)
@@ -152,6 +153,7 @@ async def _wait(state: ServerState, clock: SSPClock, worker_id: int,
         "ready": ready,
         "min_clock": clock.min_clock(),
         "staleness": clock.staleness,
+        "alone": clock.alone(worker_id),
     }
 
 
