@@ -241,6 +241,31 @@ def test_warm_fraction_out_of_range_is_a_clear_error(tmp_path: Path) -> None:
     assert res.returncode != 0 and "--warm-fraction must be in [0, 1)" in res.stderr
 
 
+def test_a_directory_is_handed_out_in_units_unless_shares_are_asked(tmp_path: Path) -> None:
+    """A directory of parts (one gzip) has no byte ranges to share: by default
+    (--split auto) the cluster hands out its units; '--split shares' is refused
+    before any process starts, not by workers that fail and are restarted."""
+    import gzip
+
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    lines = [f"{i % 2} {i % 7}:1 {7 + i % 5}:1\n" for i in range(300)]
+    (parts / "a.svm").write_text("".join(lines[:200]))
+    (parts / "b.svm.gz").write_bytes(gzip.compress("".join(lines[200:]).encode()))
+    metrics = tmp_path / "m.json"
+    res = run_cli("train", str(parts), "--workers", "2", "--bits", "6", "-q",
+                  "--metrics-json", str(metrics), env=_logs_in(tmp_path))
+    assert res.returncode == 0, res.stderr
+    got = json.loads(metrics.read_text())
+    assert got["split"] == "units" and got["rows"] == 300
+    logs = list(tmp_path.glob("ftrl-ps-cluster-*"))
+    res = run_cli("train", str(parts), "--workers", "2", "--bits", "6", "-q", "--split", "shares",
+                  env=_logs_in(tmp_path))
+    assert res.returncode == 2
+    assert "'--split shares' cuts one plain file" in res.stderr and "worker 0" not in res.stderr
+    assert list(tmp_path.glob("ftrl-ps-cluster-*")) == logs  # refused before anything started
+
+
 def test_gzip_input_is_refused_with_fixed_shares_and_trained_with_units(tmp_path: Path) -> None:
     import gzip
 
@@ -252,9 +277,10 @@ def test_gzip_input_is_refused_with_fixed_shares_and_trained_with_units(tmp_path
     assert "gzip-compressed" in res.stderr and "worker 0" not in res.stderr
     # refused before any process started: no empty log folder is left behind
     assert not list(tmp_path.glob("ftrl-ps-cluster-*"))
-    res = run_cli("train", str(data), "--workers", "2", "--bits", "4", "-q", "--split", "units")
-    assert res.returncode == 0, res.stderr
-    assert "trained 2 rows" in res.stdout
+    for split in ("units", "auto"):  # auto: a gzip file has no byte ranges, units
+        res = run_cli("train", str(data), "--workers", "2", "--bits", "4", "-q", "--split", split)
+        assert res.returncode == 0, res.stderr
+        assert "trained 2 rows" in res.stdout
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ import pytest
 from ftrl_ps.core.ftrl import FTRL
 from ftrl_ps.data.inputs import InputReader, read_unit
 from ftrl_ps.data.libsvm import read_all
-from ftrl_ps.data.sources import estimate_rows, expand, work_units
+from ftrl_ps.data.sources import estimate_rows, expand, split_for, work_units
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.training import train
 
@@ -65,6 +65,19 @@ def test_expand_lists_sorted_files_and_detects_gzip(parts) -> None:
     assert [p.name.rsplit("/", 1)[1] for p in expand(url + "/")] == ["a.svm", "b.svm.gz",
                                                                     "c.svm"]
     assert len(expand(url + "/*.svm")) == 1
+
+
+def test_a_cluster_shares_one_plain_file_and_hands_out_anything_else(parts) -> None:
+    d, _ = parts
+    assert split_for(str(d / "a.svm")) == "shares"
+    assert split_for(str(d / "_SUCCESS")) == "shares"  # empty: no gzip magic to read
+    assert split_for(str(d / "b.svm.gz")) == "units"  # gzip has no byte ranges
+    (d / "plain.gz").write_bytes(b"1 1:1\n")  # told by its bytes, not its name
+    assert split_for(str(d / "plain.gz")) == "shares"
+    for spec in (str(d), str(d / "*.svm"), _memory_copy(d) + "/a.svm"):
+        assert split_for(spec) == "units", spec
+    # a path not there yet (a worker waiting with --start-timeout): shares, as before
+    assert split_for(str(d / "later.svm")) == "shares" and split_for("-") == "shares"
 
 
 @pytest.mark.parametrize("spec", ["/nonexistent/x.svm", "/nonexistent/*.svm",

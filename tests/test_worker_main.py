@@ -35,3 +35,20 @@ def test_the_last_push_has_no_tick_and_the_finish_carries_the_last_stats(
     assert worker["state"] == "finished"
     assert worker["stats"]["rows"] == 150 and worker["stats"]["pushes"] == result["pushes"]
     assert worker["clock"] == result["pushes"] - 1
+
+
+def test_auto_split_is_decided_on_the_input(tmp_path: Path) -> None:
+    """``split="auto"`` (the default): shares of one plain file, units of a
+    directory; '--split shares' of a directory is refused with what to do."""
+    from ftrl_ps.errors import ConfigError
+
+    (tmp_path / "a.svm").write_text("1 1:1\n")
+    one = WorkerOptions(server="http://127.0.0.1:1", input=str(tmp_path / "a.svm"), num_workers=2)
+    assert one.split == "auto" and one.resolved().split == "shares"
+    folder = WorkerOptions(server="http://127.0.0.1:1", input=str(tmp_path), num_workers=2)
+    assert folder.resolved().split == "units"
+    folder.check()  # a directory is fine when its units are handed out
+    shares = WorkerOptions(server="http://127.0.0.1:1", input=str(tmp_path), num_workers=2,
+                           split="shares")
+    with pytest.raises(ConfigError, match="'--split shares' reads byte ranges of one plain"):
+        shares.check()

@@ -20,10 +20,11 @@ NAME = "worker"
 HELP = "train on a share of libsvm input (or units handed out) against parameter servers"
 DESCRIPTION = """\
 Run one worker of a parameter-server cluster. Worker i of N reads the i-th
-of N line-aligned byte ranges of INPUT (no line is lost or read twice); with
---split units INPUT (a file, a directory or glob of part files, plain or .gz,
-or an fsspec URL) is cut into small units that shard 0 hands out as the
-workers ask (faster workers take more). The worker trains a local FTRL copy
+of N line-aligned byte ranges of INPUT, one plain file (no line is lost or
+read twice); any other INPUT (a directory or glob of part files, plain or
+.gz, a .gz file or an fsspec URL), or any INPUT with --split units, is cut
+into small units that shard 0 hands out as the workers ask (faster workers
+take more). The worker trains a local FTRL copy
 in mini-batches of --batch-size rows (one step = one mini-batch), pulls the
 state of the keys it is about to use every --fetch-step steps, pushes its
 accumulated n/z deltas every --push-step steps, and then ticks its SSP clock
@@ -81,13 +82,14 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--split",
-        choices=("shares", "units"),
-        default="shares",
-        help="'shares' (default): worker i of N reads the i-th of N byte ranges of one "
-        "plain file; 'units': the input (also a directory, glob, fsspec URL or .gz parts) "
-        "is cut into small line-aligned units that shard 0 hands out as workers ask, so "
-        "faster workers take more. Each unit is trained exactly once through kill -9 "
-        "of a worker or of shard 0 (docs/durability.md, section 4)",
+        choices=("auto", "shares", "units"),
+        default="auto",
+        help="'shares': worker i of N reads the i-th of N byte ranges of one plain file; "
+        "'units': the input (also a directory, glob, fsspec URL or .gz parts) is cut into "
+        "small line-aligned units that shard 0 hands out as workers ask, so faster "
+        "workers take more; each unit is trained exactly once through kill -9 of a "
+        "worker or of shard 0 (docs/durability.md, section 4). 'auto' (default): shares "
+        "for one plain file, units for anything else",
     )
     g.add_argument(
         "--unit-mb",

@@ -34,7 +34,7 @@ from ftrl_ps.cluster.launch import Launcher, preload
 from ftrl_ps.cluster.supervise import Cluster
 from ftrl_ps.core.jsonfile import write_json
 from ftrl_ps.core.modelio import SavedModel, load_model, save_model
-from ftrl_ps.data.sources import estimate_rows, expand
+from ftrl_ps.data.sources import estimate_rows, expand, split_for
 from ftrl_ps.errors import ConfigError, FTRLPSError, ServerError
 from ftrl_ps.learn.progress import Progress
 from ftrl_ps.ps.auth import TOKEN_ENV, resolve_token
@@ -96,7 +96,7 @@ class LocalClusterOptions:
     straggle_delay: float = 0.0
     straggle_workers: str | None = None
     seed: int = 0
-    split: str = "shares"
+    split: str = "auto"  # shares for one plain file, units otherwise (data.sources.split_for)
     unit_mb: float | None = None
     #: share of the input one worker trains alone at the start (local_warm_rounds)
     warm_fraction: float = 0.05
@@ -191,10 +191,16 @@ def run_cluster(args: LocalClusterOptions) -> int:
     """Run ``ftrl-ps train`` as a local cluster; see the module docstring."""
     if args.train == "-":
         raise ConfigError("--workers needs a training file, not stdin")
+    if args.split == "auto":
+        args = replace(args, split=split_for(args.train))
+    if args.split == "shares" and not os.path.isfile(args.train):
+        expand(args.train)  # nothing there: "no input files match"
+        raise ConfigError(f"'--split shares' cuts one plain file into byte ranges; "
+                          f"{args.train} is not one (--split auto or units hands it out)")
     if args.split == "shares" and expand(args.train)[0].gzip:
         raise ConfigError(
             f"{args.train} is gzip-compressed; '--split shares' cuts the training file into "
-            "byte ranges, so it needs it uncompressed ('--split units' does not)"
+            "byte ranges, so it needs it uncompressed (--split auto or units does not)"
         )
     if args.servers < 1:
         raise ConfigError("--servers must be >= 1")
@@ -374,6 +380,7 @@ def _finish(
         "workers": args.workers,
         "servers": args.servers,
         "staleness": args.staleness,
+        "split": args.split,
         "max_gap_allowed": snap.get("max_gap_allowed"),
         "warm_start": snap.get("warm_start"),
         "keys_pushed": pushed,

@@ -34,7 +34,8 @@ from typing import Any, BinaryIO
 
 from ftrl_ps.errors import ConfigError, DataError
 
-__all__ = ["Part", "Unit", "estimate_rows", "expand", "is_url", "open_binary", "work_units"]
+__all__ = ["Part", "Unit", "estimate_rows", "expand", "is_url", "open_binary", "split_for",
+           "work_units"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _GLOB_CHARS = set("*?[")
@@ -88,6 +89,21 @@ def open_binary(name: str) -> BinaryIO:
     except (OSError, ValueError, ImportError) as exc:
         raise DataError(f"cannot open {name}: {exc}") from exc
     return f
+
+
+def split_for(spec: str) -> str:
+    """How a cluster splits ``spec`` when not told (``--split auto``): ``"shares"``
+    (worker i of N reads the i-th byte range) for one plain local file, or a path
+    not there yet (a worker started with ``--start-timeout`` waits for it);
+    ``"units"`` (small units handed out as workers ask) for a gzip file, a
+    directory, a glob or an fsspec URL, which have no byte ranges to share."""
+    if spec == "-":
+        return "shares"
+    if os.path.isfile(spec):
+        return "units" if os.path.getsize(spec) >= 2 and _is_gzip(spec) else "shares"
+    if is_url(spec) or os.path.isdir(spec) or _GLOB_CHARS & set(spec):
+        return "units"
+    return "shares"
 
 
 def _is_gzip(name: str) -> bool:

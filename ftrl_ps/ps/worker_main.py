@@ -12,7 +12,7 @@ import logging
 import os
 import socket
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ftrl_ps.core.jsonfile import write_json
@@ -92,8 +92,9 @@ class WorkerOptions:
     straggle_workers: str | None = None
     seed: int = 0
     #: "shares": worker i reads the i-th of N byte ranges of one file; "units": shard 0
-    #: hands out small units of the input as workers ask (ftrl_ps.ps.handout)
-    split: str = "shares"
+    #: hands out small units of the input as workers ask (ftrl_ps.ps.handout); "auto":
+    #: shares for one plain file, units otherwise (ftrl_ps.data.sources.split_for)
+    split: str = "auto"
     unit_mb: float | None = None  # None: about 16 units per worker
 
     def straggle(self) -> StraggleConfig:
@@ -101,11 +102,17 @@ class WorkerOptions:
         return StraggleConfig(self.straggle_prob, self.straggle_delay, self.straggle_workers,
                               self.seed)
 
+    def resolved(self) -> WorkerOptions:
+        """These options with ``split="auto"`` decided for the input as it is now."""
+        from ftrl_ps.data.sources import split_for
+
+        return self if self.split != "auto" else replace(self, split=split_for(self.input))
+
     def check(self) -> None:
         """Raise :class:`ConfigError` for options that cannot work."""
         self.straggle()
-        if self.split not in ("units", "shares"):
-            raise ConfigError(f"split must be 'units' or 'shares', got {self.split!r}")
+        if self.split not in ("auto", "units", "shares"):
+            raise ConfigError(f"split must be 'auto', 'units' or 'shares', got {self.split!r}")
         if self.unit_mb is not None and not self.unit_mb > 0:
             raise ConfigError(f"unit_mb must be > 0, got {self.unit_mb}")
         if self.input == "-":
@@ -113,13 +120,14 @@ class WorkerOptions:
                 raise ConfigError("--input - (a stream) is read once: --epochs must be 1")
             if not self.push_interval > 0:
                 raise ConfigError(f"--push-interval must be > 0, got {self.push_interval}")
-        elif self.start_timeout == 0 and self.split == "units":
+        elif self.start_timeout == 0 and self.resolved().split == "units":
             from ftrl_ps.data.sources import expand
 
             expand(self.input)  # a file, directory, glob or fsspec URL with files
         elif self.start_timeout == 0 and not os.path.isfile(self.input):
-            raise ConfigError(f"input file not found: {self.input} (a directory, glob or "
-                              "URL needs --split units)")
+            hint = ("" if self.split == "auto" else " ('--split shares' reads byte ranges of "
+                    "one plain file; --split auto or units takes a directory, glob or URL)")
+            raise ConfigError(f"input file not found: {self.input}{hint}")
         if self.start_timeout < 0:
             raise ConfigError(f"start_timeout must be >= 0, got {self.start_timeout}")
         if self.num_workers < 1:
@@ -222,6 +230,7 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         who = "worker" if options.worker_index is None else f"worker {options.worker_index}"
         wait_until_ready(parse_urls(options.server), _waitable(options.input),
                          timeout=options.start_timeout, who=who)
+    options = options.resolved()  # "auto" decided on the input there now
     if options.input == "-":
         from ftrl_ps.ps.stream_worker import run_stream_worker
 
