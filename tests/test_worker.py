@@ -135,6 +135,16 @@ def test_the_warm_starts_lone_worker_pushes_as_one_worker(rule: str) -> None:
     for got, whole in zip(two.sent[:2], alone.sent[:2], strict=True):
         np.testing.assert_array_equal(got, whole)
     assert len(two.sent[2]) == len(alone.sent[2]) and not np.allclose(two.sent[2], alone.sent[2])
+    # a tick with nothing to push (waiting for units) counts as one of those ticks
+    idler = RecordingServer(ref.state.shape[0], rule)
+    worker = Worker(idler, 6, params, WorkerConfig(batch_size=7, fetch_step=3, push_step=3,
+                                                   num_workers=4))
+    worker.alone_until = 1
+    worker.idle()
+    worker.train_batches(iter(as_batches(*data, per=45)[:1]))
+    worker.push()
+    np.testing.assert_array_equal(idler.sent[0], shared.sent[0])
+    assert worker.report.pushes_alone == 0
 
 
 def test_pull_keeps_unpushed_local_updates() -> None:

@@ -61,4 +61,3 @@ def share_of(path: str | os.PathLike[str], worker_index: int, num_workers: int) 
     if not 0 <= worker_index < num_workers:
         raise ConfigError(f"worker index {worker_index} not in [0, {num_workers})")
     return split_ranges(path, num_workers)[worker_index]
-

@@ -381,6 +381,7 @@ class Worker:
         if self._asynchronous:
             return
         self.client.clock(self.stats())
+        self._ticks += 1
 
     def push_async(self) -> bool:
         """Start pushing what was trained since the last push (and the clock tick)
