@@ -100,13 +100,23 @@ def order_summary(per_order: list[list[float]]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--rules", default="contraction,threshold,compose,sum")
-    p.add_argument("--workers", default="2,4,8")
-    p.add_argument("--staleness", default="0,3,inf")
-    p.add_argument("--repeat", type=int, default=2)
-    p.add_argument("--gen-rows", type=int, default=200_000)
-    p.add_argument("--only", default="", help="comma-separated data set names")
-    p.add_argument("--json", type=Path)
+    p.add_argument("--rules", default="contraction,threshold,compose,sum",
+                   help="comma-separated merge rules to compare (ftrl-ps train --merge-rule; "
+                   "default %(default)s)")
+    p.add_argument("--workers", default="2,4,8",
+                   help="comma-separated worker counts (default %(default)s)")
+    p.add_argument("--staleness", default="0,3,inf",
+                   help="comma-separated SSP staleness values, inf = asynchronous "
+                   "(default %(default)s)")
+    p.add_argument("--repeat", type=int, default=2,
+                   help="cluster runs per setting and row order (default %(default)s)")
+    p.add_argument("--gen-rows", type=int, default=200_000,
+                   help="rows of the generated data set (named gen200k for 200,000; 0: none; "
+                   "default %(default)s)")
+    p.add_argument("--only", default="",
+                   help="comma-separated data set names (a9a, agaricus, ipinyou, rcv1_small, "
+                   "gen200k; default: every one present)")
+    p.add_argument("--json", type=Path, help="also write every run's figures to this file")
     p.add_argument("--train-args", default="",
                    help="more flags for every cluster run (e.g. '--adaptive-rounds')")
     p.add_argument("--orders", type=int, default=0, metavar="K",
