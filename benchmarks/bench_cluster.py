@@ -47,18 +47,24 @@ def _ints(text: str) -> list[int]:
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--rows", type=int, default=1_000_000)
-    p.add_argument("--test-rows", type=int, default=100_000)
-    p.add_argument("--bits", type=int, default=22)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--rows", type=int, default=1_000_000,
+                   help="training rows generated (default %(default)s)")
+    p.add_argument("--test-rows", type=int, default=100_000,
+                   help="test rows generated (default %(default)s)")
+    p.add_argument("--bits", type=int, default=22,
+                   help="hash bits of the generated data and of every model, VW's too "
+                   "(default %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help="generator seed (default %(default)s)")
     p.add_argument("--workers", type=_ints, default=[2], help="comma list, e.g. 2,4")
     p.add_argument("--servers", type=_ints, default=[1], help="comma list, e.g. 1,2")
     p.add_argument("--staleness", default="0,3,inf", help="comma list of 0..N or inf")
     p.add_argument("--extra", default="", help="extra flags for ftrl-ps train (quoted)")
     p.add_argument("--repeat", type=int, default=1,
                    help="runs of every system, interleaved; the median wall time is shown")
-    p.add_argument("--data-dir", type=Path, default=h.DEFAULT_DATA_DIR)
-    p.add_argument("--json", type=Path)
+    p.add_argument("--data-dir", type=Path, default=h.DEFAULT_DATA_DIR,
+                   help="cache of the generated data, also holds the runs' temporary "
+                   "files (default benchmarks/.data)")
+    p.add_argument("--json", type=Path, help="also write the results to this JSON file")
     return p.parse_args(argv)
 
 

@@ -47,10 +47,14 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
                    help="a checkout to time (give two or more)")
     p.add_argument("--data", type=Path, default=DEFAULT_DATA,
                    help="folder with train.svm and test.svm")
-    p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--staleness", default="3")
-    p.add_argument("--bits", type=int, default=22)
+    p.add_argument("--repeat", type=int, default=3,
+                   help="rounds, each timing every checkout in turn (default %(default)s)")
+    p.add_argument("--workers", type=int, default=2,
+                   help="workers of the cluster runs, with 1 server (default %(default)s)")
+    p.add_argument("--staleness", default="3",
+                   help="SSP staleness of the cluster runs, 0..N or inf (default %(default)s)")
+    p.add_argument("--bits", type=int, default=22,
+                   help="hash bits of every model (ftrl-ps train --bits; default %(default)s)")
     p.add_argument("--extra", default="", help="more flags for the cluster run (quoted)")
     p.add_argument("--no-single", action="store_true", help="time the clusters only")
     p.add_argument("--functions", action="store_true",

@@ -188,16 +188,31 @@ def schemathesis_run(examples: int) -> dict[str, Any]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rows", type=int, default=1_000_000)
-    ap.add_argument("--test-rows", type=int, default=100_000)
-    ap.add_argument("--bits", type=int, default=22)
-    ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
-    ap.add_argument("--faults", default="shard0,shard1,worker0")
-    ap.add_argument("--export-bits", type=int, default=26)
-    ap.add_argument("--export-keys", type=int, default=4_000_000)
-    ap.add_argument("--skip-exports", action="store_true")
-    ap.add_argument("--skip-schemathesis", action="store_true")
-    ap.add_argument("--json", type=Path)
+    ap.add_argument("--rows", type=int, default=1_000_000,
+                    help="training rows generated; a fault strikes when half of them are "
+                    "trained (default %(default)s)")
+    ap.add_argument("--test-rows", type=int, default=100_000,
+                    help="test rows generated (default %(default)s)")
+    ap.add_argument("--bits", type=int, default=22,
+                    help="hash bits of the generated data and the training runs "
+                    "(default %(default)s)")
+    ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
+                    help="cache of the generated data (default benchmarks/.data)")
+    ap.add_argument("--faults", default="shard0,shard1,worker0",
+                    help="comma-separated processes to kill -9 (shard0, shard1, worker0, "
+                    "worker1), one training run each after the fault-free one; empty: that "
+                    "run only (default %(default)s)")
+    ap.add_argument("--export-bits", type=int, default=26,
+                    help="hash bits of the shard the 20 concurrent GET /v1/state read "
+                    "(default %(default)s)")
+    ap.add_argument("--export-keys", type=int, default=4_000_000,
+                    help="random keys pushed to that shard first, duplicates dropped "
+                    "(default %(default)s)")
+    ap.add_argument("--skip-exports", action="store_true",
+                    help="skip part 2, the concurrent exports' peak RSS")
+    ap.add_argument("--skip-schemathesis", action="store_true",
+                    help="skip part 3, schemathesis against a live shard")
+    ap.add_argument("--json", type=Path, help="also write the results to this JSON file")
     args = ap.parse_args()
     data, _, _ = ensure_synth_data(args.data_dir, args.rows, args.test_rows, args.bits)
     results: dict[str, Any] = {"runs": []}

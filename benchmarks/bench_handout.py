@@ -58,11 +58,19 @@ def run(train: Path, test: Path, split: str, staleness: str, extra: list[str],
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--rows", type=int, default=200_000)
-    p.add_argument("--staleness", default="inf,3")
-    p.add_argument("--repeat", type=int, default=2)
-    p.add_argument("--splits", default="shares,units")
-    p.add_argument("--json", type=Path)
+    p.add_argument("--rows", type=int, default=200_000,
+                   help="training rows generated, test rows a quarter of that "
+                   "(default %(default)s)")
+    p.add_argument("--staleness", default="inf,3",
+                   help="comma-separated SSP staleness values, inf = asynchronous "
+                   "(default %(default)s)")
+    p.add_argument("--repeat", type=int, default=2,
+                   help="runs with and without the straggler per setting, interleaved; "
+                   "medians are shown (default %(default)s)")
+    p.add_argument("--splits", default="shares,units",
+                   help="comma-separated ftrl-ps train --split values, shares = fixed "
+                   "quarters, units = handed out by shard 0 (default %(default)s)")
+    p.add_argument("--json", type=Path, help="also write every run's figures to this file")
     p.add_argument("--train-args", default="",
                    help="more flags for every run's 'ftrl-ps train' (e.g. '--adaptive-rounds')")
     args = p.parse_args(argv)

@@ -81,14 +81,24 @@ def run(train: Any, test: Any, bits: int, rule: str, workers: int, batch: int,
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("train")
-    p.add_argument("test")
-    p.add_argument("--bits", type=int, default=18)
-    p.add_argument("--workers", type=int, default=3)
-    p.add_argument("--batch-size", type=int, default=500)
-    p.add_argument("--round-batches", type=int, default=4)
-    p.add_argument("--schedules", type=int, default=20)
-    p.add_argument("--rules", default="compose,compose-last,threshold,compose-n")
+    p.add_argument("train", help="training file (libsvm), cut into one contiguous share "
+                   "per worker")
+    p.add_argument("test", help="test file (libsvm) the log loss is measured on")
+    p.add_argument("--bits", type=int, default=18,
+                   help="hash bits of the models and the store (default %(default)s)")
+    p.add_argument("--workers", type=int, default=3,
+                   help="workers replayed (default %(default)s)")
+    p.add_argument("--batch-size", type=int, default=500,
+                   help="rows per minibatch (default %(default)s)")
+    p.add_argument("--round-batches", type=int, default=4,
+                   help="minibatches per round: a worker pulls before them and pushes after "
+                   "(default %(default)s)")
+    p.add_argument("--schedules", type=int, default=20,
+                   help="seeded random schedules, the same for every rule "
+                   "(default %(default)s)")
+    p.add_argument("--rules", default="compose,compose-last,threshold,compose-n",
+                   help="comma-separated merge rules to replay (ftrl_ps.ps.merge.RULES; "
+                   "default %(default)s)")
     args = p.parse_args(argv)
     train, test = read_all(args.train, args.bits), read_all(args.test, args.bits)
     single = FTRL(args.bits, FTRLParams(), dtype="float64")

@@ -64,11 +64,16 @@ def best_of(repeat: int, fn: Callable[[], int]) -> tuple[float, float, int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rows", type=int, default=300_000)
+    ap.add_argument("--rows", type=int, default=300_000,
+                    help="rows of the generated file (default %(default)s)")
     ap.add_argument("--bits", type=int, default=24, help="24: 7-digit indices map directly")
-    ap.add_argument("--chunk-bytes", type=int, default=4 << 20)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--no-sklearn", action="store_true")
+    ap.add_argument("--chunk-bytes", type=int, default=4 << 20,
+                    help="bytes LibsvmReader reads at a time (default %(default)s, 4 MiB)")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="runs of each LibsvmReader case, the best is shown; sklearn runs "
+                    "once (default %(default)s)")
+    ap.add_argument("--no-sklearn", action="store_true",
+                    help="skip sklearn's load_svmlight_file")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:

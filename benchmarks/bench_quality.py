@@ -51,9 +51,11 @@ def _vw(train: Path, test: Path, work: Path) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--staleness", default="3")
-    p.add_argument("--json", type=Path)
+    p.add_argument("--workers", type=int, default=2,
+                   help="workers of the local cluster, with 1 server (default %(default)s)")
+    p.add_argument("--staleness", default="3",
+                   help="SSP staleness of the cluster, 0..N or inf (default %(default)s)")
+    p.add_argument("--json", type=Path, help="also write the results to this JSON file")
     args = p.parse_args(argv)
     rows = []
     result: dict[str, Any] = {}

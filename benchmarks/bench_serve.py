@@ -193,13 +193,22 @@ def bench_freshness(url: str, probes: int) -> dict[str, float]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
+    ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
+                    help="cache of the generated data (default benchmarks/.data)")
     ap.add_argument("--rows", type=int, default=200_000, help="training rows (default 200k)")
-    ap.add_argument("--test-rows", type=int, default=100_000)
-    ap.add_argument("--bits", type=int, default=20)
-    ap.add_argument("--latency-requests", type=int, default=3000)
+    ap.add_argument("--test-rows", type=int, default=100_000,
+                    help="test rows generated, scored in phases 1 and 2 "
+                    "(default %(default)s)")
+    ap.add_argument("--bits", type=int, default=20,
+                    help="hash bits of the generated data and the models; 18 with --a9a "
+                    "(default %(default)s)")
+    ap.add_argument("--latency-requests", type=int, default=3000,
+                    help="timed GET /health + 1-row predict pairs of phase 1, after 200 "
+                    "warm-up pairs (default %(default)s)")
     ap.add_argument("--clients", type=int, default=2, help="connections for batch scoring")
-    ap.add_argument("--freshness-probes", type=int, default=40)
+    ap.add_argument("--freshness-probes", type=int, default=40,
+                    help="new features learned then polled for in phase 4 "
+                    "(default %(default)s)")
     ap.add_argument("--a9a", action="store_true",
                     help="use ../shared/data/libsvm/a9a and a9a.t (real data, 14 features a "
                     "row) instead of generated data; the training file is posted 3 times")

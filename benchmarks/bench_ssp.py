@@ -180,16 +180,27 @@ def plot(name: str, runs: list[dict[str, Any]], target: float, path: Path) -> bo
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--rows", type=int, default=200_000)
-    p.add_argument("--staleness", default="0,1,3,8,inf")
-    p.add_argument("--scenarios", default="transient,persistent")
-    p.add_argument("--repeat", type=int, default=1)
+    p.add_argument("--rows", type=int, default=200_000,
+                   help="training rows generated, test rows a quarter of that "
+                   "(default %(default)s)")
+    p.add_argument("--staleness", default="0,1,3,8,inf",
+                   help="comma-separated SSP staleness values, inf = asynchronous "
+                   "(default %(default)s)")
+    p.add_argument("--scenarios", default="transient,persistent",
+                   help="comma-separated straggler scenarios, transient or persistent "
+                   "(default %(default)s)")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="runs per setting, ftrl-ps train --seed 0, 1, ...; the table shows "
+                   "medians, the figures the first run (default %(default)s)")
     p.add_argument("--every", type=float, default=0.25, help="seconds between snapshots")
-    p.add_argument("--target-gap", type=float, default=0.003)
+    p.add_argument("--target-gap", type=float, default=0.003,
+                   help="target holdout logloss: one process's test logloss plus this "
+                   "(default %(default)s)")
     p.add_argument("--split", default="shares", choices=("shares", "units"),
                    help="how the workers split the input (default shares: each worker its "
                    "quarter, so only the SSP bound differs between runs)")
-    p.add_argument("--json", type=Path)
+    p.add_argument("--json", type=Path,
+                   help="also write every run's figures and logloss curve to this file")
     p.add_argument("--figures", type=Path, default=DOCS, metavar="DIR",
                    help="folder of the ssp_<scenario>.png figures (default docs/, which holds "
                    "the committed ones)")

@@ -198,10 +198,12 @@ def _report(results: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rows", type=int, default=1_000_000, help="generator rows (0: skip)")
-    p.add_argument("--test-rows", type=int, default=100_000)
+    p.add_argument("--test-rows", type=int, default=100_000,
+                   help="test rows of the generated set (default %(default)s)")
     p.add_argument("--repeat", type=int, default=3, help="timed runs of each (fastest kept)")
-    p.add_argument("--data-dir", type=Path, default=h.DEFAULT_DATA_DIR)
-    p.add_argument("--json", type=Path)
+    p.add_argument("--data-dir", type=Path, default=h.DEFAULT_DATA_DIR,
+                   help="cache of the generated data (default benchmarks/.data)")
+    p.add_argument("--json", type=Path, help="also write the results to this JSON file")
     args = p.parse_args(argv)
     results: dict[str, Any] = {"_load_start": os.getloadavg()}
     with tempfile.TemporaryDirectory() as tmp:

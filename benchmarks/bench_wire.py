@@ -74,11 +74,19 @@ def run_cell(ps: PSClient, keys: np.ndarray, seconds: float, compose: bool = Fal
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", help="use this running server instead of starting one")
-    parser.add_argument("--bits", type=int, default=20)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 100_000])
-    parser.add_argument("--seconds", type=float, default=1.5)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--bits", type=int, default=20,
+                        help="hash bits of the servers started, not used with --url "
+                        "(default %(default)s)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 100_000],
+                        help="keys per request, one table row each (default 1000 10000 "
+                        "100000)")
+    parser.add_argument("--seconds", type=float, default=1.5,
+                        help="seconds of each timed run, 3 rounds at least "
+                        "(default %(default)s)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="timed runs per cell, the median is shown (default %(default)s)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the random keys (default %(default)s)")
     parser.add_argument("--compose", action="store_true",
                         help="also time binary rounds as the compose merge rule sends them")
     args = parser.parse_args()
