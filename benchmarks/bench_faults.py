@@ -214,10 +214,15 @@ def main() -> int:
                     help="skip part 3, schemathesis against a live shard")
     ap.add_argument("--json", type=Path, help="also write the results to this JSON file")
     args = ap.parse_args()
+    faults = [f for f in args.faults.split(",") if f]
+    unknown = sorted(set(faults) - {"shard0", "shard1", "worker0", "worker1"})
+    if unknown:  # the run has 2 shards and 2 workers: anything else would never be killed
+        ap.error(f"--faults: unknown process(es) {', '.join(unknown)}; "
+                 "choose among shard0, shard1, worker0, worker1")
     data, _, _ = ensure_synth_data(args.data_dir, args.rows, args.test_rows, args.bits)
     results: dict[str, Any] = {"runs": []}
     with tempfile.TemporaryDirectory() as tmp:
-        for fault in [None, *[f for f in args.faults.split(",") if f]]:
+        for fault in [None, *faults]:
             out = Path(tmp) / (fault or "none")
             out.mkdir()
             run = train(data, out, args.bits, fault, args.rows)

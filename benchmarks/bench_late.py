@@ -4,7 +4,7 @@ Usage::
 
     python benchmarks/bench_late.py TRAIN TEST [--bits 18] [--workers 3]
         [--batch-size 500] [--round-batches 4] [--schedules 20]
-        [--rules compose,compose-last,threshold,compose-n]
+        [--rules compose,compose-late,threshold,compose-n]
 
 The cluster's outcome in runs of few, long rounds depends on the order in
 which the workers' pulls and pushes reach the shard, which the machine's
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--schedules", type=int, default=20,
                    help="seeded random schedules, the same for every rule "
                    "(default %(default)s)")
-    p.add_argument("--rules", default="compose,compose-last,threshold,compose-n",
+    p.add_argument("--rules", default="compose,compose-late,threshold,compose-n",
                    help="comma-separated merge rules to replay (ftrl_ps.ps.merge.RULES; "
                    "default %(default)s)")
     args = p.parse_args(argv)
