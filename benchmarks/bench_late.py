@@ -44,7 +44,7 @@ def run(train: Any, test: Any, bits: int, rule: str, workers: int, batch: int,
     params = FTRLParams()
     shard = LocalClient(ParameterStore(  # one float64 store, no network, no clock
         Layout(bits, group_size=64), dtype="float64",
-        merge_rule=rule if rule != "threshold" else "sum",
+        merge_rule=rule,
         ftrl=(params.alpha, params.beta, params.l1, params.l2)))
     cfg = WorkerConfig(batch_size=batch, fetch_step=per_round, push_step=per_round,
                        merge_rule=rule, num_workers=workers)
