@@ -142,7 +142,16 @@ class ParameterStore:
     @property
     def keeps_versions(self) -> bool:
         """Whether pushes are counted per key (the :data:`~ftrl_ps.ps.merge.VERSIONED` rules)."""
-        return bool(self._merge.versioned)
+        return self._merge.versioned
+
+    def require_versions(self, what: str) -> None:
+        """Raise :class:`~ftrl_ps.errors.ProtocolError` for ``what`` (a push with
+        merge sections, a pull asking for versions) unless this store keeps versions."""
+        if not self.keeps_versions:
+            raise ProtocolError(
+                f"this shard merges pushes by {self.merge_rule!r} and keeps no versions: "
+                f"{what} is for the rules {', '.join(VERSIONED)}; the worker must use the "
+                "servers' merge rule")
 
     def pull_versioned(self, keys: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(n, z, versions)`` at ``keys``: versions (uint32) count the pushes
@@ -197,11 +206,8 @@ class ParameterStore:
         dn = check_values(delta_n, "delta_n", arr.size, self.dtype, non_negative=True)
         dz = check_values(delta_z, "delta_z", arr.size, self.dtype)
         local = arr.astype(np.int64) - self.begin
-        if merge is not None and self.merge_rule not in VERSIONED:
-            raise ProtocolError(
-                f"this shard merges pushes by {self.merge_rule!r}: a push with merge sections "
-                f"(versions, rows, rho) is for the rules {', '.join(VERSIONED)}; the "
-                "worker must use the servers' merge rule")
+        if merge is not None:
+            self.require_versions("a push with merge sections (versions, rows, rho)")
         info = None if merge is None else check_merge(merge, arr.size, np.dtype(np.float64))
         for lo, hi in self._locked_runs(arr):
             seg = local[lo:hi]  # unique keys: no update is lost to a duplicate

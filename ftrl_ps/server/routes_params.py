@@ -16,9 +16,8 @@ import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
-from ftrl_ps.errors import ProtocolError, UnavailableError
+from ftrl_ps.errors import UnavailableError
 from ftrl_ps.ps import wire
-from ftrl_ps.ps.merge import VERSIONED
 from ftrl_ps.server.deps import (
     AuthDep,
     BodyDep,
@@ -70,10 +69,8 @@ def pull(request: Request, state: StateDep, body: BodyDep) -> Response:
     the others). Answer: VALUES or ``{"n": [...], "z": [...]}``, in the
     request's key order."""
     msg = decode_body(request, body, wire.KEYS)
-    if msg.merge is not None and not state.store.keeps_versions:
-        raise ProtocolError(
-            f"this shard merges pushes by {state.store.merge_rule!r} and keeps no versions; "
-            f"they are for the rules {', '.join(VERSIONED)}")
+    if msg.merge is not None:
+        state.store.require_versions("a pull asking for versions")
     keys, order = _sorted_if_json(request, msg.keys)
     n, z, versions = state.store.pull_versioned(keys)
     if order is not None:
