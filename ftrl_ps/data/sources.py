@@ -100,10 +100,15 @@ def split_for(spec: str) -> str:
     if spec == "-":
         return "shares"
     if os.path.isfile(spec):
-        return "units" if os.path.getsize(spec) >= 2 and _is_gzip(spec) else "shares"
+        return "units" if _part(spec, os.path.getsize(spec)).gzip else "shares"
     if is_url(spec) or os.path.isdir(spec) or _GLOB_CHARS & set(spec):
         return "units"
     return "shares"
+
+
+def _part(name: str, size: int) -> Part:
+    """The input file ``name`` of ``size`` bytes (gzip told by its first two bytes)."""
+    return Part(name, size, _is_gzip(name) if size >= 2 else False)
 
 
 def _is_gzip(name: str) -> bool:
@@ -159,8 +164,7 @@ def expand(spec: str) -> list[Part]:
         sizes = [os.path.getsize(n) for n in names]
     if not names:
         raise ConfigError(f"no input files match {spec}")
-    return [Part(n, s, _is_gzip(n) if s >= 2 else False) for n, s in zip(names, sizes,
-                                                                          strict=True)]
+    return [_part(n, s) for n, s in zip(names, sizes, strict=True)]
 
 
 def work_units(parts: list[Part], unit_bytes: int, epochs: int = 1) -> list[Unit]:
