@@ -108,8 +108,7 @@ class SSPClock(RegistryState):
         warm_rounds: int = 0,
     ) -> None:
         self.staleness = _check_staleness(staleness)
-        self._warm = WarmStart(warm_rounds)
-        self.warm_rounds = warm_rounds
+        self._warm = WarmStart(warm_rounds)  # its rounds, its lone worker
         if num_workers is not None:
             self._check_num_workers(num_workers)
         if not worker_timeout > 0 or not registration_timeout >= 0:
