@@ -1,4 +1,5 @@
-"""Fault in a large array's memory ahead of its first use, in a background thread.
+"""Fault in a large array's memory ahead of its first use, in a background thread;
+keep freed request buffers for the next request (:func:`keep_freed_buffers`).
 
 A fresh model's state (``np.zeros``) is not memory yet: the kernel maps and
 zeroes each page (2 MiB with transparent huge pages) the first time it is
@@ -28,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MADV_POPULATE_WRITE", "MIN_BYTES", "populate", "populate_async"]
+__all__ = ["MADV_POPULATE_WRITE", "MIN_BYTES", "keep_freed_buffers", "populate",
+           "populate_async"]
 
 #: ``madvise`` advice of Linux 5.14+ (``include/uapi/asm-generic/mman-common.h``)
 MADV_POPULATE_WRITE = 23
@@ -73,3 +75,33 @@ def populate_async(array: np.ndarray, min_bytes: int = MIN_BYTES) -> threading.T
                               daemon=True)
     thread.start()
     return thread
+
+
+#: glibc's ``mallopt`` parameters (``malloc.h``)
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+
+
+def keep_freed_buffers(mmap_threshold: int = 16 << 20, trim_threshold: int = 64 << 20) -> bool:
+    """Let glibc's malloc reuse freed buffers of up to ``mmap_threshold`` bytes
+    instead of mapping fresh pages for each (and return freed memory to the
+    system only beyond ``trim_threshold`` bytes at the top of its heap).
+
+    A shard's requests and answers are buffers of a few hundred KB (a 34,000-key
+    push is 408 KB, copied a few times on its way in). By default glibc serves
+    such sizes with ``mmap`` and unmaps them when freed, or trims its heap top
+    after them, so every request faults in its buffers' pages anew: measured
+    on a shard, 0.6-1.1 ms of system CPU per 34,000-key push went to 0.4 ms.
+    The memory kept is bounded by ``trim_threshold`` per arena; larger arrays
+    (a model's state) are still mapped on their own. True if glibc took both
+    settings; False elsewhere (another libc, another OS), where nothing changes.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(M_MMAP_THRESHOLD, mmap_threshold)
+                and mallopt(M_TRIM_THRESHOLD, trim_threshold))

@@ -59,6 +59,7 @@ from ftrl_ps.server import (
 )
 from ftrl_ps.server.deps import AuthMiddleware
 from ftrl_ps.server.errors import install_error_handlers
+from ftrl_ps.server.hotpath import HotPathMiddleware
 from ftrl_ps.server.limits import BodyLimitMiddleware
 from ftrl_ps.server.observability import observe
 from ftrl_ps.server.openapi import install_openapi
@@ -67,12 +68,15 @@ __all__ = ["create_app"]
 
 
 def create_app(
-    settings: ServerSettings, state: ServerState | None = None, *, peers: Sequence[str] = ()
+    settings: ServerSettings, state: ServerState | None = None, *, peers: Sequence[str] = (),
+    hot_path: bool = True,
 ) -> FastAPI:
     """Build the app of one shard (the store is allocated here; an
     ``init_model`` is loaded here, so its errors surface before serving).
 
     ``peers``: URLs of shards 1..M-1, which shard 0's dashboard asks for their keys and load.
+    ``hot_path``: binary pushes and pulls answered ahead of FastAPI's routing
+    (:mod:`ftrl_ps.server.hotpath`; False: by the routes, as every other request).
     """
     state = state if state is not None else ServerState(settings)
 
@@ -94,6 +98,9 @@ def create_app(
     )
     app.state.ftrl = state
     install_error_handlers(app)
+    if hot_path:  # innermost: inside the metrics, token and body limit
+        app.add_middleware(HotPathMiddleware, state=state,
+                           routes=routes_params.router.routes)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,
                        body_timeout=settings.body_timeout,
                        max_json_depth=settings.max_json_depth)

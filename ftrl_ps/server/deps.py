@@ -31,11 +31,13 @@ __all__ = [
     "OPEN_PREFIXES",
     "AuthDep",
     "AuthMiddleware",
+    "accepts_json",
     "BodyDep",
     "StateDep",
     "decode_body",
     "encode_response",
     "get_state",
+    "media_type",
     "require_token",
 ]
 
@@ -110,13 +112,14 @@ async def read_body(request: Request) -> bytes:
 BodyDep = Annotated[bytes, Depends(read_body)]
 
 
-def _media_type(value: str) -> str:
+def media_type(value: str) -> str:
+    """The media type of a Content-Type or Accept entry, without parameters."""
     return value.split(";", 1)[0].strip().lower()
 
 
 def request_is_json(request: Request) -> bool:
     """True for a JSON body, False for binary; ProtocolError otherwise."""
-    ctype = _media_type(request.headers.get("content-type", ""))
+    ctype = media_type(request.headers.get("content-type", ""))
     if ctype == wire.BINARY_MEDIA_TYPE:
         return False
     if ctype == wire.JSON_MEDIA_TYPE:
@@ -129,7 +132,14 @@ def request_is_json(request: Request) -> bool:
 
 def response_is_json(request: Request, default_json: bool) -> bool:
     """Pick the answer format from ``Accept`` (see the module docstring)."""
-    accept = [_media_type(part) for part in request.headers.get("accept", "").split(",")]
+    return accepts_json(request.headers.get("accept", ""), default_json)
+
+
+def accepts_json(accept_header: str, default_json: bool) -> bool:
+    """Whether an ``Accept`` value asks for JSON: binary if it names
+    ``application/x-ftrl-ps``, JSON if it names ``application/json``, else
+    ``default_json``."""
+    accept = [media_type(part) for part in accept_header.split(",")]
     if wire.BINARY_MEDIA_TYPE in accept:
         return False
     if wire.JSON_MEDIA_TYPE in accept:

@@ -7,12 +7,26 @@ module). FastAPI is imported only inside :func:`install_error_handlers`.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ftrl_ps import errors as E
 from ftrl_ps.ps.http_status import error_payload, status_for
 
-__all__ = ["install_error_handlers"]
+__all__ = ["error_answer", "install_error_handlers"]
+
+_log = logging.getLogger("ftrl_ps.server")
+
+
+def error_answer(exc: BaseException, method: str, path: str
+                 ) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """``(status, JSON body, headers)`` of the answer to ``exc`` raised while
+    serving ``method path``; a 500 is logged with its traceback."""
+    status = status_for(exc)
+    if status == 500:
+        _log.error("request %s %s failed", method, path, exc_info=exc)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
+    return status, error_payload(exc), headers
 
 
 def install_error_handlers(app: Any) -> None:
@@ -20,20 +34,13 @@ def install_error_handlers(app: Any) -> None:
     table of :mod:`ftrl_ps.ps.http_status`, request validation errors as
     ProtocolError (400), HTTP errors (404 route, 405 method) with their own
     status, anything else as 500."""
-    import logging
-
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
     from starlette.exceptions import HTTPException
 
-    log = logging.getLogger("ftrl_ps.server")
-
     async def ftrl_error(request: Any, exc: Exception) -> JSONResponse:
-        status = status_for(exc)
-        if status == 500:
-            log.error("request %s %s failed", request.method, request.url.path, exc_info=exc)
-        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-        return JSONResponse(error_payload(exc), status_code=status, headers=headers)
+        status, payload, headers = error_answer(exc, request.method, request.url.path)
+        return JSONResponse(payload, status_code=status, headers=headers or None)
 
     async def validation_error(request: Any, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)

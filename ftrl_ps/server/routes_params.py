@@ -3,13 +3,15 @@
 The handlers are plain ``def`` functions, so FastAPI runs them in its
 threadpool: decoding, validation and the store's numpy gathers/scatters (which
 release the GIL) of requests that touch different parameter groups run in
-parallel.
+parallel. A shard's app answers binary pushes and pulls before they reach
+these routes (:mod:`ftrl_ps.server.hotpath`), with the same functions.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -27,6 +29,7 @@ from ftrl_ps.server.deps import (
     request_is_json,
     response_is_json,
 )
+from ftrl_ps.server.hotpath import answer_pull, answer_push
 
 __all__ = ["router"]
 
@@ -69,17 +72,15 @@ def pull(request: Request, state: StateDep, body: BodyDep) -> Response:
     the others). Answer: VALUES or ``{"n": [...], "z": [...]}``, in the
     request's key order."""
     msg = decode_body(request, body, wire.KEYS)
-    if msg.merge is not None:
-        state.store.require_versions("a pull asking for versions")
     keys, order = _sorted_if_json(request, msg.keys)
-    n, z, versions = state.store.pull_versioned(keys)
+    n, z, merge = answer_pull(state, replace(msg, keys=keys))
     if order is not None:
         n[order], z[order] = n.copy(), z.copy()
-        if versions.size:
-            versions[order] = versions.copy()
+        if merge is not None:
+            merge[0][order] = merge[0].copy()
     return encode_response(
         request, wire.VALUES, None, (n, z), default_json=request_is_json(request),
-        dtype=state.store.dtype, merge=None if msg.merge is None else (versions,),
+        dtype=state.store.dtype, merge=merge,
     )
 
 
@@ -115,7 +116,7 @@ def push(request: Request, state: StateDep, body: BodyDep) -> dict[str, object]:
     superseded or unknown epoch, a reused seq or a gap (``PushGapError``: the
     shard lacks earlier pushes) is a 409.
     """
-    return state.push(decode_body(request, body, wire.PUSH))
+    return answer_push(state, decode_body(request, body, wire.PUSH))
 
 
 #: keys per message of a state export (bounded memory per export)

@@ -17,6 +17,7 @@ import os
 import sys
 from typing import TextIO
 
+from ftrl_ps.core.memory import keep_freed_buffers
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.ps.waiting import wait_until_ready
 from ftrl_ps.server.options import ShardOptions, is_loopback
@@ -60,6 +61,7 @@ def run_shard(options: ShardOptions) -> int:
     from ftrl_ps.server.serve import bind_socket, serve, socket_from_fd
 
     settings = options.settings()
+    keep_freed_buffers()  # request buffers reused, not faulted in anew (core.memory)
     wait_for_checkpoint_dir(options)
     if options.fd is None and not is_loopback(options.host) and settings.token is None:
         print(f"ftrl-ps server: warning: listening on {options.host} without --token",
