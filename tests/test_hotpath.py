@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient
 from ftrl_ps.ps import wire
 from ftrl_ps.ps.shard_settings import ServerSettings
 from ftrl_ps.server.app import create_app
-from ftrl_ps.server.deps import read_body
+from ftrl_ps.server.deps import get_state, read_body
 from tests._servers import BINARY
 
 TOKEN = "hot-secret"
@@ -163,3 +163,59 @@ def test_an_unexpected_error_is_a_500_with_the_json_body(hot: bool,
         resp = quiet.post("/v1/pull", content=wire.encode_keys(np.array([4])), headers=BINARY)
         assert resp.status_code == 500
         assert resp.json() == {"error": "ServerError", "detail": "RuntimeError: boom"}
+
+
+def _ticks(hot: bool) -> list[tuple[int, Any]]:
+    """A worker's clock ticks, good and bad, as answered (epochs replaced by "E")."""
+    with shard(hot, staleness=2) as c:
+        epoch = _register(c)
+        url = f"/v1/workers/{epoch}/clock"
+        requests: list[tuple[str, dict[str, Any]]] = [
+            (url, {}),  # no body: the defaults
+            (url, {"json": {"stats": {"rows": 10.0, "logloss_sum": 6.5}}}),
+            (url, {"json": {"clock": 3}}),
+            (url, {"json": {"clock": 3}}),  # a retry: counted once
+            (url, {"json": {"clock": 9}}),  # a jump: 409
+            (url, {"json": {"clock": 0}}),  # below 1: 400 (the route's)
+            (url, {"json": {"clock": True}}),  # not an integer: 400
+            (url, {"json": {"bogus": 1}}),  # unknown field: 400
+            (url, {"json": [1, 2]}),  # not an object: 400
+            (url, {"content": b"{not json", "headers": {"Content-Type": "application/json"}}),
+            (url, {"content": b"clock=4", "headers": {"Content-Type": "text/plain"}}),
+            (url, {"json": {"timeout": 0.01}}),  # 4 clocks ahead of nobody: ready
+            ("/v1/workers/123456789/clock", {}),  # unknown worker: 404
+            ("/v1/workers/x1/clock", {}),  # not an id: the route's 400
+            ("/v1/workers/-3/clock", {}),
+        ]
+        out = []
+        for path, kw in requests:
+            resp = c.post(path, **kw)
+            body = resp.text.replace(str(epoch), "E")
+            out.append((resp.status_code, body))
+        worker = c.get("/v1/status").json()["clock"]["workers"][0]
+        out.append((worker["clock"], worker["stats"]))
+    return out
+
+
+def test_clock_ticks_answer_the_same_with_and_without_the_hot_path() -> None:
+    hot, routed = _ticks(True), _ticks(False)
+    for i, (a, b) in enumerate(zip(hot, routed, strict=True)):
+        assert a == b, (i, a, b)
+    statuses = [status for status, _ in hot]
+    assert statuses[:4] == [200, 200, 200, 200] and {400, 404, 409}.issubset(statuses)
+
+
+def test_valid_ticks_do_not_reach_the_route() -> None:
+    with shard(True) as c:
+        epoch = _register(c)
+
+        def no_state() -> None:
+            raise RuntimeError("the route was reached")
+
+        c.app.dependency_overrides[get_state] = no_state
+        answer = c.post(f"/v1/workers/{epoch}/clock", json={"clock": 1}).json()
+        assert answer["clock"] == 1 and answer["ready"] is True
+        quiet = TestClient(c.app, base_url="http://shard", headers=AUTH,
+                           raise_server_exceptions=False)
+        resp = quiet.post(f"/v1/workers/{epoch}/clock", json={"clock": "soon"})
+        assert resp.status_code == 500 and "the route was reached" in resp.text

@@ -55,7 +55,7 @@ def push_digest(seq: int, keys: Any, delta_n: Any, delta_z: Any, dtype: Any) -> 
     dt = np.dtype(dtype).newbyteorder("<")
     h = hashlib.blake2b(int(seq).to_bytes(8, "little"), digest_size=8)
     for array, dtype_ in ((keys, np.dtype("<u4")), (delta_n, dt), (delta_z, dt)):
-        h.update(np.ascontiguousarray(array, dtype=dtype_).view(np.uint8))  # no copy
+        h.update(np.ascontiguousarray(array, dtype=dtype_).data)  # no copy
     return int.from_bytes(h.digest(), "little")
 
 

@@ -100,7 +100,7 @@ def create_app(
     install_error_handlers(app)
     if hot_path:  # innermost: inside the metrics, token and body limit
         app.add_middleware(HotPathMiddleware, state=state,
-                           routes=routes_params.router.routes)
+                           routes=routes_params.router.routes + routes_workers.router.routes)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,
                        body_timeout=settings.body_timeout,
                        max_json_depth=settings.max_json_depth)

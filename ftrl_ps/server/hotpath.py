@@ -1,64 +1,60 @@
-"""The binary push and pull, answered as plain ASGI ahead of FastAPI's routing.
+"""A worker's every-round requests, answered as plain ASGI ahead of FastAPI's routing.
 
-Workers send every push and pull as a binary body (:mod:`ftrl_ps.ps.wire`),
-and those two routes are nearly all of a shard's traffic. Through FastAPI
-each one pays its router, its dependency solving, a ``Request`` object and
-the exception middleware before the store is reached: ~1.5 ms of CPU per
+Each round a worker pushes and pulls (binary bodies, :mod:`ftrl_ps.ps.wire`)
+and ticks its SSP clock on shard 0 (a small JSON body): nearly all of a
+shard's traffic. Through FastAPI each request pays its router, its dependency
+solving, a ``Request`` object, response validation and the exception
+middleware before the store or the clock is reached: ~1.5 ms of CPU per
 request on the 2-core test machine, more than the store's numpy work on a
-34,000-key push (``benchmarks/RESULTS.md``, session 16). So a binary
-``POST /v1/push`` or ``POST /v1/pull`` (whose answer is binary, or JSON for a
-push, as the routes give) is answered here, by the same functions the routes
-call (:func:`answer_push`, :func:`answer_pull`), in the same threadpool;
-everything else goes on to FastAPI. The middleware sits inside the metrics,
-token and body-limit middlewares, so those apply alike; an error is answered
-as the app's handlers answer it (:func:`ftrl_ps.server.errors.error_answer`).
-The routes and their OpenAPI schema stay where they are (JSON bodies, and
-binary ones when this middleware is not installed, as in tests).
+34,000-key push (``benchmarks/RESULTS.md``, session 16). So this middleware
+answers
+
+* a binary ``POST /v1/push`` (answer JSON) and ``POST /v1/pull`` (answer
+  binary, unless ``Accept`` asks for JSON),
+* ``POST /v1/workers/{id}/clock`` with an empty body or a JSON object that
+  :class:`~ftrl_ps.server.routes_workers.ClockRequest` accepts,
+
+by the very functions the routes call (:func:`~ftrl_ps.server.routes_params.answer_push`,
+:func:`~ftrl_ps.server.routes_params.answer_pull`,
+:func:`~ftrl_ps.server.routes_workers.answer_tick`), with the app's error
+answers (:func:`ftrl_ps.server.errors.error_answer`). A tick body the model
+refuses goes on to the route (the body replayed), which answers the 400 as
+for any request; so does every other request. The middleware sits inside the
+metrics, token and body-limit middlewares, so those apply alike. The routes
+and their OpenAPI schema stay as they are.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+from pydantic import ValidationError
 
 from ftrl_ps.ps import wire
 from ftrl_ps.ps.state import ServerState
+from ftrl_ps.server import routes_params, routes_workers
 from ftrl_ps.server.deps import accepts_json, media_type
 from ftrl_ps.server.errors import error_answer
 
-__all__ = ["HOT_PATHS", "HotPathMiddleware", "answer_pull", "answer_push"]
+__all__ = ["HOT_PATHS", "HotPathMiddleware"]
 
-
-def answer_push(state: ServerState, msg: wire.Message) -> dict[str, object]:
-    """The answer to a decoded PUSH (applied exactly once: ServerState.push)."""
-    return state.push(msg)
-
-
-def answer_pull(state: ServerState, msg: wire.Message) -> tuple[Any, Any, Any]:
-    """``(n, z, merge)`` at a decoded KEYS message's keys, in their order;
-    ``merge`` is ``(versions,)`` if the message asks for versions (only a
-    shard of a versioned merge rule keeps them: ProtocolError from others)."""
-    if msg.merge is not None:
-        state.store.require_versions("a pull asking for versions")
-    n, z, versions = state.store.pull_versioned(msg.keys)
-    return n, z, None if msg.merge is None else (versions,)
+JSON_MEDIA = b"application/json"
+#: the route templates answered here
+HOT_PATHS = ("/v1/push", "/v1/pull", "/v1/workers/{worker_id}/clock")
 
 
 def _push(state: ServerState, body: bytes) -> tuple[bytes, bytes]:
-    answer = answer_push(state, wire.decode(body, wire.PUSH))
-    return _json(answer), b"application/json"
+    answer = routes_params.answer_push(state, wire.decode(body, wire.PUSH))
+    return _json(answer), JSON_MEDIA
 
 
 def _pull(state: ServerState, body: bytes) -> tuple[bytes, bytes]:
-    n, z, merge = answer_pull(state, wire.decode(body, wire.KEYS))
+    n, z, merge = routes_params.answer_pull(state, wire.decode(body, wire.KEYS))
     out = wire.encode(wire.VALUES, None, (n, z), dtype=state.store.dtype, merge=merge)
     return out, wire.BINARY_MEDIA_TYPE.encode()
-
-
-#: path -> (handler, whether its answer follows Accept: a pull's does, a push's is JSON)
-HOT_PATHS = {"/v1/push": (_push, False), "/v1/pull": (_pull, True)}
 
 
 def _json(content: Any) -> bytes:
@@ -67,10 +63,30 @@ def _json(content: Any) -> bytes:
                       separators=(",", ":")).encode("utf-8")
 
 
-class HotPathMiddleware:
-    """Pure ASGI: answers binary ``POST /v1/push`` and ``/v1/pull`` itself.
+def _headers(scope: dict[str, Any]) -> tuple[str, str]:
+    """The first Content-Type and Accept values (as starlette's ``Headers.get``)."""
+    ctype = accept = None
+    for name, value in scope.get("headers", ()):
+        if name == b"content-type" and ctype is None:
+            ctype = value.decode("latin-1")
+        elif name == b"accept" and accept is None:
+            accept = value.decode("latin-1")
+    return ctype or "", accept or ""
 
-    ``routes``: the routes of those paths (ftrl_ps.server.routes_params), put
+
+def _tick_worker(path: str) -> int | None:
+    """The worker id of a ``/v1/workers/{id}/clock`` path (plain digits), else None."""
+    head, tail = "/v1/workers/", "/clock"
+    if not (path.startswith(head) and path.endswith(tail)):
+        return None
+    middle = path[len(head):-len(tail)]
+    return int(middle) if middle.isascii() and middle.isdigit() and len(middle) < 19 else None
+
+
+class HotPathMiddleware:
+    """Pure ASGI: answers a worker's pushes, pulls and clock ticks itself.
+
+    ``routes``: the app's routes of :data:`HOT_PATHS` (from the routers), put
     in the scope as the router would, so that the metrics label the requests
     by route.
     """
@@ -84,11 +100,30 @@ class HotPathMiddleware:
             raise ValueError(f"no route for {sorted(missing)}")
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        hot = HOT_PATHS.get(scope.get("path", "")) if scope["type"] == "http" else None
-        if hot is None or scope.get("method") != "POST" or not _binary(scope, hot[1]):
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        if scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
-        scope["route"] = self.routes[scope["path"]]
+        if path in ("/v1/push", "/v1/pull"):
+            ctype, accept = _headers(scope)
+            binary = media_type(ctype) == wire.BINARY_MEDIA_TYPE
+            if binary and not (path == "/v1/pull" and accepts_json(accept, False)):
+                handler = _push if path == "/v1/push" else _pull
+                await self._answer(scope, receive, send, path, lambda body: (
+                    anyio.to_thread.run_sync(handler, self.state, body)))
+                return
+        else:
+            worker_id = _tick_worker(path)
+            if worker_id is not None:
+                await self._answer(scope, receive, send, "/v1/workers/{worker_id}/clock",
+                                   lambda body: self._tick(scope, worker_id, body))
+                return
+        await self.app(scope, receive, send)
+
+    async def _answer(self, scope: dict[str, Any], receive: Any, send: Any, route: str,
+                      answer: Callable[[bytes], Awaitable[tuple[bytes, bytes] | None]]) -> None:
+        """Read the body and answer it with ``answer`` (None: the app answers,
+        the body replayed to it)."""
         chunks: list[bytes] = []
         while True:
             message = await receive()
@@ -97,31 +132,53 @@ class HotPathMiddleware:
             chunks.append(message.get("body", b""))
             if not message.get("more_body", False):
                 break
-        handler = hot[0]
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        scope["route"] = self.routes[route]
         try:
-            out, content_type = await anyio.to_thread.run_sync(handler, self.state, body)
+            answered = await answer(body)
+            if answered is None:
+                await self.app(scope, _replay(body, receive), send)
+                return
+            out, content_type = answered
             status, headers = 200, [(b"content-type", content_type)]
         except Exception as exc:
             status, payload, extra = error_answer(exc, "POST", scope["path"])
             out = _json(payload)
-            headers = [(b"content-type", b"application/json")]
+            headers = [(b"content-type", JSON_MEDIA)]
             headers += [(k.lower().encode("latin-1"), v.encode("latin-1"))
                         for k, v in extra.items()]
         headers.append((b"content-length", str(len(out)).encode()))
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": out})
 
+    async def _tick(self, scope: dict[str, Any], worker_id: int,
+                    body: bytes) -> tuple[bytes, bytes] | None:
+        if body.strip():
+            if media_type(_headers(scope)[0]) != "application/json":
+                return None
+            try:
+                fields = json.loads(body)
+                if not isinstance(fields, dict):
+                    return None
+                req = routes_workers.ClockRequest.model_validate(fields)
+            except (ValueError, ValidationError):  # the route's 400 answers it
+                return None
+        else:
+            req = routes_workers.ClockRequest()
+        answer = await routes_workers.answer_tick(self.state, worker_id, req)
+        return _json(answer), JSON_MEDIA
 
-def _binary(scope: dict[str, Any], negotiated: bool) -> bool:
-    """A binary body whose answer the hot path gives (a pull's Accept must not
-    ask for JSON; the route answers that one)."""
-    ctype = accept = ""
-    for name, value in scope.get("headers", ()):
-        if name == b"content-type" and not ctype:  # the first, as starlette's Headers.get
-            ctype = value.decode("latin-1")
-        elif name == b"accept" and not accept:
-            accept = value.decode("latin-1")
-    if media_type(ctype) != wire.BINARY_MEDIA_TYPE:
-        return False
-    return not (negotiated and accepts_json(accept, default_json=False))
+
+def _replay(body: bytes, receive: Any) -> Callable[[], Awaitable[dict[str, Any]]]:
+    """A ``receive`` that gives ``body`` once, then what ``receive`` gives."""
+    sent = False
+
+    async def replay() -> dict[str, Any]:
+        nonlocal sent
+        if sent:
+            message: dict[str, Any] = await receive()
+            return message
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay

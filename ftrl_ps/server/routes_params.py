@@ -20,6 +20,7 @@ from fastapi.responses import Response, StreamingResponse
 
 from ftrl_ps.errors import UnavailableError
 from ftrl_ps.ps import wire
+from ftrl_ps.ps.state import ServerState
 from ftrl_ps.server.deps import (
     AuthDep,
     BodyDep,
@@ -29,9 +30,8 @@ from ftrl_ps.server.deps import (
     request_is_json,
     response_is_json,
 )
-from ftrl_ps.server.hotpath import answer_pull, answer_push
 
-__all__ = ["router"]
+__all__ = ["answer_pull", "answer_push", "router"]
 
 router = APIRouter(prefix="/v1", tags=["parameters"])
 
@@ -47,6 +47,21 @@ def _doc(example: dict[str, Any]) -> dict[str, Any]:
             },
         }
     }
+
+
+def answer_push(state: ServerState, msg: wire.Message) -> dict[str, object]:
+    """The answer to a decoded PUSH (applied exactly once: ServerState.push)."""
+    return state.push(msg)
+
+
+def answer_pull(state: ServerState, msg: wire.Message) -> tuple[Any, Any, Any]:
+    """``(n, z, merge)`` at a decoded KEYS message's keys, in their order;
+    ``merge`` is ``(versions,)`` if the message asks for versions (only a
+    shard of a versioned merge rule keeps them: ProtocolError from others)."""
+    if msg.merge is not None:
+        state.store.require_versions("a pull asking for versions")
+    n, z, versions = state.store.pull_versioned(msg.keys)
+    return n, z, None if msg.merge is None else (versions,)
 
 
 def _sorted_if_json(request: Request, ids: Any) -> tuple[np.ndarray, np.ndarray | None]:

@@ -1,9 +1,12 @@
 """``/v1/workers``: registration, SSP clock, heartbeats, finish (shard 0 only).
 
 Other shards answer these routes with 400 (ConfigError) naming shard 0. The
-clock routes are ``async``: the SSP wait itself blocks a thread of a separate
-pool (``ServerState.wait_executor``), so waiting workers neither block the
-event loop nor take threads from the pool that serves pushes and pulls.
+clock routes are ``async``: a tick, and the question whether the worker may
+go on, take the clock's lock briefly on the event loop (no thread hop: most
+ticks are answered at once); a worker that must wait blocks a thread of a
+separate pool (``ServerState.wait_executor``), so waiting workers neither
+block the event loop nor take threads from the pool that serves pushes and
+pulls.
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter
-from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from ftrl_ps.errors import LayoutMismatchError
@@ -21,7 +23,7 @@ from ftrl_ps.ps.clock import SSPClock
 from ftrl_ps.ps.state import ServerState
 from ftrl_ps.server.deps import AuthDep, StateDep
 
-__all__ = ["router"]
+__all__ = ["ClockRequest", "answer_tick", "router"]
 
 router = APIRouter(prefix="/v1/workers", tags=["workers"], dependencies=[AuthDep])
 
@@ -141,11 +143,15 @@ def register(req: RegisterRequest, state: StateDep) -> dict[str, Any]:
 
 async def _wait(state: ServerState, clock: SSPClock, worker_id: int,
                 timeout: float | None) -> dict[str, Any]:
+    """Wait until ``worker_id`` may go on: at once if it may now (asked without
+    blocking, the clock's lock is only ever held briefly), else in the wait pool."""
     limit = state.settings.clock_wait_timeout
     seconds = limit if timeout is None else min(timeout, limit)
-    loop = asyncio.get_running_loop()
     started = time.perf_counter()
-    ready = await loop.run_in_executor(state.wait_executor, clock.wait, worker_id, seconds)
+    ready = clock.wait(worker_id, 0.0)
+    if not ready and seconds > 0:
+        loop = asyncio.get_running_loop()
+        ready = await loop.run_in_executor(state.wait_executor, clock.wait, worker_id, seconds)
     state.telemetry.ssp_wait.observe(time.perf_counter() - started)
     return {
         "worker_id": worker_id,
@@ -162,8 +168,13 @@ async def tick(worker_id: int, state: StateDep, req: ClockRequest = _EMPTY_CLOCK
     """Advance the worker's clock by one, then wait until it is at most
     ``staleness`` clocks ahead of the slowest live worker, or until the server's
     wait timeout (``"ready": false``; the client then calls ``/wait``)."""
+    return await answer_tick(state, worker_id, req)
+
+
+async def answer_tick(state: ServerState, worker_id: int, req: ClockRequest) -> dict[str, Any]:
+    """Tick ``worker_id`` and wait for SSP: the answer (a ClockAnswer's fields)."""
     clock = state.require_clock()
-    await run_in_threadpool(clock.tick, worker_id, req.stats, req.clock)
+    clock.tick(worker_id, req.stats, req.clock)  # brief: under the clock's lock only
     return await _wait(state, clock, worker_id, req.timeout)
 
 
