@@ -15,7 +15,7 @@ import pytest
 from ftrl_ps.core.ftrl import FTRL
 from ftrl_ps.data.inputs import InputReader, read_unit
 from ftrl_ps.data.libsvm import read_all
-from ftrl_ps.data.sources import estimate_rows, expand, split_for, work_units
+from ftrl_ps.data.sources import check_shares, estimate_rows, expand, split_for, work_units
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.training import train
 
@@ -78,6 +78,17 @@ def test_a_cluster_shares_one_plain_file_and_hands_out_anything_else(parts) -> N
         assert split_for(spec) == "units", spec
     # a path not there yet (a worker waiting with --start-timeout): shares, as before
     assert split_for(str(d / "later.svm")) == "shares" and split_for("-") == "shares"
+
+
+def test_only_one_plain_file_can_be_cut_into_shares(parts) -> None:
+    d, _ = parts
+    for spec in (str(d / "a.svm"), str(d / "later.svm"), "-"):
+        check_shares(spec)  # a plain file, one not there yet, stdin: no objection
+    with pytest.raises(ConfigError, match="b.svm.gz is gzip-compressed"):
+        check_shares(str(d / "b.svm.gz"))
+    for spec in (str(d), str(d / "*.svm"), _memory_copy(d) + "/a.svm"):
+        with pytest.raises(ConfigError, match="reads byte ranges of one plain file; .* is not"):
+            check_shares(spec)
 
 
 @pytest.mark.parametrize("spec", ["/nonexistent/x.svm", "/nonexistent/*.svm",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -52,3 +54,10 @@ def test_auto_split_is_decided_on_the_input(tmp_path: Path) -> None:
                            split="shares")
     with pytest.raises(ConfigError, match="'--split shares' reads byte ranges of one plain"):
         shares.check()
+    # a gzip file has no byte ranges either: refused before the worker starts
+    (tmp_path / "b.svm.gz").write_bytes(gzip.compress(b"1 1:1\n"))
+    gz = WorkerOptions(server="http://127.0.0.1:1", input=str(tmp_path / "b.svm.gz"),
+                       num_workers=2, split="shares")
+    with pytest.raises(ConfigError, match="gzip-compressed; '--split shares' reads byte ranges"):
+        gz.check()
+    replace(gz, split="auto").check()  # auto hands it out whole

@@ -34,7 +34,7 @@ from ftrl_ps.cluster.launch import Launcher, preload
 from ftrl_ps.cluster.supervise import Cluster
 from ftrl_ps.core.jsonfile import write_json
 from ftrl_ps.core.modelio import SavedModel, load_model, save_model
-from ftrl_ps.data.sources import estimate_rows, expand, split_for
+from ftrl_ps.data.sources import check_shares, estimate_rows, expand, split_for
 from ftrl_ps.errors import ConfigError, FTRLPSError, ServerError
 from ftrl_ps.learn.progress import Progress
 from ftrl_ps.ps.auth import TOKEN_ENV, resolve_token
@@ -193,15 +193,10 @@ def run_cluster(args: LocalClusterOptions) -> int:
         raise ConfigError("--workers needs a training file, not stdin")
     if args.split == "auto":
         args = replace(args, split=split_for(args.train))
-    if args.split == "shares" and not os.path.isfile(args.train):
-        expand(args.train)  # nothing there: "no input files match"
-        raise ConfigError(f"'--split shares' cuts one plain file into byte ranges; "
-                          f"{args.train} is not one (--split auto or units hands it out)")
-    if args.split == "shares" and expand(args.train)[0].gzip:
-        raise ConfigError(
-            f"{args.train} is gzip-compressed; '--split shares' cuts the training file into "
-            "byte ranges, so it needs it uncompressed (--split auto or units does not)"
-        )
+    if args.split == "shares":
+        if not os.path.isfile(args.train):
+            expand(args.train)  # nothing there: "no input files match"
+        check_shares(args.train)
     if args.servers < 1:
         raise ConfigError("--servers must be >= 1")
     if not 0.0 <= args.warm_fraction < 1.0:

@@ -34,8 +34,8 @@ from typing import Any, BinaryIO
 
 from ftrl_ps.errors import ConfigError, DataError
 
-__all__ = ["Part", "Unit", "estimate_rows", "expand", "is_url", "open_binary", "split_for",
-           "work_units"]
+__all__ = ["Part", "Unit", "check_shares", "estimate_rows", "expand", "is_url", "open_binary",
+           "split_for", "work_units"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _GLOB_CHARS = set("*?[")
@@ -104,6 +104,24 @@ def split_for(spec: str) -> str:
     if is_url(spec) or os.path.isdir(spec) or _GLOB_CHARS & set(spec):
         return "units"
     return "shares"
+
+
+def check_shares(spec: str) -> None:
+    """Raise :class:`~ftrl_ps.errors.ConfigError` if ``--split shares`` cannot cut
+    ``spec``: shares are byte ranges of one plain, uncompressed local file. A
+    path not there yet passes (a worker started with ``--start-timeout`` waits
+    for it; who needs it there says so)."""
+    if spec == "-":
+        return
+    if os.path.isfile(spec):
+        if _part(spec, os.path.getsize(spec)).gzip:
+            raise ConfigError(
+                f"{spec} is gzip-compressed; '--split shares' reads byte ranges of one plain "
+                "file, so it needs it uncompressed (--split auto or units hands it out whole)")
+        return
+    if is_url(spec) or os.path.isdir(spec) or _GLOB_CHARS & set(spec):
+        raise ConfigError(f"'--split shares' reads byte ranges of one plain file; {spec} is "
+                          "not one (--split auto or units hands out its parts)")
 
 
 def _part(name: str, size: int) -> Part:

@@ -115,6 +115,10 @@ class WorkerOptions:
             raise ConfigError(f"split must be 'auto', 'units' or 'shares', got {self.split!r}")
         if self.unit_mb is not None and not self.unit_mb > 0:
             raise ConfigError(f"unit_mb must be > 0, got {self.unit_mb}")
+        if self.split == "shares":  # a directory, glob, URL or .gz file: refused now
+            from ftrl_ps.data.sources import check_shares
+
+            check_shares(self.input)
         if self.input == "-":
             if self.epochs != 1:
                 raise ConfigError("--input - (a stream) is read once: --epochs must be 1")
