@@ -89,7 +89,15 @@ def main() -> None:
                         help="seed of the random keys (default %(default)s)")
     parser.add_argument("--compose", action="store_true",
                         help="also time binary rounds as the compose merge rule sends them")
+    parser.add_argument("--compose-url",
+                        help="with --url and --compose: a running shard of a versioned merge "
+                        "rule (e.g. --merge-rule compose) for the compose rounds")
     args = parser.parse_args()
+    if args.compose and args.url and not args.compose_url:
+        parser.error("--compose with --url needs --compose-url: the compose rounds carry "
+                     "merge sections, which only a shard of a versioned merge rule takes")
+    if args.compose_url and not (args.url and args.compose):
+        parser.error("--compose-url goes with --url and --compose")
 
     # the plain rounds against a shard of the default rule, the compose rounds
     # against a compose shard (the default rule's refuses their merge sections)
@@ -98,6 +106,8 @@ def main() -> None:
         servers.append(spawn_server(ShardOptions(bits=args.bits, merge_rule="compose")))
     # (url, server process or None) of the plain rounds and of the compose rounds
     shards = [(s.url, psutil.Process(s.pid)) for s in servers] or [(args.url, None)]
+    if args.compose_url:
+        shards.append((args.compose_url, None))
     plain, composing = shards[0], shards[-1]
     rng = np.random.default_rng(args.seed)
     rows = []

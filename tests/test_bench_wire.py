@@ -21,3 +21,11 @@ def test_bench_wire_runs_plain_json_and_compose_rounds() -> None:
              if line.split()[:1] == ["100"]]
     assert cells == ["binary", "json", "compose"], run.stdout
     assert "compose rounds: http://127.0.0.1:" in run.stdout
+
+
+def test_compose_rounds_against_a_given_url_need_a_compose_shard() -> None:
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), "--url", "http://127.0.0.1:9", "--compose"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert run.returncode == 2 and "needs --compose-url" in run.stderr, run.stderr
