@@ -193,15 +193,17 @@ def bench_freshness(url: str, probes: int) -> dict[str, float]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
-                    help="cache of the generated data (default benchmarks/.data)")
-    ap.add_argument("--rows", type=int, default=200_000, help="training rows (default 200k)")
-    ap.add_argument("--test-rows", type=int, default=100_000,
-                    help="test rows generated, scored in phases 1 and 2 "
-                    "(default %(default)s)")
-    ap.add_argument("--bits", type=int, default=20,
-                    help="hash bits of the generated data and the models; 18 with --a9a "
-                    "(default %(default)s)")
+    ap.add_argument("--data-dir", type=Path,
+                    help="cache of the generated data (default benchmarks/.data; not with "
+                    "--a9a)")
+    ap.add_argument("--rows", type=int,
+                    help="training rows generated (default 200k; not with --a9a)")
+    ap.add_argument("--test-rows", type=int,
+                    help="test rows generated, scored in phases 1 and 2 (default 100000; "
+                    "not with --a9a)")
+    ap.add_argument("--bits", type=int,
+                    help="hash bits of the models (and of the generated data): default 20, "
+                    "18 with --a9a")
     ap.add_argument("--latency-requests", type=int, default=3000,
                     help="timed GET /health + 1-row predict pairs of phase 1, after 200 "
                     "warm-up pairs (default %(default)s)")
@@ -214,11 +216,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "row) instead of generated data; the training file is posted 3 times")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args(argv)
+    generated = {"--data-dir": args.data_dir, "--rows": args.rows, "--test-rows": args.test_rows}
+    if args.a9a and any(v is not None for v in generated.values()):
+        ap.error(f"{', '.join(k for k, v in generated.items() if v is not None)}: for "
+                 "generated data, not with --a9a")
+    args.data_dir = DEFAULT_DATA_DIR if args.data_dir is None else args.data_dir
+    args.rows = 200_000 if args.rows is None else args.rows
+    args.test_rows = 100_000 if args.test_rows is None else args.test_rows
+    args.bits = args.bits if args.bits is not None else 18 if args.a9a else 20
 
     passes = 1
     if args.a9a:
         shared = Path(__file__).resolve().parents[2] / "shared" / "data" / "libsvm"
-        train_path, test_path, args.bits, passes = shared / "a9a", shared / "a9a.t", 18, 3
+        train_path, test_path, passes = shared / "a9a", shared / "a9a.t", 3
         if not train_path.exists():
             print(f"a9a not found in {shared}", file=sys.stderr)
             return 2
