@@ -219,3 +219,13 @@ def test_valid_ticks_do_not_reach_the_route() -> None:
                            raise_server_exceptions=False)
         resp = quiet.post(f"/v1/workers/{epoch}/clock", json={"clock": "soon"})
         assert resp.status_code == 500 and "the route was reached" in resp.text
+
+
+def test_a_tick_to_a_shard_without_the_clock_answers_the_same() -> None:
+    answers = []
+    for hot in (True, False):
+        with shard(hot, num_shards=2, shard_index=1) as c:
+            resp = c.post("/v1/workers/5/clock", json={"clock": 1})
+            answers.append((resp.status_code, resp.json()))
+    assert answers[0] == answers[1] and answers[0][0] == 400, answers
+    assert "shard 0" in answers[0][1]["detail"]
