@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import threading
@@ -420,6 +421,30 @@ def test_warm_start_ends_when_the_lone_worker_finishes() -> None:
     clock.tick(a)
     clock.finish(a)  # a short share: fewer rounds than the warm start
     assert clock.wait(b, timeout=0) and not clock.warming
+
+
+def test_a_restored_clock_keeps_the_warm_starts_lone_worker() -> None:
+    """Shard 0 restarted from a checkpoint mid-warm-start: the worker that trained
+    alone goes on alone, not whichever asks first now (two would push whole)."""
+    clock = SSPClock(3, num_workers=2, warm_rounds=4)
+    a, b = clock.register(0, 2), clock.register(1, 2)
+    assert clock.wait(a, timeout=0) and not clock.wait(b, timeout=0)
+    clock.tick(a)
+    saved = json.loads(json.dumps(clock.state()))  # as a checkpoint keeps it
+    restarted = SSPClock(3, num_workers=2, warm_rounds=4)
+    restarted.restore(saved)
+    assert not restarted.wait(b, timeout=0) and not restarted.alone(b)  # b asks first
+    assert restarted.wait(a, timeout=0) and restarted.alone(a) and restarted.warming
+    # a checkpoint from before the warm start was kept: as a new warm start
+    older = SSPClock(3, num_workers=2, warm_rounds=4)
+    older.restore({k: v for k, v in saved.items() if k != "warm_start"})
+    assert older.wait(b, timeout=0) and older.alone(b)
+    # once over, it stays over after a restore
+    for _ in range(3):
+        clock.tick(a)
+    over = SSPClock(3, num_workers=2, warm_rounds=4)
+    over.restore(json.loads(json.dumps(clock.state())))
+    assert not over.warming and not over.alone(a)
 
 
 def test_no_warm_start_with_zero_rounds() -> None:

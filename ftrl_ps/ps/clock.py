@@ -265,6 +265,19 @@ class SSPClock(RegistryState):
                 w.active_waits -= 1
                 w.last_seen = self._now()
 
+    def state(self) -> dict[str, Any]:
+        """The registry's restorable state and the warm start's (who trains alone)."""
+        saved = super().state()
+        with self._cond:
+            saved["warm_start"] = self._warm.state()
+        return saved
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Load :meth:`state` (a checkpoint without the warm start's: as new)."""
+        super().restore(state)
+        with self._cond:
+            self._warm.restore(state.get("warm_start"))
+
     def alone(self, worker_id: int) -> bool:
         """Whether ``worker_id`` trains alone in the warm start now: nobody else
         pushes while it does."""

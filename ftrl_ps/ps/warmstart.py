@@ -70,6 +70,19 @@ class WarmStart:
         """Whether ``worker_id`` trains alone now: nobody else pushes while it does."""
         return not self.over(workers) and self.worker_id == worker_id
 
+    def state(self) -> dict[str, Any]:
+        """Restorable (shard 0's checkpoints): the lone worker's id, whether it is over."""
+        return {"worker_id": self.worker_id, "over": self._over}
+
+    def restore(self, saved: Mapping[str, Any] | None) -> None:
+        """Load :meth:`state`, so that after a restart of shard 0 the same worker
+        goes on alone (not the first to ask again, beside the one that still
+        pushes as the lone one); None (a checkpoint without it): as new."""
+        if saved:
+            worker_id = saved.get("worker_id")
+            self.worker_id = None if worker_id is None else int(worker_id)
+            self._over = self._over or bool(saved.get("over"))
+
     def snapshot(self, workers: Mapping[int, WorkerInfo]) -> dict[str, Any] | None:
         """Its rounds, the index of the worker that trained alone (None before one
         asked) and whether it is over; None without a warm start."""
