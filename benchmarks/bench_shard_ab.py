@@ -15,14 +15,21 @@ key-values per server CPU second (a pushed key carries two deltas, a pulled
 one returns n and z). Each checkout should have its bytecode compiled
 (``python -m compileall -q TREE/ftrl_ps``) or both none, as imports count.
 
+``--floor`` instead puts one checkout's shard beside a bare uvicorn ASGI app
+that serves the same rounds with that checkout's store and wire code and
+nothing else (no FastAPI, middleware, metrics, token or exactly-once
+bookkeeping): how far the shard is from what the HTTP server itself costs.
+
 Usage::
 
     python benchmarks/bench_shard_ab.py BEFORE_TREE AFTER_TREE --bursts 10
+    python benchmarks/bench_shard_ab.py TREE --floor
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import socket
 import statistics
@@ -45,10 +52,55 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _start(tree: Path, bits: int) -> tuple[subprocess.Popen[bytes], str]:
+#: --floor: the rounds served by uvicorn with the store and wire code alone
+BARE_APP = """
+import sys, anyio, uvicorn
+from ftrl_ps.core.memory import keep_freed_buffers
+from ftrl_ps.ps import wire
+from ftrl_ps.ps.layout import Layout
+from ftrl_ps.ps.store import ParameterStore
+
+keep_freed_buffers()
+store = ParameterStore(Layout(bits=int(sys.argv[2])), merge_rule="contraction")
+
+def answer(path, body):
+    if path == "/v1/push":
+        msg = wire.decode(body, wire.PUSH)
+        store.push(msg.keys, msg.values[0], msg.values[1])
+        return b'{"applied":true}'
+    if path == "/v1/pull":
+        n, z, _ = store.pull_versioned(wire.decode(body, wire.KEYS).keys)
+        return wire.encode(wire.VALUES, None, (n, z), dtype=store.dtype)
+    return b"{}"
+
+async def app(scope, receive, send):
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            await send({"type": message["type"] + ".complete"})
+            if message["type"] == "lifespan.shutdown":
+                return
+    chunks = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    out = await anyio.to_thread.run_sync(answer, scope["path"], b"".join(chunks))
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-length", str(len(out)).encode())]})
+    await send({"type": "http.response.body", "body": out})
+
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
+"""
+
+
+def _start(tree: Path, bits: int, bare: bool = False) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
+    command = (["-c", BARE_APP, str(port), str(bits)] if bare else
+               ["-m", "ftrl_ps", "server", "--port", str(port), "--bits", str(bits)])
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ftrl_ps", "server", "--port", str(port), "--bits", str(bits)],
+        [sys.executable, *command],
         env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tree.parent,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
@@ -75,7 +127,11 @@ def _bursts(procs: list[psutil.Process], requests: list[Callable[[], None]], bur
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("trees", nargs=2, type=Path, help="two checkouts of ftrl-ps")
+    parser.add_argument("trees", nargs="+", type=Path,
+                        help="two checkouts of ftrl-ps (one with --floor)")
+    parser.add_argument("--floor", action="store_true",
+                        help="the checkout's shard against a bare uvicorn app with its store "
+                        "(rounds only)")
     parser.add_argument("--keys", type=int, default=34_000,
                         help="keys per push and pull (default %(default)s)")
     parser.add_argument("--bits", type=int, default=20,
@@ -86,19 +142,24 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=1.0,
                         help="length of a burst (default %(default)s)")
     args = parser.parse_args()
+    if len(args.trees) != (1 if args.floor else 2):
+        parser.error("give two checkouts, or one with --floor")
     trees = [t.resolve() for t in args.trees]
     for tree in trees:
         if not (tree / "ftrl_ps" / "__init__.py").is_file():
             parser.error(f"{tree} is not a checkout of ftrl-ps (no ftrl_ps/__init__.py)")
+    names = [str(t)[-40:] for t in trees]
+    if args.floor:
+        trees, names = trees * 2, [names[0], "bare uvicorn app, same store"]
 
-    started = [_start(t, args.bits) for t in trees]
+    started = [_start(t, args.bits, bare=args.floor and i == 1) for i, t in enumerate(trees)]
     try:
         client = httpx.Client(timeout=30, trust_env=False)
         for _, url in started:
             for _ in range(300):
                 try:
-                    if client.get(url + "/ready").status_code == 200:
-                        break
+                    if client.get(url + "/ready").status_code in (200, 404):
+                        break  # (404: the bare app, which answers every path)
                 except httpx.TransportError:
                     pass
                 time.sleep(0.1)
@@ -140,7 +201,8 @@ def main() -> None:
             return one
 
         rounds = _bursts(procs, [round_of(u) for u in urls], args.bursts, args.seconds)
-        ticks = _bursts(procs, [tick_of(u) for u in urls], args.bursts, args.seconds)
+        ticks = (_bursts(procs, [tick_of(u) for u in urls], args.bursts, args.seconds)
+                 if not args.floor else [[math.nan], [math.nan]])
     finally:
         for proc, _ in started:
             proc.terminate()
@@ -150,9 +212,9 @@ def main() -> None:
           f"{args.keys:,}-key push + pull rounds; server CPU (user + system)")
     print(f"{'checkout':40s} {'ms/round':>9} {'(lowest)':>9} {'Mkv/cpu-s':>10} "
           f"{'ms/tick':>8} {'(lowest)':>9}")
-    for tree, r, t in zip(trees, rounds, ticks, strict=True):
+    for name, r, t in zip(names, rounds, ticks, strict=True):
         med = statistics.median(r)
-        print(f"{str(tree)[-40:]:40s} {med:9.3f} {min(r):9.3f} "
+        print(f"{name:40s} {med:9.3f} {min(r):9.3f} "
               f"{args.keys * 4 / med / 1e3:10.2f} {statistics.median(t):8.3f} {min(t):9.3f}")
     paired = [b - a for a, b in zip(rounds[0], rounds[1], strict=True)]
     print(f"rounds, second minus first: median {statistics.median(paired):+.3f} ms, "

@@ -29,3 +29,17 @@ def test_a_folder_that_is_no_checkout_is_refused(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), str(REPO)],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and "is not a checkout of ftrl-ps" in run.stderr
+
+
+def test_the_floor_puts_the_shard_beside_a_bare_app_with_its_store() -> None:
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), str(REPO), "--floor", "--keys", "100", "--bits", "12",
+         "--bursts", "1", "--seconds", "0.05"],
+        capture_output=True, text=True, timeout=180,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    bare = [line for line in run.stdout.splitlines() if line.startswith("bare uvicorn app")]
+    assert bare and float(bare[0].split()[-5]) > 0, run.stdout
+    two = subprocess.run([sys.executable, str(SCRIPT), str(REPO), str(REPO), "--floor"],
+                         capture_output=True, text=True, timeout=60)
+    assert two.returncode == 2 and "one with --floor" in two.stderr
