@@ -75,8 +75,9 @@ def create_app(
     ``init_model`` is loaded here, so its errors surface before serving).
 
     ``peers``: URLs of shards 1..M-1, which shard 0's dashboard asks for their keys and load.
-    ``hot_path``: binary pushes and pulls answered ahead of FastAPI's routing
-    (:mod:`ftrl_ps.server.hotpath`; False: by the routes, as every other request).
+    ``hot_path``: binary pushes and pulls and clock ticks answered ahead of
+    FastAPI's routing (:mod:`ftrl_ps.server.hotpath`; False: by the routes, as
+    every other request).
     """
     state = state if state is not None else ServerState(settings)
 
