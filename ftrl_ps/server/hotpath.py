@@ -38,6 +38,7 @@ from ftrl_ps.ps.state import ServerState
 from ftrl_ps.server import routes_params, routes_workers
 from ftrl_ps.server.deps import accepts_json, media_type
 from ftrl_ps.server.errors import error_answer
+from ftrl_ps.server.limits import replaying
 
 __all__ = ["HOT_PATHS", "HotPathMiddleware"]
 
@@ -137,7 +138,7 @@ class HotPathMiddleware:
         try:
             answered = await answer(body)
             if answered is None:
-                await self.app(scope, _replay(body, receive), send)
+                await self.app(scope, replaying(body, receive), send)
                 return
             out, content_type = answered
             status, headers = 200, [(b"content-type", content_type)]
@@ -167,18 +168,3 @@ class HotPathMiddleware:
             req = routes_workers.ClockRequest()
         answer = await routes_workers.answer_tick(self.state, worker_id, req)
         return _json(answer), JSON_MEDIA
-
-
-def _replay(body: bytes, receive: Any) -> Callable[[], Awaitable[dict[str, Any]]]:
-    """A ``receive`` that gives ``body`` once, then what ``receive`` gives."""
-    sent = False
-
-    async def replay() -> dict[str, Any]:
-        nonlocal sent
-        if sent:
-            message: dict[str, Any] = await receive()
-            return message
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return replay

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
@@ -34,7 +35,7 @@ from ftrl_ps.errors import FTRLPSError, PayloadTooLargeError, ProtocolError, Req
 from ftrl_ps.ps.http_status import error_payload, status_for
 from ftrl_ps.ps.wire import BINARY_MEDIA_TYPE
 
-__all__ = ["DRAIN_LIMIT", "BodyLimitMiddleware", "json_depth"]
+__all__ = ["DRAIN_LIMIT", "BodyLimitMiddleware", "json_depth", "replaying"]
 
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 
@@ -195,17 +196,7 @@ class BodyLimitMiddleware:
                 f"the JSON body is nested {depth} levels deep; the limit is "
                 f"{self.max_json_depth}"))
             return
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            message: Message = await receive()
-            return message
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replaying(body, receive), send)
 
     async def _drain(self, receive: Any) -> None:
         read = 0
@@ -216,6 +207,22 @@ class BodyLimitMiddleware:
             read += len(message.get("body", b""))
             if not message.get("more_body", False):
                 return
+
+
+def replaying(body: bytes, receive: Any) -> Callable[[], Awaitable[Message]]:
+    """An ASGI ``receive`` that gives ``body`` whole once (a body already read),
+    then what ``receive`` gives (e.g. the client's disconnect)."""
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        message: Message = await receive()
+        return message
+
+    return replay
 
 
 def _content_type(scope: Scope) -> str:
