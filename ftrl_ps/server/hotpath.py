@@ -134,27 +134,28 @@ class HotPathMiddleware:
             if not message.get("more_body", False):
                 break
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        scope["route"] = self.routes[route]
         try:
             answered = await answer(body)
-            if answered is None:
-                await self.app(scope, replaying(body, receive), send)
-                return
-            out, content_type = answered
-            status, headers = 200, [(b"content-type", content_type)]
         except Exception as exc:
             status, payload, extra = error_answer(exc, "POST", scope["path"])
             out = _json(payload)
             headers = [(b"content-type", JSON_MEDIA)]
             headers += [(k.lower().encode("latin-1"), v.encode("latin-1"))
                         for k, v in extra.items()]
+        else:
+            if answered is None:  # the route answers (its errors as for any request)
+                await self.app(scope, replaying(body, receive), send)
+                return
+            out, content_type = answered
+            status, headers = 200, [(b"content-type", content_type)]
+        scope["route"] = self.routes[route]  # for the metrics, as the router would
         headers.append((b"content-length", str(len(out)).encode()))
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": out})
 
     async def _tick(self, scope: dict[str, Any], worker_id: int,
                     body: bytes) -> tuple[bytes, bytes] | None:
-        if body.strip():
+        if body:  # (whitespace is no empty body: the route's 400)
             if media_type(_headers(scope)[0]) != "application/json":
                 return None
             try:
