@@ -82,6 +82,7 @@ def test_kept_buffers_are_not_faulted_in_again() -> None:
     # glibc's defaults map and fault in such buffers anew (~230 page faults a
     # request measured); kept, they are reused
     assert default > 50 and with_setting < 10, (default, with_setting)
-    # what is kept stays bounded: a buffer above the threshold is still
-    # mapped on its own and given back when freed (its ~1,500 pages faulted in anew)
-    assert large > 1000, large
+    # what is kept stays bounded: a buffer above the threshold is still mapped on
+    # its own and given back when freed, so each one is faulted in anew (~1,500
+    # pages here; fewer with transparent huge pages, never none: kept, it is 0)
+    assert large >= 1, large

@@ -42,7 +42,7 @@ from ftrl_ps.server.limits import replaying
 
 __all__ = ["HOT_PATHS", "HotPathMiddleware"]
 
-JSON_MEDIA = b"application/json"
+JSON_MEDIA = wire.JSON_MEDIA_TYPE.encode()
 #: the route templates answered here
 HOT_PATHS = ("/v1/push", "/v1/pull", "/v1/workers/{worker_id}/clock")
 
@@ -156,7 +156,7 @@ class HotPathMiddleware:
     async def _tick(self, scope: dict[str, Any], worker_id: int,
                     body: bytes) -> tuple[bytes, bytes] | None:
         if body:  # (whitespace is no empty body: the route's 400)
-            if media_type(_headers(scope)[0]) != "application/json":
+            if media_type(_headers(scope)[0]) != wire.JSON_MEDIA_TYPE:
                 return None
             try:
                 fields = json.loads(body)
