@@ -32,6 +32,7 @@ __all__ = [
     "AuthDep",
     "AuthMiddleware",
     "accepts_json",
+    "content_type",
     "BodyDep",
     "StateDep",
     "decode_body",
@@ -39,6 +40,7 @@ __all__ = [
     "get_state",
     "media_type",
     "require_token",
+    "scope_header",
 ]
 
 
@@ -112,9 +114,24 @@ async def read_body(request: Request) -> bytes:
 BodyDep = Annotated[bytes, Depends(read_body)]
 
 
+def scope_header(scope: Any, name: bytes) -> str | None:
+    """The first value of header ``name`` (lower case) of an ASGI scope, as
+    starlette's ``Headers.get`` gives it (for middlewares, which have no
+    ``Request``); None if absent."""
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
 def media_type(value: str) -> str:
     """The media type of a Content-Type or Accept entry, without parameters."""
     return value.split(";", 1)[0].strip().lower()
+
+
+def content_type(scope: Any) -> str:
+    """An ASGI request's Content-Type, without parameters ("" if none)."""
+    return media_type(scope_header(scope, b"content-type") or "")
 
 
 def request_is_json(request: Request) -> bool:

@@ -36,7 +36,7 @@ from pydantic import ValidationError
 from ftrl_ps.ps import wire
 from ftrl_ps.ps.state import ServerState
 from ftrl_ps.server import routes_params, routes_workers
-from ftrl_ps.server.deps import accepts_json, media_type
+from ftrl_ps.server.deps import accepts_json, content_type, scope_header
 from ftrl_ps.server.errors import error_answer
 from ftrl_ps.server.limits import replaying
 
@@ -62,17 +62,6 @@ def _json(content: Any) -> bytes:
     """Rendered as starlette's JSONResponse renders it."""
     return json.dumps(content, ensure_ascii=False, allow_nan=False, indent=None,
                       separators=(",", ":")).encode("utf-8")
-
-
-def _headers(scope: dict[str, Any]) -> tuple[str, str]:
-    """The first Content-Type and Accept values (as starlette's ``Headers.get``)."""
-    ctype = accept = None
-    for name, value in scope.get("headers", ()):
-        if name == b"content-type" and ctype is None:
-            ctype = value.decode("latin-1")
-        elif name == b"accept" and accept is None:
-            accept = value.decode("latin-1")
-    return ctype or "", accept or ""
 
 
 def _tick_worker(path: str) -> int | None:
@@ -106,8 +95,8 @@ class HotPathMiddleware:
             await self.app(scope, receive, send)
             return
         if path in ("/v1/push", "/v1/pull"):
-            ctype, accept = _headers(scope)
-            binary = media_type(ctype) == wire.BINARY_MEDIA_TYPE
+            accept = scope_header(scope, b"accept") or ""
+            binary = content_type(scope) == wire.BINARY_MEDIA_TYPE
             if binary and not (path == "/v1/pull" and accepts_json(accept, False)):
                 handler = _push if path == "/v1/push" else _pull
                 await self._answer(scope, receive, send, path, lambda body: (
@@ -146,8 +135,8 @@ class HotPathMiddleware:
             if answered is None:  # the route answers (its errors as for any request)
                 await self.app(scope, replaying(body, receive), send)
                 return
-            out, content_type = answered
-            status, headers = 200, [(b"content-type", content_type)]
+            out, media = answered
+            status, headers = 200, [(b"content-type", media)]
         scope["route"] = self.routes[route]  # for the metrics, as the router would
         headers.append((b"content-length", str(len(out)).encode()))
         await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -156,7 +145,7 @@ class HotPathMiddleware:
     async def _tick(self, scope: dict[str, Any], worker_id: int,
                     body: bytes) -> tuple[bytes, bytes] | None:
         if body:  # (whitespace is no empty body: the route's 400)
-            if media_type(_headers(scope)[0]) != wire.JSON_MEDIA_TYPE:
+            if content_type(scope) != wire.JSON_MEDIA_TYPE:
                 return None
             try:
                 fields = json.loads(body)

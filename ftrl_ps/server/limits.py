@@ -34,6 +34,7 @@ import numpy as np
 from ftrl_ps.errors import FTRLPSError, PayloadTooLargeError, ProtocolError, RequestTimeoutError
 from ftrl_ps.ps.http_status import error_payload, status_for
 from ftrl_ps.ps.wire import BINARY_MEDIA_TYPE
+from ftrl_ps.server.deps import content_type, scope_header
 
 __all__ = ["DRAIN_LIMIT", "BodyLimitMiddleware", "json_depth", "replaying"]
 
@@ -60,13 +61,11 @@ Message = dict[str, Any]
 
 
 def _content_length(scope: Scope) -> int | None:
-    for name, value in scope.get("headers", ()):
-        if name == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None
+    value = scope_header(scope, b"content-length")
+    try:
+        return None if value is None else int(value)
+    except ValueError:
+        return None
 
 
 class BodyLimitMiddleware:
@@ -130,7 +129,7 @@ class BodyLimitMiddleware:
                 await self._drain(receive)
             await self._reject(send, declared)
             return
-        if declared != 0 and _content_type(scope) != BINARY_MEDIA_TYPE:
+        if declared != 0 and content_type(scope) != BINARY_MEDIA_TYPE:
             await self._buffered(scope, receive, send)
             return
 
@@ -223,10 +222,3 @@ def replaying(body: bytes, receive: Any) -> Callable[[], Awaitable[Message]]:
         return message
 
     return replay
-
-
-def _content_type(scope: Scope) -> str:
-    for name, value in scope.get("headers", ()):
-        if name == b"content-type":
-            return str(value.decode("latin-1").split(";", 1)[0].strip().lower())
-    return ""
