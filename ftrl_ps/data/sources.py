@@ -111,17 +111,14 @@ def check_shares(spec: str) -> None:
     ``spec``: shares are byte ranges of one plain, uncompressed local file. A
     path not there yet passes (a worker started with ``--start-timeout`` waits
     for it; who needs it there says so)."""
-    if spec == "-":
+    if split_for(spec) == "shares":
         return
-    if os.path.isfile(spec):
-        if _part(spec, os.path.getsize(spec)).gzip:
-            raise ConfigError(
-                f"{spec} is gzip-compressed; '--split shares' reads byte ranges of one plain "
-                "file, so it needs it uncompressed (--split auto or units hands it out whole)")
-        return
-    if is_url(spec) or os.path.isdir(spec) or _GLOB_CHARS & set(spec):
-        raise ConfigError(f"'--split shares' reads byte ranges of one plain file; {spec} is "
-                          "not one (--split auto or units hands out its parts)")
+    if os.path.isfile(spec):  # (split_for: a file it hands out is gzip-compressed)
+        raise ConfigError(
+            f"{spec} is gzip-compressed; '--split shares' reads byte ranges of one plain "
+            "file, so it needs it uncompressed (--split auto or units hands it out whole)")
+    raise ConfigError(f"'--split shares' reads byte ranges of one plain file; {spec} is "
+                      "not one (--split auto or units hands out its parts)")
 
 
 def _part(name: str, size: int) -> Part:
