@@ -38,15 +38,16 @@ MADV_POPULATE_WRITE = 23
 MIN_BYTES = 8 << 20
 
 
-def _madvise() -> Any:
-    """libc's ``madvise`` (None off Linux)."""
+def _libc(name: str, *argtypes: Any) -> Any:
+    """The C library's function ``name`` returning an int (None off Linux, or
+    where the C library has no such function)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        fn = ctypes.CDLL(None, use_errno=True).madvise
+        fn = getattr(ctypes.CDLL(None, use_errno=True), name)
     except (OSError, AttributeError):
         return None
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    fn.argtypes = list(argtypes)
     fn.restype = ctypes.c_int
     return fn
 
@@ -54,7 +55,7 @@ def _madvise() -> Any:
 def populate(array: np.ndarray) -> bool:
     """Fault in the whole pages of a C-contiguous ``array`` now (the calling thread
     waits; the GIL is released). True if the kernel did it, False otherwise."""
-    fn = _madvise()
+    fn = _libc("madvise", ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
     if fn is None or not array.flags.c_contiguous or array.nbytes == 0:
         return False
     page = mmap.PAGESIZE
@@ -98,13 +99,8 @@ def keep_freed_buffers(mmap_threshold: int = 4 << 20, trim_threshold: int = 8 <<
     took both settings; False elsewhere (another libc, another OS), where
     nothing changes.
     """
-    if not sys.platform.startswith("linux"):
+    mallopt = _libc("mallopt", ctypes.c_int, ctypes.c_int)  # glibc's
+    if mallopt is None:
         return False
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
     return bool(mallopt(M_MMAP_THRESHOLD, mmap_threshold)
                 and mallopt(M_TRIM_THRESHOLD, trim_threshold))
