@@ -36,25 +36,42 @@ workers of how far each has moved from where it was first seen (a finished
 worker keeps its last position): the first/last-tenth figures are computed
 from that sum as in single mode. (With ``--split units`` a worker jumps
 between hand-out units and the sum is meaningless; do not pass it here.)
+
+The file position counts rows *read*: a worker reads its first rows while the
+servers start, so the first tenth by the file also holds the servers' start.
+Cluster mode therefore also reports the tenths by rows *trained*: every
+``--interval`` it asks shard 0's ``/v1/status`` (token set by the script) for
+the rows the workers have reported at their clock ticks, and takes the run's
+training as beginning at the first worker's first step and ending at the last
+worker's last (``started_at``/``finished_at`` of the ``--metrics-json`` the
+command writes); the first tenth is the time from that beginning until a tenth
+of the rows were reported, the last from nine tenths until that end.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
+import secrets
 import shlex
 import shutil
 import subprocess
 import sys
 import time
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _harness as h  # noqa: E402
+
+from ftrl_ps.ps.overview import Overview  # noqa: E402
 
 #: fractions of the run at which RSS is reported
 RSS_POINTS = (0.2, 0.5, 1.0)
@@ -130,8 +147,42 @@ def _role(proc: psutil.Process) -> str:
     return f"main:{proc.pid}" if "train" in cmd else f"other:{proc.pid}"
 
 
-def watch(cmd: list[str], train: Path, interval: float, log: Path) -> dict[str, Any]:
-    """Run ``cmd``; sample RSS of its process tree and the train file position."""
+#: the local cluster's first line on stderr names its servers (shard 0 first)
+SERVERS_LINE = re.compile(r"^servers: (http://[^\s,]+)", re.MULTILINE)
+
+
+class TrainedRows:
+    """Rows the workers of a local cluster have reported (shard 0's ``/v1/status``),
+    asked of the URL the command prints once its servers answer."""
+
+    def __init__(self, log: Path, token: str) -> None:
+        self.log, self.token = log, token
+        self.url: str | None = None
+        self.client = httpx.Client(timeout=1.0, headers={"Authorization": f"Bearer {token}"})
+
+    def __call__(self) -> int | None:
+        if self.url is None:
+            found = SERVERS_LINE.search(self.log.read_text(errors="replace"))
+            if found is None:
+                return None
+            self.url = found.group(1)
+        try:
+            answer = self.client.get(f"{self.url}/v1/status")
+            answer.raise_for_status()
+            clock = answer.json().get("clock") or {}
+        except (httpx.HTTPError, ValueError):
+            return None  # starting, restarting or stopped: no figure this time
+        return Overview.from_clock(clock).rows  # as the command's live line counts them
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def watch(cmd: list[str], train: Path, interval: float, log: Path,
+          env: dict[str, str] | None = None, trained: TrainedRows | None = None
+          ) -> dict[str, Any]:
+    """Run ``cmd``; sample RSS of its process tree, the train file position and
+    (``trained``) the rows trained so far."""
     samples: list[dict[str, Any]] = []
     path = str(train.resolve())
     # cluster: per worker pid, the first and the last file position seen
@@ -139,7 +190,8 @@ def watch(cmd: list[str], train: Path, interval: float, log: Path) -> dict[str, 
     last_pos: dict[int, int] = {}
     with open(log, "wb") as out:
         start = time.perf_counter()
-        child = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        epoch = time.time()  # the workers' reports give wall clocks
+        child = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
         proc = psutil.Process(child.pid)
         # CPU seconds by pid, last seen: a worker that has finished keeps counting
         # (summing live processes only made the total drop when one exited)
@@ -166,14 +218,19 @@ def watch(cmd: list[str], train: Path, interval: float, log: Path) -> dict[str, 
             pos = _file_position(proc, path)
             if pos is None and last_pos:  # cluster: bytes the workers have read so far
                 pos = sum(last_pos[k] - first_pos[k] for k in last_pos)
-            samples.append({"t": now, "pos": pos, "rss_mib": rss,
-                            "cpu": sum(cpu_by_pid.values())})
+            sample = {"t": now, "pos": pos, "rss_mib": rss, "cpu": sum(cpu_by_pid.values())}
+            if trained is not None:
+                sample["trained"] = trained()
+                sample["t_trained"] = time.perf_counter() - start  # its answer's time
+            samples.append(sample)
             time.sleep(interval)
         wall = time.perf_counter() - start
+    if trained is not None:
+        trained.close()
     if child.returncode != 0:
         tail = log.read_text(errors="replace").splitlines()[-20:]
         raise RuntimeError(f"{shlex.join(cmd)} failed ({child.returncode}):\n" + "\n".join(tail))
-    return {"wall_seconds": wall, "samples": samples}
+    return {"wall_seconds": wall, "samples": samples, "epoch": epoch}
 
 
 def _time_at(samples: list[dict[str, Any]], pos: float, clock: str = "t") -> float | None:
@@ -190,6 +247,47 @@ def _time_at(samples: list[dict[str, Any]], pos: float, clock: str = "t") -> flo
             return float(prev[clock] + frac * (s[clock] - prev[clock]))
         prev = s
     return None
+
+
+def trained_tenths(samples: list[dict[str, Any]], epoch: float,
+                   reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """Rows/s over the first and the last tenth of the rows *trained* (cluster mode).
+
+    The run's training spans the first worker's first step to the last worker's
+    last (``reports``: the workers' ``started_at``/``finished_at``, wall clocks;
+    ``epoch``: the wall clock at the samples' time 0); in between, the rows the
+    workers had reported by each sample (``trained``, asked at ``t_trained``),
+    linear between samples. Empty when a figure is missing.
+
+    >>> samples = [{"t_trained": t, "trained": r} for t, r in
+    ...            [(1.0, None), (2.0, 0), (3.0, 400), (6.0, 800), (7.0, 900)]]
+    >>> reports = [{"started_at": 101.5, "finished_at": 107.5, "rows": 600},
+    ...            {"started_at": 102.0, "finished_at": 107.0, "rows": 400}]
+    >>> r = trained_tenths(samples, 100.0, reports)
+    >>> round(r["first_tenth_trained_rows_per_s"]), round(r["last_tenth_trained_rows_per_s"])
+    (133, 200)
+    """
+    begun = [float(r["started_at"]) - epoch for r in reports if r.get("started_at") is not None]
+    ended = [float(r["finished_at"]) - epoch for r in reports if r.get("finished_at") is not None]
+    total = sum(int(r.get("rows", 0)) for r in reports)
+    points = sorted((float(s["t_trained"]), int(s["trained"])) for s in samples
+                    if s.get("trained") is not None)
+    if not begun or not ended or total <= 0:
+        return {}
+    t0, t1 = min(begun), max(ended)
+    curve = [(t0, 0), *((t, r) for t, r in points if t0 < t < t1), (t1, total)]
+
+    def reached(rows: float) -> float:
+        for (ta, ra), (tb, rb) in pairwise(curve):
+            if rb >= rows:
+                return ta if rb == ra else ta + (rows - ra) / (rb - ra) * (tb - ta)
+        return t1
+
+    marks = [t0, *(reached(k * total / 10) for k in range(1, 10)), t1]
+    rates = [0.1 * total / max(b - a, 1e-9) for a, b in pairwise(marks)]
+    return {"first_tenth_trained_rows_per_s": rates[0], "last_tenth_trained_rows_per_s": rates[-1],
+            "trained_last_over_first": rates[-1] / rates[0], "trained_seconds": t1 - t0,
+            "trained_rows_per_s_by_tenth": rates}
 
 
 def summarize(run: dict[str, Any], size: int, rows: int) -> dict[str, Any]:
@@ -221,6 +319,8 @@ def summarize(run: dict[str, Any], size: int, rows: int) -> dict[str, Any]:
             result.update(first_tenth_rows_per_cpu_s=cpu_first,
                           last_tenth_rows_per_cpu_s=cpu_last,
                           cpu_last_over_first=cpu_last / cpu_first)
+    if run.get("reports"):
+        result.update(trained_tenths(samples, run["epoch"], run["reports"]))
     # RSS by process at fractions of the run (by time: the cluster has no file position)
     end = samples[-1]["t"] if samples else 0.0
     roles = sorted({r for s in samples for r in s["rss_mib"] if r != "?"})
@@ -245,13 +345,20 @@ def main(argv: list[str] | None = None) -> int:
     size = train.stat().st_size
     prefix = shlex.split(args.ftrl_ps_cmd)
     cmd = [*prefix, "train", str(train), "--bits", str(args.bits), "--epochs", "1"]
+    log = folder / f"bench_scale_{args.mode}.log"
+    env, trained, reports = None, None, folder / "bench_scale_workers.json"
     if args.mode == "cluster":
-        cmd += ["--servers", str(args.servers), "--workers", str(args.workers)]
+        cmd += ["--servers", str(args.servers), "--workers", str(args.workers),
+                "--metrics-json", str(reports)]
+        token = secrets.token_hex(16)  # the command's servers take it: the script may ask
+        env = dict(os.environ, FTRL_PS_TOKEN=token)
+        trained = TrainedRows(log, token)
     cmd += extra
     print(f"$ {shlex.join(cmd)}", file=sys.stderr)
-    log = folder / f"bench_scale_{args.mode}.log"
     load_before = psutil.getloadavg()
-    run = watch(cmd, train, args.interval, log)
+    run = watch(cmd, train, args.interval, log, env=env, trained=trained)
+    if args.mode == "cluster":
+        run["reports"] = json.loads(reports.read_text()).get("worker_reports", [])
     result = {"mode": args.mode, "rows": args.rows, "bits": args.bits, "command": shlex.join(cmd),
               "file_bytes": size, "load_average_before": load_before,
               "load_average_after": psutil.getloadavg(),
@@ -277,6 +384,14 @@ def _print(r: dict[str, Any]) -> None:
               f"{r['first_tenth_rows_per_cpu_s']:,.0f}, over the last tenth "
               f"{r['last_tenth_rows_per_cpu_s']:,.0f} "
               f"(last/first {r['cpu_last_over_first']:.3f})")
+    if "trained_last_over_first" in r:
+        print(f"rows/s over the first tenth of the rows trained "
+              f"{r['first_tenth_trained_rows_per_s']:,.0f}, over the last tenth "
+              f"{r['last_tenth_trained_rows_per_s']:,.0f} "
+              f"(last/first {r['trained_last_over_first']:.3f}; from the workers' first "
+              f"step to their last, {r['trained_seconds']:.1f} s)")
+        print("rows/s by tenth of the rows trained: " + ", ".join(
+            f"{v / 1000:,.0f}k" for v in r["trained_rows_per_s_by_tenth"]))
     header = ["process", "RSS MiB at 20 %", "at 50 %", "at 100 %", "peak", "growth after 20 %"]
     rows = [[role, *(f"{p[k]:.0f}" for k in ("at_20pct", "at_50pct", "at_100pct", "peak")),
              f"{p['growth_after_20pct']:+.0f}"] for role, p in r["rss_mib"].items()]
