@@ -35,7 +35,8 @@ default ``--split ranges``), so the bytes read so far are the sum over the
 workers of how far each has moved from where it was first seen (a finished
 worker keeps its last position): the first/last-tenth figures are computed
 from that sum as in single mode. (With ``--split units`` a worker jumps
-between hand-out units and the sum is meaningless; do not pass it here.)
+between hand-out units and that sum is meaningless; the tenths of the rows
+trained below still hold.)
 
 The file position counts rows *read*: a worker reads its first rows while the
 servers start, so the first tenth by the file also holds the servers' start.
@@ -196,6 +197,7 @@ def watch(cmd: list[str], train: Path, interval: float, log: Path,
         # CPU seconds by pid, last seen: a worker that has finished keeps counting
         # (summing live processes only made the total drop when one exited)
         cpu_by_pid: dict[int, float] = {}
+        role_of: dict[int, str] = {}
         while child.poll() is None:
             now = time.perf_counter() - start
             rss: dict[str, float] = {}
@@ -208,6 +210,7 @@ def watch(cmd: list[str], train: Path, interval: float, log: Path,
                     rss[role] = resident / 2**20
                     times = p.cpu_times()
                     cpu_by_pid[p.pid] = times.user + times.system
+                    role_of[p.pid] = role
                 except (psutil.NoSuchProcess, psutil.AccessDenied):
                     continue
                 if "worker" in role:
@@ -218,7 +221,8 @@ def watch(cmd: list[str], train: Path, interval: float, log: Path,
             pos = _file_position(proc, path)
             if pos is None and last_pos:  # cluster: bytes the workers have read so far
                 pos = sum(last_pos[k] - first_pos[k] for k in last_pos)
-            sample = {"t": now, "pos": pos, "rss_mib": rss, "cpu": sum(cpu_by_pid.values())}
+            sample = {"t": now, "pos": pos, "rss_mib": rss, "cpu": sum(cpu_by_pid.values()),
+                      "cpu_by_role": {role_of[k]: round(v, 3) for k, v in cpu_by_pid.items()}}
             if trained is not None:
                 sample["trained"] = trained()
                 sample["t_trained"] = time.perf_counter() - start  # its answer's time
@@ -287,7 +291,8 @@ def trained_tenths(samples: list[dict[str, Any]], epoch: float,
     rates = [0.1 * total / max(b - a, 1e-9) for a, b in pairwise(marks)]
     return {"first_tenth_trained_rows_per_s": rates[0], "last_tenth_trained_rows_per_s": rates[-1],
             "trained_last_over_first": rates[-1] / rates[0], "trained_seconds": t1 - t0,
-            "trained_rows_per_s_by_tenth": rates}
+            "trained_rows_per_s_by_tenth": rates,
+            "workers_began_at": sorted(begun), "workers_ended_at": sorted(ended)}
 
 
 def summarize(run: dict[str, Any], size: int, rows: int) -> dict[str, Any]:
