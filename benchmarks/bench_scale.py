@@ -105,6 +105,23 @@ def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     return args, extra
 
 
+def _flag_value(flags: list[str], name: str) -> str | None:
+    """The value of ``name`` among ``flags`` (``--name V`` or ``--name=V``; the last wins).
+
+    >>> _flag_value(["--l1", "2", "--token", "a", "--token=b"], "--token")
+    'b'
+    >>> _flag_value(["--l1", "2"], "--token") is None
+    True
+    """
+    found = None
+    for i, flag in enumerate(flags):
+        if flag == name and i + 1 < len(flags):
+            found = flags[i + 1]
+        elif flag.startswith(name + "="):
+            found = flag[len(name) + 1:]
+    return found
+
+
 def ensure_data(args: argparse.Namespace) -> Path:
     folder = args.data or args.data_dir / f"scale_r{args.rows}_b{args.bits}_s{args.seed}"
     if not (folder / "train.svm").exists():
@@ -355,9 +372,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode == "cluster":
         cmd += ["--servers", str(args.servers), "--workers", str(args.workers),
                 "--metrics-json", str(reports)]
-        token = secrets.token_hex(16)  # the command's servers take it: the script may ask
+        # the servers take $FTRL_PS_TOKEN unless the flags after -- name a --token
+        token = _flag_value(extra, "--token") or secrets.token_hex(16)
         env = dict(os.environ, FTRL_PS_TOKEN=token)
         trained = TrainedRows(log, token)
+        reports.unlink(missing_ok=True)  # an earlier run's reports are not this run's
     cmd += extra
     print(f"$ {shlex.join(cmd)}", file=sys.stderr)
     load_before = psutil.getloadavg()

@@ -58,12 +58,22 @@ def test_no_reports_or_no_rows_give_no_figures() -> None:
         _samples([(1.0, 0)]), 0.0, [{"started_at": 0.0, "finished_at": 1.0, "rows": 0}]) == {}
 
 
-def test_a_tiny_cluster_run_reports_the_tenths_of_the_rows_trained(tmp_path: Path) -> None:
+def test_flags_after_the_separator_name_the_token() -> None:
+    assert bench_scale._flag_value(["--token", "a", "--l1", "1"], "--token") == "a"
+    assert bench_scale._flag_value(["--token=b"], "--token") == "b"
+    assert bench_scale._flag_value(["--token"], "--token") is None
+    assert bench_scale._flag_value(["--tokens", "x"], "--token") is None
+
+
+@pytest.mark.parametrize("token_flags", [[], ["--token", "a-token-of-the-user"]])
+def test_a_tiny_cluster_run_reports_the_tenths_of_the_rows_trained(
+    tmp_path: Path, token_flags: list[str]
+) -> None:
     out = tmp_path / "scale.json"
     run = subprocess.run(
         [sys.executable, str(SCRIPT), "--mode", "cluster", "--rows", "40000", "--test-rows",
          "1000", "--bits", "16", "--data", str(tmp_path / "data"), "--interval", "0.05",
-         "--json", str(out), "--", "--batch-size", "500"],
+         "--json", str(out), "--", "--batch-size", "500", *token_flags],
         capture_output=True, text=True, timeout=300,
     )
     assert run.returncode == 0, run.stderr[-2000:] + run.stdout[-2000:]
