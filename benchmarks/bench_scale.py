@@ -165,6 +165,9 @@ def _role(proc: psutil.Process) -> str:
     return f"main:{proc.pid}" if "train" in cmd else f"other:{proc.pid}"
 
 
+#: answers of shard 0's status within the training needed for the tenths of the rows trained
+MIN_ANSWERS = 5
+
 #: the local cluster's first line on stderr names its servers (shard 0 first)
 SERVERS_LINE = re.compile(r"^servers: (http://[^\s,]+)", re.MULTILINE)
 
@@ -278,10 +281,11 @@ def trained_tenths(samples: list[dict[str, Any]], epoch: float,
     last (``reports``: the workers' ``started_at``/``finished_at``, wall clocks;
     ``epoch``: the wall clock at the samples' time 0); in between, the rows the
     workers had reported by each sample (``trained``, asked at ``t_trained``),
-    linear between samples. Empty when a figure is missing.
+    linear between samples. Empty when a figure is missing or fewer than
+    :data:`MIN_ANSWERS` answers fall within the training.
 
-    >>> samples = [{"t_trained": t, "trained": r} for t, r in
-    ...            [(1.0, None), (2.0, 0), (3.0, 400), (6.0, 800), (7.0, 900)]]
+    >>> samples = [{"t_trained": t, "trained": r} for t, r in [(1.0, None), (2.0, 0),
+    ...            (3.0, 400), (4.0, 533), (5.0, 667), (6.0, 800), (7.0, 900)]]
     >>> reports = [{"started_at": 101.5, "finished_at": 107.5, "rows": 600},
     ...            {"started_at": 102.0, "finished_at": 107.0, "rows": 400}]
     >>> r = trained_tenths(samples, 100.0, reports)
@@ -296,7 +300,10 @@ def trained_tenths(samples: list[dict[str, Any]], epoch: float,
     if not begun or not ended or total <= 0:
         return {}
     t0, t1 = min(begun), max(ended)
-    curve = [(t0, 0), *((t, r) for t, r in points if t0 < t < t1), (t1, total)]
+    inside = [(t, r) for t, r in points if t0 < t < t1]
+    if len(inside) < MIN_ANSWERS:  # the tenths would be the interpolation's, not the run's
+        return {}
+    curve = [(t0, 0), *inside, (t1, total)]
 
     def reached(rows: float) -> float:
         for (ta, ra), (tb, rb) in pairwise(curve):
@@ -416,6 +423,9 @@ def _print(r: dict[str, Any]) -> None:
               f"step to their last, {r['trained_seconds']:.1f} s)")
         print("rows/s by tenth of the rows trained: " + ", ".join(
             f"{v / 1000:,.0f}k" for v in r["trained_rows_per_s_by_tenth"]))
+    elif r["mode"] == "cluster":
+        print("rows/s by tenth of the rows trained: no figures (shard 0's /v1/status never "
+              "answered with rows, or the workers' reports lack their first/last step)")
     header = ["process", "RSS MiB at 20 %", "at 50 %", "at 100 %", "peak", "growth after 20 %"]
     rows = [[role, *(f"{p[k]:.0f}" for k in ("at_20pct", "at_50pct", "at_100pct", "peak")),
              f"{p['growth_after_20pct']:+.0f}"] for role, p in r["rss_mib"].items()]

@@ -36,10 +36,11 @@ def test_even_training_gives_equal_tenths() -> None:
 def test_samples_outside_the_training_span_and_missing_answers_are_left_out() -> None:
     # before the first step (a count of a previous registration cannot move the
     # start) and after the end; None: the status did not answer
-    points = [(0.5, 999), (3.0, None), (6.0, 500), (12.0, 7)]
+    inside = [(float(t), 100 * (t - 1)) for t in range(2, 11)]
+    points = [(0.5, 999), (3.0, None), (12.0, 7), *inside]
     reports = [{"started_at": 1.0, "finished_at": 11.0, "rows": 1000}]
     r = bench_scale.trained_tenths(_samples(points), 0.0, reports)
-    # 500 rows in 5 s, then 500 in 5 s: 100 rows/s in every tenth
+    # 100 rows/s from the first step to the last
     assert r["trained_rows_per_s_by_tenth"] == pytest.approx([100.0] * 10)
 
 
@@ -50,6 +51,17 @@ def test_a_slow_start_shows_in_the_first_tenth_only() -> None:
     assert r["first_tenth_trained_rows_per_s"] == pytest.approx(100 / 3)
     assert r["trained_rows_per_s_by_tenth"][1:] == pytest.approx([100.0] * 9)
     assert r["trained_last_over_first"] == pytest.approx(3.0)
+
+
+def test_too_few_answers_within_the_training_give_no_figures() -> None:
+    # the curve would be a straight line from the first step to the last: equal
+    # tenths that no answer of the servers measured
+    reports = [{"started_at": 0.0, "finished_at": 10.0, "rows": 1000}]
+    few = [(float(t), 100 * t) for t in range(1, bench_scale.MIN_ANSWERS)]
+    assert bench_scale.trained_tenths(_samples(few), 0.0, reports) == {}
+    assert bench_scale.trained_tenths(_samples([(0.5, None), (11.0, 1000)]), 0.0, reports) == {}
+    enough = [(float(t), 100 * t) for t in range(1, bench_scale.MIN_ANSWERS + 1)]
+    assert bench_scale.trained_tenths(_samples(enough), 0.0, reports) != {}
 
 
 def test_no_reports_or_no_rows_give_no_figures() -> None:
@@ -73,7 +85,10 @@ def test_a_tiny_cluster_run_reports_the_tenths_of_the_rows_trained(
     run = subprocess.run(
         [sys.executable, str(SCRIPT), "--mode", "cluster", "--rows", "40000", "--test-rows",
          "1000", "--bits", "16", "--data", str(tmp_path / "data"), "--interval", "0.05",
-         "--json", str(out), "--", "--batch-size", "500", *token_flags],
+         "--json", str(out), "--", "--batch-size", "500", *token_flags,
+         # workers that sleep before every tick: a training long enough for the
+         # status to be asked a dozen times (the tenths need MIN_ANSWERS)
+         "--straggle-prob", "1", "--straggle-delay", "0.05"],
         capture_output=True, text=True, timeout=300,
     )
     assert run.returncode == 0, run.stderr[-2000:] + run.stdout[-2000:]
