@@ -177,7 +177,7 @@ class TrainedRows:
     asked of the URL the command prints once its servers answer."""
 
     def __init__(self, log: Path, token: str) -> None:
-        self.log, self.token = log, token
+        self.log = log
         self.url: str | None = None
         self.client = httpx.Client(timeout=1.0, headers={"Authorization": f"Bearer {token}"})
 
@@ -257,17 +257,19 @@ def watch(cmd: list[str], train: Path, interval: float, log: Path,
     return {"wall_seconds": wall, "samples": samples, "epoch": epoch}
 
 
-def _time_at(samples: list[dict[str, Any]], pos: float, clock: str = "t") -> float | None:
+def _time_at(samples: list[dict[str, Any]], pos: float, clock: str = "t",
+             key: str = "pos") -> float | None:
     """First time (``clock``: ``"t"`` wall, ``"cpu"`` CPU seconds of the run's
-    processes) the file position reached ``pos`` (linear between samples)."""
+    processes) the file position (``key``: or another count that only grows)
+    reached ``pos`` (linear between samples)."""
     prev = None
     for s in samples:
-        if s["pos"] is None:
+        if s[key] is None:
             continue
-        if s["pos"] >= pos:
-            if prev is None or s["pos"] == prev["pos"]:
+        if s[key] >= pos:
+            if prev is None or s[key] == prev[key]:
                 return float(s[clock])
-            frac = (pos - prev["pos"]) / (s["pos"] - prev["pos"])
+            frac = (pos - prev[key]) / (s[key] - prev[key])
             return float(prev[clock] + frac * (s[clock] - prev[clock]))
         prev = s
     return None
@@ -303,15 +305,9 @@ def trained_tenths(samples: list[dict[str, Any]], epoch: float,
     inside = [(t, r) for t, r in points if t0 < t < t1]
     if len(inside) < MIN_ANSWERS:  # the tenths would be the interpolation's, not the run's
         return {}
-    curve = [(t0, 0), *inside, (t1, total)]
-
-    def reached(rows: float) -> float:
-        for (ta, ra), (tb, rb) in pairwise(curve):
-            if rb >= rows:
-                return ta if rb == ra else ta + (rows - ra) / (rb - ra) * (tb - ta)
-        return t1
-
-    marks = [t0, *(reached(k * total / 10) for k in range(1, 10)), t1]
+    curve = [{"t": t, "rows": r} for t, r in [(t0, 0), *inside, (t1, total)]]
+    reached = [_time_at(curve, k * total / 10, key="rows") for k in range(1, 10)]
+    marks = [t0, *(t1 if t is None else t for t in reached), t1]  # (the curve ends at total)
     rates = [0.1 * total / max(b - a, 1e-9) for a, b in pairwise(marks)]
     return {"first_tenth_trained_rows_per_s": rates[0], "last_tenth_trained_rows_per_s": rates[-1],
             "trained_last_over_first": rates[-1] / rates[0], "trained_seconds": t1 - t0,
