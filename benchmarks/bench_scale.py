@@ -315,6 +315,53 @@ def trained_tenths(samples: list[dict[str, Any]], epoch: float,
             "workers_began_at": sorted(begun), "workers_ended_at": sorted(ended)}
 
 
+def _rows_at(timeline: list[tuple[float, int]], t: float) -> float:
+    """Rows a worker had trained at ``t`` by its ``timeline`` (0 before its first
+    point, its last figure after its last; linear in between)."""
+    if not timeline or t <= timeline[0][0]:
+        return 0.0 if not timeline or t < timeline[0][0] else float(timeline[0][1])
+    for (ta, ra), (tb, rb) in pairwise(timeline):
+        if t <= tb:
+            return ra + (rb - ra) * (t - ta) / (tb - ta) if tb > ta else float(rb)
+    return float(timeline[-1][1])
+
+
+def timeline_tenths(epoch: float, reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """Rows/s over each tenth of the rows *trained*, from the workers' own
+    ``timeline`` (``[wall clock, rows]`` at the start of every round and the end of
+    every step, in their reports): the rows trained by all workers at any time
+    are the sum of each worker's, linear between its points, so a tenth ends
+    within a step of where it really did (cluster mode; empty when a report has
+    no timeline).
+
+    >>> reports = [{"timeline": [[101.0, 0], [103.0, 200], [106.0, 500]]},
+    ...            {"timeline": [[102.0, 0], [106.0, 500]]}]
+    >>> r = timeline_tenths(100.0, reports)
+    >>> r["first_tenth_timeline_rows_per_s"], round(r["last_tenth_timeline_rows_per_s"], 1)
+    (100.0, 225.0)
+    """
+    lines = [[(float(t) - epoch, int(r)) for t, r in rep.get("timeline") or []]
+             for rep in reports]
+    if not lines or not all(lines):
+        return {}
+    start = [line[0][1] for line in lines]  # a restarted worker begins at its resumed rows
+    total = sum(line[-1][1] - r0 for line, r0 in zip(lines, start, strict=True))
+    if total <= 0:
+        return {}
+    times = sorted({t for line in lines for t, _ in line})
+    curve = [{"t": t, "rows": sum(_rows_at(line, t) - r0 if t >= line[0][0] else 0.0
+                                  for line, r0 in zip(lines, start, strict=True))}
+             for t in times]
+    reached = [_time_at(curve, k * total / 10, key="rows") for k in range(1, 11)]
+    marks = [times[0], *(times[-1] if t is None else t for t in reached)]
+    rates = [0.1 * total / max(b - a, 1e-9) for a, b in pairwise(marks)]
+    return {"first_tenth_timeline_rows_per_s": rates[0],
+            "last_tenth_timeline_rows_per_s": rates[-1],
+            "timeline_last_over_first": rates[-1] / rates[0],
+            "timeline_seconds": times[-1] - times[0],
+            "timeline_rows_per_s_by_tenth": rates}
+
+
 def summarize(run: dict[str, Any], size: int, rows: int) -> dict[str, Any]:
     samples = run["samples"]
     result: dict[str, Any] = {"wall_seconds": run["wall_seconds"],
@@ -346,6 +393,7 @@ def summarize(run: dict[str, Any], size: int, rows: int) -> dict[str, Any]:
                           cpu_last_over_first=cpu_last / cpu_first)
     if run.get("reports"):
         result.update(trained_tenths(samples, run["epoch"], run["reports"]))
+        result.update(timeline_tenths(run["epoch"], run["reports"]))
     # RSS by process at fractions of the run (by time: the cluster has no file position)
     end = samples[-1]["t"] if samples else 0.0
     roles = sorted({r for s in samples for r in s["rss_mib"] if r != "?"})
@@ -419,7 +467,14 @@ def _print(r: dict[str, Any]) -> None:
               f"step to their last, {r['trained_seconds']:.1f} s)")
         print("rows/s by tenth of the rows trained: " + ", ".join(
             f"{v / 1000:,.0f}k" for v in r["trained_rows_per_s_by_tenth"]))
-    elif r["mode"] == "cluster":
+    if "timeline_last_over_first" in r:
+        print(f"by the workers' step timelines: first tenth "
+              f"{r['first_tenth_timeline_rows_per_s']:,.0f} rows/s, last "
+              f"{r['last_tenth_timeline_rows_per_s']:,.0f} "
+              f"(last/first {r['timeline_last_over_first']:.3f}; "
+              f"{r['timeline_seconds']:.1f} s); by tenth: " + ", ".join(
+                  f"{v / 1000:,.0f}k" for v in r["timeline_rows_per_s_by_tenth"]))
+    if r["mode"] == "cluster" and "trained_last_over_first" not in r:
         print("rows/s by tenth of the rows trained: no figures (shard 0's /v1/status never "
               "answered with rows, or the workers' reports lack their first/last step)")
     header = ["process", "RSS MiB at 20 %", "at 50 %", "at 100 %", "peak", "growth after 20 %"]

@@ -70,6 +70,28 @@ def test_no_reports_or_no_rows_give_no_figures() -> None:
         _samples([(1.0, 0)]), 0.0, [{"started_at": 0.0, "finished_at": 1.0, "rows": 0}]) == {}
 
 
+def test_the_timelines_tenths_sum_the_workers_rows() -> None:
+    # worker a: 100 rows/s from t=1 to 11; worker b: 50 rows/s from 3 to 11 (400 rows,
+    # resumed at 100): 150 rows/s while both train
+    reports = [{"timeline": [[51.0 + t, 100 * t] for t in range(11)]},
+               {"timeline": [[53.0, 100], [55.0, 200], [61.0, 500]]}]
+    r = bench_scale.timeline_tenths(50.0, reports)
+    rates = r["timeline_rows_per_s_by_tenth"]
+    assert r["timeline_seconds"] == pytest.approx(10.0)
+    assert rates[0] == pytest.approx(100.0)  # 140 rows by t=2.4: a alone
+    assert rates[-1] == pytest.approx(150.0)
+    assert r["timeline_last_over_first"] == pytest.approx(1.5)
+    # every tenth is 140 rows: the time the tenths take adds up to the training
+    assert sum(140 / v for v in rates) == pytest.approx(10.0)
+
+
+def test_a_report_without_a_timeline_gives_no_timeline_figures() -> None:
+    assert bench_scale.timeline_tenths(0.0, []) == {}
+    assert bench_scale.timeline_tenths(0.0, [{"timeline": [[1.0, 0], [2.0, 10]]},
+                                             {"rows": 5}]) == {}
+    assert bench_scale.timeline_tenths(0.0, [{"timeline": [[1.0, 0], [2.0, 0]]}]) == {}
+
+
 def test_flags_after_the_separator_name_the_token() -> None:
     assert bench_scale._flag_value(["--token", "a", "--l1", "1"], "--token") == "a"
     assert bench_scale._flag_value(["--token=b"], "--token") == "b"
@@ -99,4 +121,9 @@ def test_a_tiny_cluster_run_reports_the_tenths_of_the_rows_trained(
     assert len(result["trained_rows_per_s_by_tenth"]) == 10
     assert all(v > 0 for v in result["trained_rows_per_s_by_tenth"])
     assert 0 < result["trained_seconds"] < result["wall_seconds"]
+    # the workers' own timelines give the tenths too, over about the same span
+    assert len(result["timeline_rows_per_s_by_tenth"]) == 10
+    assert all(v > 0 for v in result["timeline_rows_per_s_by_tenth"])
+    assert result["timeline_seconds"] == pytest.approx(result["trained_seconds"], abs=0.5)
+    assert "by the workers' step timelines" in run.stdout
     assert "rows/s by tenth of the rows trained" in run.stdout

@@ -93,6 +93,28 @@ def test_the_final_push_does_not_tick() -> None:
     np.testing.assert_allclose(server.z, ref.z, rtol=1e-12, atol=1e-12)
 
 
+def test_the_timeline_counts_the_rows_trained_step_by_step() -> None:
+    """A point at every round's start and every step's end: rows that only grow, one
+    step's rows apart, up to everything trained (what ``timeline`` in the metrics
+    JSON reports)."""
+    rng = np.random.default_rng(5)
+    data = random_rows(rng, 300, 64)
+    server = MemoryServer((1 << 6) + 1)
+    worker = Worker(server, 6, FTRLParams(), WorkerConfig(batch_size=20, fetch_step=3))
+    worker.train_batches(iter(as_batches(*data, per=50)))
+    worker.push()
+    points = worker.timeline.points()
+    rows = [p["rows"] for p in points]
+    times = [p["t"] for p in points]
+    assert rows[0] == 0 and rows[-1] == worker.report.rows == 300
+    assert times == sorted(times) and rows == sorted(rows)
+    steps = {b - a for a, b in zip(rows, rows[1:], strict=False)}
+    assert steps <= {0, 20} and 20 in steps
+    # 15 steps in 5 rounds: every step's end, and each round's start (a round
+    # starting right after a step has the rows of that step's end)
+    assert len(points) == 1 + 15 + 4
+
+
 class RecordingServer(MemoryServer):
     """A :class:`MemoryServer` that keeps every push's ``delta_n`` as sent."""
 

@@ -46,6 +46,7 @@ from ftrl_ps.ps.contraction import push_contraction
 from ftrl_ps.ps.curvature import unpushed_contraction
 from ftrl_ps.ps.inflight import InFlight
 from ftrl_ps.ps.merge import RULES, VERSIONED, push_payload, servers_rule
+from ftrl_ps.ps.overview import History
 from ftrl_ps.ps.pushsize import fitting, max_push_keys
 from ftrl_ps.ps.rounds import RoundLength, adaptive_by_default
 from ftrl_ps.ps.shares import Share, read_share
@@ -177,6 +178,9 @@ class Worker:
         self._counted: tuple[list[Batch], Any] | None = None
         self.rows_applied = 0  # rows whose push (and tick) the shards acknowledged
         self.report = WorkerReport()
+        #: (time, rows, loss_sum) at the start of every round and the end of every
+        #: step, bounded (the metrics JSON's ``timeline``: rows trained over time)
+        self.timeline = History()
         #: input rows to pass over before training (a restarted worker's position)
         self.skip_rows = 0
         self._resumed_rows, self._resumed_loss = 0, 0.0
@@ -194,6 +198,7 @@ class Worker:
         """Number the keys of ``parts``, pull them, add pending deltas: the next round."""
         if self._round is not None:
             self._close()
+        self.timeline.sample(self.report.rows, self.report.loss_sum)
         counted, self._counted = self._counted, None
         numbered = (counted[1] if counted is not None and counted[0] is parts
                     else self._numbering.number(parts))
@@ -223,6 +228,7 @@ class Worker:
         self.report.steps += 1
         self._rows_since_push += mb.rows
         self._since_push += 1
+        self.timeline.sample(self.report.rows, self.report.loss_sum)
 
     def _close(self) -> None:
         """End the round: keep its unpushed deltas as pending ones."""

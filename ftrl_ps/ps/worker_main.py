@@ -327,6 +327,8 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         "finished_at": ended,
         "resumed_rows": resumed,
         "stream_totals": [[c, f"{d:016x}"] for c, d in client.stream_totals()],
+        # rows trained over time: [wall clock, rows] at round starts and step ends
+        "timeline": [[round(p["t"], 4), p["rows"]] for p in worker.timeline.points()],
     }
     write_json(options.metrics_json, result)
     return result
