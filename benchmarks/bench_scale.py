@@ -31,7 +31,7 @@ i.e. the growth from 20 % to the end small against the state's size).
 
 Cluster mode samples the RSS of the servers and workers the same way. Each
 worker reads its own byte range of the file front to back (the launcher's
-default ``--split ranges``), so the bytes read so far are the sum over the
+``--split shares``, its default for one plain file), so the bytes read so far are the sum over the
 workers of how far each has moved from where it was first seen (a finished
 worker keeps its last position): the first/last-tenth figures are computed
 from that sum as in single mode. (With ``--split units`` a worker jumps
@@ -40,22 +40,20 @@ trained below still hold.)
 
 The file position counts rows *read*: a worker reads its first rows while the
 servers start, so the first tenth by the file also holds the servers' start.
-Cluster mode therefore also reports the tenths by rows *trained*: every
-``--interval`` it asks shard 0's ``/v1/status`` (token set by the script) for
-the rows the workers have reported at their clock ticks, and takes the run's
-training as beginning at the first worker's first step and ending at the last
-worker's last (``started_at``/``finished_at`` of the ``--metrics-json`` the
-command writes); the first tenth is the time from that beginning until a tenth
-of the rows were reported, the last from nine tenths until that end.
+Cluster mode therefore also reports the tenths by rows *trained*, from the
+``timeline`` of each worker's ``--metrics-json`` report (wall clock and rows
+trained at the start of every round and the end of every step): the rows all
+workers had trained at any moment are the sum of each one's, linear between
+its points, from the first worker's first point to the last worker's last.
+(Shard 0's ``/v1/status`` counts a worker's rows only at its clock ticks, up to
+a push behind: tenths from it ended late at the start and began late at the
+end, which raised last/first by ~0.2-0.3 at 20M rows; RESULTS.md, session 18.)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
-import secrets
 import shlex
 import shutil
 import subprocess
@@ -65,14 +63,11 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _harness as h  # noqa: E402
-
-from ftrl_ps.ps.overview import Overview  # noqa: E402
 
 #: fractions of the run at which RSS is reported
 RSS_POINTS = (0.2, 0.5, 1.0)
@@ -103,23 +98,6 @@ def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     if args.rows < 10 or args.interval <= 0:
         p.error("--rows must be >= 10 and --interval > 0")
     return args, extra
-
-
-def _flag_value(flags: list[str], name: str) -> str | None:
-    """The value of ``name`` among ``flags`` (``--name V`` or ``--name=V``; the last wins).
-
-    >>> _flag_value(["--l1", "2", "--token", "a", "--token=b"], "--token")
-    'b'
-    >>> _flag_value(["--l1", "2"], "--token") is None
-    True
-    """
-    found = None
-    for i, flag in enumerate(flags):
-        if flag == name and i + 1 < len(flags):
-            found = flags[i + 1]
-        elif flag.startswith(name + "="):
-            found = flag[len(name) + 1:]
-    return found
 
 
 def ensure_data(args: argparse.Namespace) -> Path:
@@ -165,45 +143,8 @@ def _role(proc: psutil.Process) -> str:
     return f"main:{proc.pid}" if "train" in cmd else f"other:{proc.pid}"
 
 
-#: answers of shard 0's status within the training needed for the tenths of the rows trained
-MIN_ANSWERS = 5
-
-#: the local cluster's first line on stderr names its servers (shard 0 first)
-SERVERS_LINE = re.compile(r"^servers: (http://[^\s,]+)", re.MULTILINE)
-
-
-class TrainedRows:
-    """Rows the workers of a local cluster have reported (shard 0's ``/v1/status``),
-    asked of the URL the command prints once its servers answer."""
-
-    def __init__(self, log: Path, token: str) -> None:
-        self.log = log
-        self.url: str | None = None
-        self.client = httpx.Client(timeout=1.0, headers={"Authorization": f"Bearer {token}"})
-
-    def __call__(self) -> int | None:
-        if self.url is None:
-            found = SERVERS_LINE.search(self.log.read_text(errors="replace"))
-            if found is None:
-                return None
-            self.url = found.group(1)
-        try:
-            answer = self.client.get(f"{self.url}/v1/status")
-            answer.raise_for_status()
-            clock = answer.json().get("clock") or {}
-        except (httpx.HTTPError, ValueError):
-            return None  # starting, restarting or stopped: no figure this time
-        return Overview.from_clock(clock).rows  # as the command's live line counts them
-
-    def close(self) -> None:
-        self.client.close()
-
-
-def watch(cmd: list[str], train: Path, interval: float, log: Path,
-          env: dict[str, str] | None = None, trained: TrainedRows | None = None
-          ) -> dict[str, Any]:
-    """Run ``cmd``; sample RSS of its process tree, the train file position and
-    (``trained``) the rows trained so far."""
+def watch(cmd: list[str], train: Path, interval: float, log: Path) -> dict[str, Any]:
+    """Run ``cmd``; sample RSS and CPU of its process tree and the train file position."""
     samples: list[dict[str, Any]] = []
     path = str(train.resolve())
     # cluster: per worker pid, the first and the last file position seen
@@ -212,7 +153,7 @@ def watch(cmd: list[str], train: Path, interval: float, log: Path,
     with open(log, "wb") as out:
         start = time.perf_counter()
         epoch = time.time()  # the workers' reports give wall clocks
-        child = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+        child = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
         proc = psutil.Process(child.pid)
         # CPU seconds by pid, last seen: a worker that has finished keeps counting
         # (summing live processes only made the total drop when one exited)
@@ -243,14 +184,9 @@ def watch(cmd: list[str], train: Path, interval: float, log: Path,
                 pos = sum(last_pos[k] - first_pos[k] for k in last_pos)
             sample = {"t": now, "pos": pos, "rss_mib": rss, "cpu": sum(cpu_by_pid.values()),
                       "cpu_by_role": {role_of[k]: round(v, 3) for k, v in cpu_by_pid.items()}}
-            if trained is not None:
-                sample["trained"] = trained()
-                sample["t_trained"] = time.perf_counter() - start  # its answer's time
             samples.append(sample)
             time.sleep(interval)
         wall = time.perf_counter() - start
-    if trained is not None:
-        trained.close()
     if child.returncode != 0:
         tail = log.read_text(errors="replace").splitlines()[-20:]
         raise RuntimeError(f"{shlex.join(cmd)} failed ({child.returncode}):\n" + "\n".join(tail))
@@ -275,46 +211,6 @@ def _time_at(samples: list[dict[str, Any]], pos: float, clock: str = "t",
     return None
 
 
-def trained_tenths(samples: list[dict[str, Any]], epoch: float,
-                   reports: list[dict[str, Any]]) -> dict[str, Any]:
-    """Rows/s over the first and the last tenth of the rows *trained* (cluster mode).
-
-    The run's training spans the first worker's first step to the last worker's
-    last (``reports``: the workers' ``started_at``/``finished_at``, wall clocks;
-    ``epoch``: the wall clock at the samples' time 0); in between, the rows the
-    workers had reported by each sample (``trained``, asked at ``t_trained``),
-    linear between samples. Empty when a figure is missing or fewer than
-    :data:`MIN_ANSWERS` answers fall within the training.
-
-    >>> samples = [{"t_trained": t, "trained": r} for t, r in [(1.0, None), (2.0, 0),
-    ...            (3.0, 400), (4.0, 533), (5.0, 667), (6.0, 800), (7.0, 900)]]
-    >>> reports = [{"started_at": 101.5, "finished_at": 107.5, "rows": 600},
-    ...            {"started_at": 102.0, "finished_at": 107.0, "rows": 400}]
-    >>> r = trained_tenths(samples, 100.0, reports)
-    >>> round(r["first_tenth_trained_rows_per_s"]), round(r["last_tenth_trained_rows_per_s"])
-    (133, 200)
-    """
-    begun = [float(r["started_at"]) - epoch for r in reports if r.get("started_at") is not None]
-    ended = [float(r["finished_at"]) - epoch for r in reports if r.get("finished_at") is not None]
-    total = sum(int(r.get("rows", 0)) for r in reports)
-    points = sorted((float(s["t_trained"]), int(s["trained"])) for s in samples
-                    if s.get("trained") is not None)
-    if not begun or not ended or total <= 0:
-        return {}
-    t0, t1 = min(begun), max(ended)
-    inside = [(t, r) for t, r in points if t0 < t < t1]
-    if len(inside) < MIN_ANSWERS:  # the tenths would be the interpolation's, not the run's
-        return {}
-    curve = [{"t": t, "rows": r} for t, r in [(t0, 0), *inside, (t1, total)]]
-    reached = [_time_at(curve, k * total / 10, key="rows") for k in range(1, 10)]
-    marks = [t0, *(t1 if t is None else t for t in reached), t1]  # (the curve ends at total)
-    rates = [0.1 * total / max(b - a, 1e-9) for a, b in pairwise(marks)]
-    return {"first_tenth_trained_rows_per_s": rates[0], "last_tenth_trained_rows_per_s": rates[-1],
-            "trained_last_over_first": rates[-1] / rates[0], "trained_seconds": t1 - t0,
-            "trained_rows_per_s_by_tenth": rates,
-            "workers_began_at": sorted(begun), "workers_ended_at": sorted(ended)}
-
-
 def _rows_at(timeline: list[tuple[float, int]], t: float) -> float:
     """Rows a worker had trained at ``t`` by its ``timeline`` (0 before its first
     point, its last figure after its last; linear in between)."""
@@ -326,7 +222,7 @@ def _rows_at(timeline: list[tuple[float, int]], t: float) -> float:
     return float(timeline[-1][1])
 
 
-def timeline_tenths(epoch: float, reports: list[dict[str, Any]]) -> dict[str, Any]:
+def trained_tenths(epoch: float, reports: list[dict[str, Any]]) -> dict[str, Any]:
     """Rows/s over each tenth of the rows *trained*, from the workers' own
     ``timeline`` (``[wall clock, rows]`` at the start of every round and the end of
     every step, in their reports): the rows trained by all workers at any time
@@ -336,8 +232,8 @@ def timeline_tenths(epoch: float, reports: list[dict[str, Any]]) -> dict[str, An
 
     >>> reports = [{"timeline": [[101.0, 0], [103.0, 200], [106.0, 500]]},
     ...            {"timeline": [[102.0, 0], [106.0, 500]]}]
-    >>> r = timeline_tenths(100.0, reports)
-    >>> r["first_tenth_timeline_rows_per_s"], round(r["last_tenth_timeline_rows_per_s"], 1)
+    >>> r = trained_tenths(100.0, reports)
+    >>> r["first_tenth_trained_rows_per_s"], round(r["last_tenth_trained_rows_per_s"], 1)
     (100.0, 225.0)
     """
     lines = [[(float(t) - epoch, int(r)) for t, r in rep.get("timeline") or []]
@@ -355,11 +251,11 @@ def timeline_tenths(epoch: float, reports: list[dict[str, Any]]) -> dict[str, An
     reached = [_time_at(curve, k * total / 10, key="rows") for k in range(1, 11)]
     marks = [times[0], *(times[-1] if t is None else t for t in reached)]
     rates = [0.1 * total / max(b - a, 1e-9) for a, b in pairwise(marks)]
-    return {"first_tenth_timeline_rows_per_s": rates[0],
-            "last_tenth_timeline_rows_per_s": rates[-1],
-            "timeline_last_over_first": rates[-1] / rates[0],
-            "timeline_seconds": times[-1] - times[0],
-            "timeline_rows_per_s_by_tenth": rates}
+    return {"first_tenth_trained_rows_per_s": rates[0],
+            "last_tenth_trained_rows_per_s": rates[-1],
+            "trained_last_over_first": rates[-1] / rates[0],
+            "trained_seconds": times[-1] - times[0],
+            "trained_rows_per_s_by_tenth": rates}
 
 
 def summarize(run: dict[str, Any], size: int, rows: int) -> dict[str, Any]:
@@ -392,8 +288,7 @@ def summarize(run: dict[str, Any], size: int, rows: int) -> dict[str, Any]:
                           last_tenth_rows_per_cpu_s=cpu_last,
                           cpu_last_over_first=cpu_last / cpu_first)
     if run.get("reports"):
-        result.update(trained_tenths(samples, run["epoch"], run["reports"]))
-        result.update(timeline_tenths(run["epoch"], run["reports"]))
+        result.update(trained_tenths(run["epoch"], run["reports"]))
     # RSS by process at fractions of the run (by time: the cluster has no file position)
     end = samples[-1]["t"] if samples else 0.0
     roles = sorted({r for s in samples for r in s["rss_mib"] if r != "?"})
@@ -419,19 +314,15 @@ def main(argv: list[str] | None = None) -> int:
     prefix = shlex.split(args.ftrl_ps_cmd)
     cmd = [*prefix, "train", str(train), "--bits", str(args.bits), "--epochs", "1"]
     log = folder / f"bench_scale_{args.mode}.log"
-    env, trained, reports = None, None, folder / "bench_scale_workers.json"
+    reports = folder / "bench_scale_workers.json"
     if args.mode == "cluster":
         cmd += ["--servers", str(args.servers), "--workers", str(args.workers),
                 "--metrics-json", str(reports)]
-        # the servers take $FTRL_PS_TOKEN unless the flags after -- name a --token
-        token = _flag_value(extra, "--token") or secrets.token_hex(16)
-        env = dict(os.environ, FTRL_PS_TOKEN=token)
-        trained = TrainedRows(log, token)
         reports.unlink(missing_ok=True)  # an earlier run's reports are not this run's
     cmd += extra
     print(f"$ {shlex.join(cmd)}", file=sys.stderr)
     load_before = psutil.getloadavg()
-    run = watch(cmd, train, args.interval, log, env=env, trained=trained)
+    run = watch(cmd, train, args.interval, log)
     if args.mode == "cluster":
         run["reports"] = json.loads(reports.read_text()).get("worker_reports", [])
     result = {"mode": args.mode, "rows": args.rows, "bits": args.bits, "command": shlex.join(cmd),
@@ -463,20 +354,13 @@ def _print(r: dict[str, Any]) -> None:
         print(f"rows/s over the first tenth of the rows trained "
               f"{r['first_tenth_trained_rows_per_s']:,.0f}, over the last tenth "
               f"{r['last_tenth_trained_rows_per_s']:,.0f} "
-              f"(last/first {r['trained_last_over_first']:.3f}; from the workers' first "
-              f"step to their last, {r['trained_seconds']:.1f} s)")
+              f"(last/first {r['trained_last_over_first']:.3f}; the workers' timelines, "
+              f"first point to last {r['trained_seconds']:.1f} s)")
         print("rows/s by tenth of the rows trained: " + ", ".join(
             f"{v / 1000:,.0f}k" for v in r["trained_rows_per_s_by_tenth"]))
-    if "timeline_last_over_first" in r:
-        print(f"by the workers' step timelines: first tenth "
-              f"{r['first_tenth_timeline_rows_per_s']:,.0f} rows/s, last "
-              f"{r['last_tenth_timeline_rows_per_s']:,.0f} "
-              f"(last/first {r['timeline_last_over_first']:.3f}; "
-              f"{r['timeline_seconds']:.1f} s); by tenth: " + ", ".join(
-                  f"{v / 1000:,.0f}k" for v in r["timeline_rows_per_s_by_tenth"]))
     if r["mode"] == "cluster" and "trained_last_over_first" not in r:
-        print("rows/s by tenth of the rows trained: no figures (shard 0's /v1/status never "
-              "answered with rows, or the workers' reports lack their first/last step)")
+        print("rows/s by tenth of the rows trained: no figures (a worker's report has no "
+              "timeline: an ftrl-ps from before they had one?)")
     header = ["process", "RSS MiB at 20 %", "at 50 %", "at 100 %", "peak", "growth after 20 %"]
     rows = [[role, *(f"{p[k]:.0f}" for k in ("at_20pct", "at_50pct", "at_100pct", "peak")),
              f"{p['growth_after_20pct']:+.0f}"] for role, p in r["rss_mib"].items()]
