@@ -314,21 +314,45 @@ def test_cluster_resumes_from_a_saved_model(a9a: tuple[Path, Path], tmp_path: Pa
 
 
 @pytest.mark.parametrize("rows, workers, fraction, expected", [
-    (20_000_000, 2, 0.05, 1),  # capped at 50,000 rows: one round of 4 x 50,000
-    (1_000_000, 2, 0.05, 2),  # 50,000 rows in rounds of 4 x 6,250
-    (26_773, 8, 0.05, 7),  # iPinYou: 1,339 rows in rounds of 4 x 50 (the batch floor)
-    (1_000, 8, 0.05, 1),  # at least one round
-    (1_000_000, 2, 0.0, 0),  # none
+    # capped at 50,000 rows: one push of one 50,000-row step, not a round of 4 steps
+    (20_000_000, 2, 0.05, (1, 1)),
+    (5_000_000, 2, 0.05, (1, 2)),  # capped: 2 steps of 31,250 rows, not 4
+    (2_000_000, 2, 0.05, (1, None)),  # capped, but one round is 4 x 12,500 rows: 50,000
+    (1_000_000, 2, 0.05, (2, None)),  # 50,000 rows in rounds of 4 x 6,250
+    (26_773, 8, 0.05, (7, None)),  # iPinYou: 1,339 rows in rounds of 4 x 50 (the batch floor)
+    (1_000, 8, 0.05, (1, None)),  # at least one round
+    (1_000_000, 2, 0.0, (0, None)),  # none
 ])
 def test_warm_rounds_are_a_share_of_the_input_in_whole_rounds(
-    rows: int, workers: int, fraction: float, expected: int, monkeypatch: pytest.MonkeyPatch
+    rows: int, workers: int, fraction: float, expected: tuple[int, int | None],
+    monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import ftrl_ps.cluster.local as local
 
     monkeypatch.setattr(local, "estimate_rows", lambda _: rows)
     opts = local.LocalClusterOptions(train="t.svm", workers=workers, epochs=1,
                                      warm_fraction=fraction)
-    assert local.local_warm_rounds(opts) == expected
+    assert local.local_warm_start(opts) == expected
+
+
+def test_the_lone_workers_push_step_reaches_the_worker_config() -> None:
+    """From the launcher (local_warm_start's second figure) and from ``ftrl-ps
+    worker --warm-push-step`` to the worker loop's config."""
+    from ftrl_ps.cli import build_parser
+    from ftrl_ps.cli._common import options_from
+    from ftrl_ps.cluster.local import LocalClusterOptions, _worker_options
+    from ftrl_ps.ps.worker_main import WorkerOptions, worker_config
+
+    opts = LocalClusterOptions(train="t.svm", workers=2, batch_size=100)
+    launched = _worker_options(opts, ["http://x"], {}, 20, 0, Path("m.json"), "float32", 1)
+    assert worker_config(launched).warm_push_step == 1
+    assert _worker_options(opts, ["http://x"], {}, 20, 0, Path("m.json"),
+                           "float32").warm_push_step is None
+    command = ["worker", "--server", "http://x", "--input", "t.svm", "--num-workers", "2"]
+    parser = build_parser()
+    assert options_from(WorkerOptions, parser.parse_args(command)).warm_push_step is None
+    given = options_from(WorkerOptions, parser.parse_args([*command, "--warm-push-step", "2"]))
+    assert worker_config(given).warm_push_step == 2
 
 
 @pytest.mark.parametrize("rows, workers, expected", [

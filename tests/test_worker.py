@@ -9,6 +9,7 @@ import pytest
 
 from ftrl_ps.core.ftrl import FTRL, FTRLParams
 from ftrl_ps.data.libsvm import Batch
+from ftrl_ps.errors import ConfigError
 from ftrl_ps.ps.layout import Layout
 from ftrl_ps.ps.local_client import LocalClient
 from ftrl_ps.ps.store import ParameterStore
@@ -167,6 +168,43 @@ def test_the_warm_starts_lone_worker_pushes_as_one_worker(rule: str) -> None:
     worker.push()
     np.testing.assert_array_equal(idler.sent[0], shared.sent[0])
     assert worker.report.pushes_alone == 0
+
+
+def test_the_lone_worker_pushes_every_warm_push_step_steps_while_alone() -> None:
+    """``warm_push_step`` (a warm start shorter than one push): the lone worker
+    pushes and ticks after that many steps until its ``alone_until`` ticks, then
+    every ``push_step``; the model is still one process's."""
+    rng = np.random.default_rng(9)
+    data = random_rows(rng, 420, 64)  # 60 steps of 7 rows
+    params = FTRLParams(l1=0.2)
+    ref = FTRL(6, params, dtype="float64")
+    ref.fit_rows(*data)
+    server = RecordingServer(ref.state.shape[0], "contraction")
+    cfg = WorkerConfig(batch_size=7, fetch_step=8, push_step=8, num_workers=2,
+                       warm_push_step=2)
+    worker = Worker(server, 6, params, cfg)
+    worker.alone_until = 3
+    rows_at_push = []
+    original = worker._push_async
+
+    def recording(tick: bool = True) -> None:
+        rows_at_push.append(worker.report.rows)
+        original(tick)
+
+    worker._push_async = recording  # type: ignore[method-assign]
+    worker.train_batches(iter(as_batches(*data, per=35)))
+    worker.push()
+    # 3 pushes of 2 steps alone, then every 8 steps after the last, then the final push
+    assert rows_at_push[:5] == [14, 28, 42, 98, 154]
+    assert worker.report.pushes_alone == 3
+    assert rows_at_push[-1] == 420
+    # without the warm start nothing changes: every push_step steps
+    plain = Worker(MemoryServer(ref.state.shape[0], "contraction"), 6, params, cfg)
+    plain.train_batches(iter(as_batches(*data, per=35)))
+    plain.push()
+    assert plain.report.pushes == 420 // 56 + 1 and plain.report.pushes_alone == 0
+    with pytest.raises(ConfigError, match="warm_push_step"):
+        WorkerConfig(warm_push_step=0)
 
 
 def test_pull_keeps_unpushed_local_updates() -> None:

@@ -120,6 +120,15 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: on at a staleness of 1 or more, off at 0 and inf; see "
         "docs/algorithm.md)",
     )
+    g.add_argument(
+        "--warm-push-step",
+        type=c.positive_int,
+        default=None,
+        metavar="N",
+        help="while this worker trains alone at the start (the servers' --warm-rounds), "
+        "push and tick every N steps instead of --push-step, for a warm start shorter "
+        "than one push (default: --push-step; ftrl-ps train --workers sets it)",
+    )
 
 
 def _worker_list(text: str) -> str:

@@ -98,7 +98,7 @@ class LocalClusterOptions:
     seed: int = 0
     split: str = "auto"  # shares for one plain file, units otherwise (data.sources.split_for)
     unit_mb: float | None = None
-    #: share of the input one worker trains alone at the start (local_warm_rounds)
+    #: share of the input one worker trains alone at the start (local_warm_start)
     warm_fraction: float = 0.05
 
 
@@ -115,13 +115,14 @@ def _shard_options(opts: LocalClusterOptions, bits: int, dtype: str, index: int,
 
 
 def _worker_options(opts: LocalClusterOptions, urls: list[str], params: dict[str, float],
-                    bits: int, index: int, metrics: Path, dtype: str) -> WorkerOptions:
+                    bits: int, index: int, metrics: Path, dtype: str,
+                    warm_push_step: int | None = None) -> WorkerOptions:
     return WorkerOptions(
         server=",".join(urls), input=opts.train, worker_index=index,
         num_workers=opts.workers, epochs=opts.epochs, bits=bits,
         batch_size=local_batch_size(opts), fetch_step=opts.fetch_step,
         push_step=opts.push_step, dense_fraction=opts.dense_fraction,
-        adaptive_rounds=opts.adaptive_rounds,
+        adaptive_rounds=opts.adaptive_rounds, warm_push_step=warm_push_step,
         chunk_mb=opts.chunk_mb, metrics_json=str(metrics), quiet=True,
         skip_bad_lines=opts.skip_bad_lines, state_dir=str(metrics.parent / "state"),
         retry_seconds=opts.retry_seconds, dtype=dtype, straggle_prob=opts.straggle_prob,
@@ -165,19 +166,29 @@ def local_batch_size(opts: LocalClusterOptions) -> int:
 MAX_WARM_ROWS = 50_000
 
 
-def local_warm_rounds(opts: LocalClusterOptions) -> int:
-    """Rounds of the warm start: ``--warm-fraction`` of the input (at most
-    :data:`MAX_WARM_ROWS` rows) in whole rounds of ``batch_size x push_step`` rows,
-    at least one (0 when the fraction is 0).
+def local_warm_start(opts: LocalClusterOptions) -> tuple[int, int | None]:
+    """The warm start: its rounds, and the lone worker's steps per push (None: its
+    ``push_step``). ``--warm-fraction`` of the input in whole rounds of ``batch_size
+    x push_step`` rows, at least one (0 rounds when the fraction is 0); when
+    :data:`MAX_WARM_ROWS` caps it below one such round (big inputs: one round of
+    4 x 50,000 rows at 20M rows), the lone worker pushes and ticks every
+    ``MAX_WARM_ROWS / batch_size`` steps (rounded up) instead, so that the
+    others wait for 50,000 rows, not 200,000.
 
     At the default ~20 rounds per worker, 0.05 is about one round per worker. It
     took agaricus's runs worse than one process by more than 0.001 from 17 of 24
     to 2 (2, 4, 8 workers, s = 0 and 3, 4 row orders; docs/algorithm.md, section 13).
     """
     if opts.warm_fraction <= 0:
-        return 0
-    rows = min(opts.warm_fraction * estimate_rows(opts.train) * opts.epochs, MAX_WARM_ROWS)
-    return max(1, math.ceil(rows / (local_batch_size(opts) * opts.push_step)))
+        return 0, None
+    wanted = opts.warm_fraction * estimate_rows(opts.train) * opts.epochs
+    rows = min(wanted, MAX_WARM_ROWS)
+    batch = local_batch_size(opts)
+    rounds = max(1, math.ceil(rows / (batch * opts.push_step)))
+    if wanted <= MAX_WARM_ROWS:
+        return rounds, None
+    steps = max(1, math.ceil(rows / (rounds * batch)))
+    return rounds, (steps if steps < opts.push_step else None)
 
 
 def _live_line(client: Any, progress: Progress, history: History) -> None:
@@ -223,7 +234,7 @@ def run_cluster(args: LocalClusterOptions) -> int:
         # The batch size and the warm start once (each looks at the input, also a
         # remote one), not once per shard and per worker.
         args = replace(args, batch_size=local_batch_size(args))
-        warm_rounds = local_warm_rounds(args)
+        warm_rounds, warm_push_step = local_warm_start(args)
         # The servers go first, before this process has loaded numba (servers
         # do not use it): each imports its web stack on the other core while this
         # process loads the worker kernels once and forks the workers with them
@@ -246,7 +257,8 @@ def run_cluster(args: LocalClusterOptions) -> int:
               f"dashboard {urls[0]}/dashboard)", file=sys.stderr, flush=True)
         metrics = [logdir / f"worker-{i}.json" for i in range(args.workers)]
         for i in range(args.workers):
-            wopts = _worker_options(args, urls, params.as_dict(), bits, i, metrics[i], dtype)
+            wopts = _worker_options(args, urls, params.as_dict(), bits, i, metrics[i], dtype,
+                                    warm_push_step)
             cluster.start_worker(i, wopts)
         # no threads before this point (forking needs a single-threaded process)
         cluster.wait_servers()  # started meanwhile; a failure to start is reported here

@@ -96,6 +96,10 @@ class WorkerConfig:
     #: :class:`ftrl_ps.ps.rounds.RoundLength`); False: every round is ``fetch_step``
     #: steps; None: as :func:`ftrl_ps.ps.rounds.adaptive_by_default` says for the servers
     adaptive_rounds: bool | None = None
+    #: while this worker trains alone (the servers' warm start), push and tick every
+    #: this many steps instead of ``push_step`` (None: ``push_step``): a warm start
+    #: shorter than one push (ftrl_ps.cluster.local.local_warm_start)
+    warm_push_step: int | None = None
 
     def __post_init__(self) -> None:
         if self.merge_rule is not None and self.merge_rule not in RULES:
@@ -106,6 +110,8 @@ class WorkerConfig:
                      "num_workers"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.warm_push_step is not None and self.warm_push_step < 1:
+            raise ConfigError(f"warm_push_step must be >= 1, got {self.warm_push_step}")
 
 
 @dataclass
@@ -374,9 +380,17 @@ class Worker:
         rnd = self._open(parts)
         for _ in parts:
             self._step(rnd)
-            if self._since_push >= self.config.push_step * self.round_length.factor:
+            if self._since_push >= self._push_every():
                 self._push_async()
         self._close()
+
+    def _push_every(self) -> int:
+        """Steps between two pushes now: ``push_step`` (times the round length's
+        factor), or ``warm_push_step`` while this worker trains alone."""
+        every = self.config.push_step * self.round_length.factor
+        if self._ticks < self.alone_until and self.config.warm_push_step is not None:
+            return min(every, self.config.warm_push_step)
+        return every
 
     def idle(self) -> None:
         """Nothing to train for now (waiting for units other workers hold): tick the

@@ -71,6 +71,8 @@ class WorkerOptions:
     push_step: int = 4
     #: lengthen the rounds of a worker that keeps waiting at the SSP bound (ftrl_ps.ps.rounds)
     adaptive_rounds: bool | None = None
+    #: steps per push while training alone (the servers' warm start); None: push_step
+    warm_push_step: int | None = None
     bits: int | None = None
     alpha: float | None = None
     beta: float | None = None
@@ -195,6 +197,7 @@ def worker_config(options: WorkerOptions) -> Any:
         num_workers=options.num_workers,
         dense_fraction=options.dense_fraction,
         adaptive_rounds=options.adaptive_rounds,
+        warm_push_step=options.warm_push_step,
     )
 
 
