@@ -348,7 +348,8 @@ def test_the_lone_workers_push_step_reaches_the_worker_config() -> None:
     assert worker_config(launched).warm_push_step == 1
     assert _worker_options(opts, ["http://x"], {}, 20, 0, Path("m.json"),
                            "float32").warm_push_step is None
-    command = ["worker", "--server", "http://x", "--input", "t.svm", "--num-workers", "2"]
+    command = ["worker", "--server", "http://x", "--input", "t.svm", "--num-workers", "2",
+               "--worker-index", "0"]
     parser = build_parser()
     assert options_from(WorkerOptions, parser.parse_args(command)).warm_push_step is None
     given = options_from(WorkerOptions, parser.parse_args([*command, "--warm-push-step", "2"]))

@@ -122,9 +122,11 @@ class RecordingServer(MemoryServer):
     def __init__(self, size: int, merge_rule: str) -> None:
         super().__init__(size, merge_rule)
         self.sent: list[np.ndarray] = []
+        self.positions: list[int] = []  # the worker's rows trained at each push
 
     def push(self, keys, delta_n, delta_z, merge=None, **progress) -> None:  # type: ignore[no-untyped-def]
         self.sent.append(np.array(delta_n))
+        self.positions.append(progress.get("position", -1))
         super().push(keys, delta_n, delta_z, merge, **progress)
 
 
@@ -184,20 +186,23 @@ def test_the_lone_worker_pushes_every_warm_push_step_steps_while_alone() -> None
                        warm_push_step=2)
     worker = Worker(server, 6, params, cfg)
     worker.alone_until = 3
-    rows_at_push = []
-    original = worker._push_async
-
-    def recording(tick: bool = True) -> None:
-        rows_at_push.append(worker.report.rows)
-        original(tick)
-
-    worker._push_async = recording  # type: ignore[method-assign]
     worker.train_batches(iter(as_batches(*data, per=35)))
     worker.push()
-    # 3 pushes of 2 steps alone, then every 8 steps after the last, then the final push
-    assert rows_at_push[:5] == [14, 28, 42, 98, 154]
+    rows_at_push = server.positions
+    # pushes every 2 steps until 3 ticks, then every 8 steps, as without them: the
+    # rounds (8 steps) still end with a push, and the round's deltas are not taken
+    # out at its end again; then the final push
+    assert rows_at_push[:5] == [14, 28, 42, 56, 112]
     assert worker.report.pushes_alone == 3
     assert rows_at_push[-1] == 420
+    # alone all along, with those extra pushes: one process's model
+    lone = Worker(RecordingServer(ref.state.shape[0], "contraction"), 6, params, cfg)
+    lone.alone_until = 10**6
+    lone.train_batches(iter(as_batches(*data, per=35)))
+    lone.push()
+    assert lone.report.pushes == lone.report.pushes_alone == 420 // 14  # every 2 steps
+    np.testing.assert_allclose(lone.client.n, ref.n, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(lone.client.z, ref.z, rtol=1e-12, atol=1e-12)
     # without the warm start nothing changes: every push_step steps
     plain = Worker(MemoryServer(ref.state.shape[0], "contraction"), 6, params, cfg)
     plain.train_batches(iter(as_batches(*data, per=35)))

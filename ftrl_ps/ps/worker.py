@@ -254,12 +254,14 @@ class Worker:
         self._push_async(tick=not final)
         self._sync()
 
-    def _push_async(self, tick: bool = True) -> None:
+    def _push_async(self, tick: bool = True, on_schedule: bool = True) -> None:
         """Start pushing the unpushed deltas and ticking the clock in the background.
 
         The tick may wait for slower workers (SSP); meanwhile the worker numbers
         the next round's keys. The next pull or push waits for this one first
-        (:meth:`_sync`), so pushes and ticks stay in order.
+        (:meth:`_sync`), so pushes and ticks stay in order. ``on_schedule``
+        False (the warm start's extra pushes): the next push of the usual
+        schedule still comes ``push_step`` steps after the last one of it.
         """
         rnd = self._round
         todo = self._pending
@@ -288,7 +290,8 @@ class Worker:
         self._ticks += tick
         self.report.keys_pushed += int(todo.keys.size)
         self._rows_since_push = 0
-        self._since_push = 0
+        if on_schedule:
+            self._since_push = 0
 
     def _contraction(self, rnd: WorkingSet) -> np.ndarray | None:
         if self.merge_rule == "contraction":
@@ -380,17 +383,20 @@ class Worker:
         rnd = self._open(parts)
         for _ in parts:
             self._step(rnd)
-            if self._since_push >= self._push_every():
+            if self._since_push >= self.config.push_step * self.round_length.factor:
                 self._push_async()
+            elif self._warm_push_due():
+                self._push_async(on_schedule=False)
         self._close()
 
-    def _push_every(self) -> int:
-        """Steps between two pushes now: ``push_step`` (times the round length's
-        factor), or ``warm_push_step`` while this worker trains alone."""
-        every = self.config.push_step * self.round_length.factor
-        if self._ticks < self.alone_until and self.config.warm_push_step is not None:
-            return min(every, self.config.warm_push_step)
-        return every
+    def _warm_push_due(self) -> bool:
+        """While this worker trains alone with a ``warm_push_step``: every that many
+        steps, between the pushes of the usual schedule. They leave that schedule
+        alone, so that the pushes after the warm start still end the rounds (a push
+        in mid-round makes the round's end take its deltas out a second time)."""
+        k = self.config.warm_push_step
+        return (k is not None and self._ticks < self.alone_until
+                and self._since_push % k == 0)
 
     def idle(self) -> None:
         """Nothing to train for now (waiting for units other workers hold): tick the
