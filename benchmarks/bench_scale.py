@@ -31,10 +31,10 @@ i.e. the growth from 20 % to the end small against the state's size).
 
 Cluster mode samples the RSS of the servers and workers the same way. Each
 worker reads its own byte range of the file front to back (the launcher's
-``--split shares``, its default for one plain file), so the bytes read so far are the sum over the
-workers of how far each has moved from where it was first seen (a finished
-worker keeps its last position): the first/last-tenth figures are computed
-from that sum as in single mode. (With ``--split units`` a worker jumps
+``--split shares``, its default for one plain file), so the bytes read so far
+are the sum over the workers of how far each has moved from where it was first
+seen (a finished worker keeps its last position): the first/last-tenth figures
+are computed from that sum as in single mode. (With ``--split units`` a worker jumps
 between hand-out units and that sum is meaningless; the tenths of the rows
 trained below still hold.)
 
@@ -63,6 +63,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -211,17 +212,6 @@ def _time_at(samples: list[dict[str, Any]], pos: float, clock: str = "t",
     return None
 
 
-def _rows_at(timeline: list[tuple[float, int]], t: float) -> float:
-    """Rows a worker had trained at ``t`` by its ``timeline`` (0 before its first
-    point, its last figure after its last; linear in between)."""
-    if not timeline or t <= timeline[0][0]:
-        return 0.0 if not timeline or t < timeline[0][0] else float(timeline[0][1])
-    for (ta, ra), (tb, rb) in pairwise(timeline):
-        if t <= tb:
-            return ra + (rb - ra) * (t - ta) / (tb - ta) if tb > ta else float(rb)
-    return float(timeline[-1][1])
-
-
 def trained_tenths(epoch: float, reports: list[dict[str, Any]]) -> dict[str, Any]:
     """Rows/s over each tenth of the rows *trained*, from the workers' own
     ``timeline`` (``[wall clock, rows]`` at the start of every round and the end of
@@ -236,25 +226,27 @@ def trained_tenths(epoch: float, reports: list[dict[str, Any]]) -> dict[str, Any
     >>> r["first_tenth_trained_rows_per_s"], round(r["last_tenth_trained_rows_per_s"], 1)
     (100.0, 225.0)
     """
-    lines = [[(float(t) - epoch, int(r)) for t, r in rep.get("timeline") or []]
+    lines = [np.array(rep.get("timeline") or [], dtype=float).reshape(-1, 2)
              for rep in reports]
-    if not lines or not all(lines):
+    if not lines or not all(line.size for line in lines):
         return {}
-    start = [line[0][1] for line in lines]  # a restarted worker begins at its resumed rows
-    total = sum(line[-1][1] - r0 for line, r0 in zip(lines, start, strict=True))
+    # rows since each worker's first point (a restarted worker begins at its resumed rows)
+    total = float(sum(line[-1, 1] - line[0, 1] for line in lines))
     if total <= 0:
         return {}
-    times = sorted({t for line in lines for t, _ in line})
-    curve = [{"t": t, "rows": sum(_rows_at(line, t) - r0 if t >= line[0][0] else 0.0
-                                  for line, r0 in zip(lines, start, strict=True))}
-             for t in times]
+    times = np.unique(np.concatenate([line[:, 0] for line in lines]))
+    trained = np.zeros_like(times)
+    for line in lines:  # 0 before the worker's first point, its total after its last
+        trained += np.interp(times, line[:, 0], line[:, 1] - line[0, 1], left=0.0)
+    curve = [{"t": t - epoch, "rows": r} for t, r in zip(times.tolist(), trained.tolist(),
+                                                          strict=True)]
     reached = [_time_at(curve, k * total / 10, key="rows") for k in range(1, 11)]
-    marks = [times[0], *(times[-1] if t is None else t for t in reached)]
+    marks = [curve[0]["t"], *(curve[-1]["t"] if t is None else t for t in reached)]
     rates = [0.1 * total / max(b - a, 1e-9) for a, b in pairwise(marks)]
     return {"first_tenth_trained_rows_per_s": rates[0],
             "last_tenth_trained_rows_per_s": rates[-1],
             "trained_last_over_first": rates[-1] / rates[0],
-            "trained_seconds": times[-1] - times[0],
+            "trained_seconds": curve[-1]["t"] - curve[0]["t"],
             "trained_rows_per_s_by_tenth": rates}
 
 
