@@ -271,7 +271,7 @@ class Worker:
         if not todo.keys.size:
             return
         cfg = self.config  # the deltas as the merge rule wants them (ftrl_ps.ps.merge)
-        alone = self._ticks < self.alone_until  # no concurrent push to share the keys with
+        alone = self._alone  # no concurrent push to share the keys with
         delta_n, delta_z, merge = push_payload(
             self.merge_rule, todo, self.bias_key, self._rows_since_push,
             cfg.batch_size * cfg.push_step * self.round_length.factor,
@@ -395,8 +395,13 @@ class Worker:
         alone, so that the pushes after the warm start still end the rounds (a push
         in mid-round makes the round's end take its deltas out a second time)."""
         k = self.config.warm_push_step
-        return (k is not None and self._ticks < self.alone_until
-                and self._since_push % k == 0)
+        return k is not None and self._alone and self._since_push % k == 0
+
+    @property
+    def _alone(self) -> bool:
+        """Whether this worker trains alone now: its ticks so far are fewer than
+        :attr:`alone_until` (the servers' warm start)."""
+        return self._ticks < self.alone_until
 
     def idle(self) -> None:
         """Nothing to train for now (waiting for units other workers hold): tick the
