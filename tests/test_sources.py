@@ -135,3 +135,18 @@ def test_one_process_trains_a_directory_as_the_concatenated_file(parts, tmp_path
 def test_estimate_rows_counts_gzip_parts_by_their_text(parts) -> None:
     d, _ = parts
     assert 600 <= estimate_rows(str(d)) <= 1300
+
+
+def test_two_readers_of_one_memory_file_have_their_own_positions() -> None:
+    """fsspec's memory filesystem returns the same file object to every opener; the
+    reader's files must not share a position (workers in threads read units of it)."""
+    from ftrl_ps.data.sources import open_binary
+
+    url = f"memory://{uuid.uuid4().hex}/a.svm"
+    with fsspec.open(url, "wb") as f:
+        f.write(b"1 1:1\n0 2:1\n")
+    a, b = open_binary(url), open_binary(url)
+    assert a.read(6) == b"1 1:1\n"
+    assert b.read(6) == b"1 1:1\n"  # not where a stopped
+    a.seek(0)
+    assert b.read() == b"0 2:1\n"

@@ -28,6 +28,7 @@ gzip part whole (a compressed stream cannot be entered in the middle).
 from __future__ import annotations
 
 import glob
+import io
 import os
 from dataclasses import asdict, dataclass
 from typing import Any, BinaryIO
@@ -88,6 +89,10 @@ def open_binary(name: str) -> BinaryIO:
         f: BinaryIO = fsspec.open(name, "rb").open()
     except (OSError, ValueError, ImportError) as exc:
         raise DataError(f"cannot open {name}: {exc}") from exc
+    if isinstance(f, io.BytesIO):
+        # fsspec's memory filesystem hands every opener the same file object: readers
+        # in two threads would move each other's position (a unit read from mid-line)
+        return io.BytesIO(f.getvalue())
     return f
 
 
