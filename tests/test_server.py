@@ -309,6 +309,22 @@ def test_every_route_but_the_probes_needs_the_token(shard: Shard):
     assert shard.anon.get("/ready").json()["status"] == "ready"
 
 
+def test_several_authorization_headers_are_refused(shard: Shard):
+    """Two Authorization headers answer 401 whichever of them holds the token, on
+    the JSON routes and on the binary hot path alike, and change nothing."""
+    before = pull_json(shard.client, PROBE)
+    good = f"Bearer {TOKEN}"
+    binary = ("content-type", wire.BINARY_MEDIA_TYPE)
+    for pair in ((good, "Bearer nope"), ("Bearer nope", good), (good, good)):
+        auth = [("authorization", value) for value in pair]
+        resp = shard.anon.post("/v1/pull", json={"keys": [1]}, headers=auth)
+        assert_error(resp, 401, "AuthError", "2 Authorization headers")
+        resp = shard.anon.post("/v1/pull", content=wire.encode_keys(np.array([1])),
+                               headers=[*auth, binary])
+        assert_error(resp, 401, "AuthError", "2 Authorization headers")
+    assert pull_json(shard.client, PROBE) == before
+
+
 # --- workers and the clock (in-process, fresh app per test) --------------------------------
 def register(c: httpx.Client, index: int, num: int, **layout: int) -> int:
     lay = {"bits": 12, "group_size": 64, "num_shards": 1, **layout}

@@ -120,6 +120,10 @@ def test_predict_token(model_file: Path) -> None:
         ok = client.post("/v1/predict", content=b"3:1\n",
                          headers={**TEXT, "Authorization": "Bearer p-tok"})
         assert ok.status_code == 200
+        twice = [*TEXT.items(), ("authorization", "Bearer p-tok"),
+                 ("authorization", "Bearer p-tok")]
+        assert_error(client.post("/v1/predict", content=b"3:1\n", headers=twice), 401,
+                     "AuthError", "2 Authorization headers")
 
 
 def test_learn_from_cluster_reflects_in_predictions_and_shutdown_pushes() -> None:

@@ -32,6 +32,8 @@ __all__ = [
     "AuthDep",
     "AuthMiddleware",
     "accepts_json",
+    "check_bearer",
+    "check_request_token",
     "content_type",
     "BodyDep",
     "StateDep",
@@ -60,20 +62,30 @@ OPEN_PATHS = frozenset({"/health", "/ready", "/dashboard", "/v1/dashboard/auth"}
 OPEN_PREFIXES = ("/dashboard/",)
 
 
-def check_bearer(header: str, token: str | None) -> None:
-    """Raise AuthError unless ``header`` (an Authorization value) names ``token``."""
+def check_bearer(headers: list[str], token: str | None) -> None:
+    """Raise AuthError unless ``headers`` (a request's Authorization values, in
+    order) are one header naming ``token``. Several Authorization headers are
+    refused whatever they hold: proxies and frameworks disagree on which one
+    counts, so none is picked."""
     if token is None:
         return
-    scheme, _, value = header.partition(" ")
+    if len(headers) > 1:
+        raise AuthError(f"{len(headers)} Authorization headers; send exactly one")
+    scheme, _, value = (headers[0] if headers else "").partition(" ")
     if scheme.lower() != "bearer" or not value.strip():
         raise AuthError("this server requires 'Authorization: Bearer <token>'")
     if not hmac.compare_digest(value.strip().encode(), token.encode()):
         raise AuthError("wrong bearer token")
 
 
+def check_request_token(request: Request, token: str | None) -> None:
+    """:func:`check_bearer` on a request's Authorization headers."""
+    check_bearer(request.headers.getlist("authorization"), token)
+
+
 def require_token(request: Request, state: StateDep) -> None:
     """Raise AuthError unless the request carries the configured bearer token."""
-    check_bearer(request.headers.get("authorization", ""), state.settings.token)
+    check_request_token(request, state.settings.token)
 
 
 class AuthMiddleware:
@@ -89,12 +101,10 @@ class AuthMiddleware:
                 or path.startswith(OPEN_PREFIXES)):
             await self.app(scope, receive, send)
             return
-        header = ""
-        for name, value in scope.get("headers", ()):
-            if name == b"authorization":
-                header = value.decode("latin-1")
+        headers = [value.decode("latin-1") for name, value in scope.get("headers", ())
+                   if name == b"authorization"]
         try:
-            check_bearer(header, self.token)
+            check_bearer(headers, self.token)
         except AuthError as exc:
             body = JSONResponse(error_payload(exc), status_code=status_for(exc),
                                 headers={"WWW-Authenticate": "Bearer"})

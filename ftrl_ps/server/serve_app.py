@@ -25,6 +25,7 @@ from fastapi import FastAPI, Request
 from ftrl_ps import __version__
 from ftrl_ps.ps.service import PredictionService
 from ftrl_ps.server import serve_routes
+from ftrl_ps.server.deps import check_request_token
 from ftrl_ps.server.errors import install_error_handlers
 from ftrl_ps.server.limits import BodyLimitMiddleware
 from ftrl_ps.server.metrics import instrument
@@ -66,7 +67,7 @@ def create_serve_app(
         app.include_router(serve_routes.learn_router)
 
     def metrics_auth(request: Request) -> None:  # the token guards metrics when one is set
-        serve_routes.check_bearer(request, token or predict_token)
+        check_request_token(request, token or predict_token)
 
     instrument(app, component="serve", auth=metrics_auth)
     return app

@@ -23,18 +23,17 @@ threadpool because it may wait for room in the learner's queue.
 
 from __future__ import annotations
 
-import hmac
 import json
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from ftrl_ps.errors import AuthError
 from ftrl_ps.ps import rowwire, wire
 from ftrl_ps.ps.service import PredictionService
+from ftrl_ps.server.deps import check_request_token, content_type
 
-__all__ = ["INLINE_BYTES", "check_bearer", "learn_router", "router"]
+__all__ = ["INLINE_BYTES", "learn_router", "router"]
 
 #: predict bodies up to this size are scored on the event loop (no thread hop)
 INLINE_BYTES = 16 << 10
@@ -62,21 +61,6 @@ def _service(request: Request) -> PredictionService:
     return service
 
 
-def check_bearer(request: Request, token: str | None) -> None:
-    """AuthError unless ``token`` is None or the request carries it as a bearer token."""
-    if token is None:
-        return
-    scheme, _, value = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not value.strip():
-        raise AuthError("this service requires 'Authorization: Bearer <token>'")
-    if not hmac.compare_digest(value.strip().encode(), token.encode()):
-        raise AuthError("wrong bearer token")
-
-
-def _media_type(request: Request) -> str:
-    return request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-
-
 def _wants_json(request: Request, media_type: str) -> bool:
     accept = request.headers.get("accept", "")
     if wire.BINARY_MEDIA_TYPE in accept:
@@ -89,8 +73,8 @@ def _wants_json(request: Request, media_type: str) -> bool:
 async def predict(request: Request) -> Response:
     """Score rows (labels optional and ignored) with the served model."""
     service = _service(request)
-    check_bearer(request, request.app.state.predict_token)
-    media_type = _media_type(request)
+    check_request_token(request, request.app.state.predict_token)
+    media_type = content_type(request.scope)
     body = await request.body()
     if len(body) < INLINE_BYTES:
         probs, version = service.predict(body, media_type)
@@ -110,8 +94,8 @@ async def learn(request: Request) -> JSONResponse:
     ``--push-interval`` seconds and the served model with the next refresh.
     503 when the learner's queue stays full (retry later)."""
     service = _service(request)
-    check_bearer(request, request.app.state.token)
-    media_type = _media_type(request)
+    check_request_token(request, request.app.state.token)
+    media_type = content_type(request.scope)
     body = await request.body()
     result = await run_in_threadpool(service.learn, body, media_type)
     return JSONResponse(result)
