@@ -90,6 +90,13 @@ log() { echo "compose-test: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 # --- 1. tools --------------------------------------------------------------------------
+# one preparation at a time on this machine (apt-get, the base image, builds of one tag):
+# .ci/run starts one beside the test suite, and the suite's own run waits for it here
+if command -v flock >/dev/null; then
+  exec 9>"$STATE/prepare.lock"
+  flock -n 9 || { log "waiting for another preparation to finish ($STATE/prepare.lock)"
+                  flock 9 || log "could not take the lock; preparing beside the other"; }
+fi
 apt_install() {
   [ "$(id -u)" = 0 ] || die "$1 is not installed and installing it needs root (apt-get)"
   command -v apt-get >/dev/null || die "$1 is not installed and there is no apt-get here"
@@ -159,6 +166,7 @@ if [ -n "$OLD_ID" ] && [ "$OLD_ID" != "$NEW_ID" ] &&
 fi
 T_BUILD=$(date +%s)
 log "prepared in $((T_BUILD - T0)) s (base image $((T_BASE - T0)) s, build $((T_BUILD - T_BASE)) s)"
+exec 9>&-   # the lock: the next preparation may go on
 [ -n "$PREPARE_ONLY" ] && exit 0
 
 # --- 5. the compose run ------------------------------------------------------------------

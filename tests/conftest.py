@@ -22,6 +22,14 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     load_kernels()
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The container tests (marked ``compose``) run last: on a fresh machine their
+    one-time preparation (podman, the base image, the image build: minutes) runs
+    beside the rest of the suite when ``.ci/run`` starts it, and the test waits
+    for it (scripts/compose-test.sh holds a lock while it prepares)."""
+    items.sort(key=lambda item: item.get_closest_marker("compose") is not None)  # stable
+
+
 @pytest.fixture
 def jit_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Every kernel through numba's JIT in this process (``FTRL_PS_AOT=0``)."""
