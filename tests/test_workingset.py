@@ -71,8 +71,8 @@ def _first_seen_reference(indices: np.ndarray, extra_key: int) -> tuple[list[int
     return list(number), hits, local
 
 
-def test_first_seen_kernel_matches_plain_python_and_asks_for_a_larger_table() -> None:
-    from ftrl_ps._kernels.worker import first_seen
+def test_first_seen_and_renumber_kernels_match_plain_python() -> None:
+    from ftrl_ps._kernels.worker import PREFETCH_AHEAD, first_seen, renumber
 
     rng = np.random.default_rng(5)
     # keys up to 2**30 (MAX_BITS), clustered (shared high bits) and repeated
@@ -80,16 +80,30 @@ def test_first_seen_kernel_matches_plain_python_and_asks_for_a_larger_table() ->
                               rng.integers(0, 50, 200)]).astype(np.int32)
     rng.shuffle(indices)
     extra = 1 << 30  # the bias key at MAX_BITS
-    seen, hits = np.empty(indices.size + 1, np.int64), np.empty(indices.size + 1, np.int64)
+    seen = np.empty(indices.size + 1, np.int64)
     local = np.empty(indices.size, np.int32)
     small = np.empty(1 << 8, np.int64)
-    assert first_seen(indices, extra, small, 64 - 8, 150, local, seen, hits) == -1  # > 150 keys
+    assert first_seen(indices, extra, small, 64 - 8, 150, local, seen) == -1  # > 150 keys
     table = np.empty(1 << 11, np.int64)
-    count = first_seen(indices, extra, table, 64 - 11, 1200, local, seen, hits)
+    count = first_seen(indices, extra, table, 64 - 11, 1200, local, seen)
     keys, ref_hits, ref_local = _first_seen_reference(indices, extra)
     assert count == len(keys)
-    assert seen[:count].tolist() == keys and hits[:count].tolist() == ref_hits
-    assert local.tolist() == ref_local
+    assert seen[:count].tolist() == keys and local.tolist() == ref_local
+    # shorter than the prefetch distance, and empty
+    for short in (indices[: PREFETCH_AHEAD // 2], indices[:0]):
+        n = first_seen(short, extra, table, 64 - 11, 1200, local, seen)
+        ref_keys, _, ref_short = _first_seen_reference(short, extra)
+        assert seen[:n].tolist() == ref_keys and local[: short.size].tolist() == ref_short
+
+    # renumber: positions in the sorted keys, and each key's entries counted
+    count = first_seen(indices, extra, table, 64 - 11, 1200, local, seen)
+    packed = np.sort((seen[:count] << 32) | np.arange(count))
+    sorted_keys, occurrences = np.empty(count, np.uint32), np.empty(count, np.int64)
+    renumber(local, packed, sorted_keys, occurrences)
+    assert sorted_keys.tolist() == sorted(keys)
+    assert local.tolist() == [sorted(keys).index(k) for k in indices.tolist()]
+    by_key = dict(zip(keys, ref_hits, strict=True))
+    assert occurrences.tolist() == [by_key[k] for k in sorted(keys)]
 
 
 def test_numbering_grows_and_shrinks_its_table_with_the_rounds() -> None:

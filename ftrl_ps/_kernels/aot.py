@@ -128,10 +128,9 @@ EXPORTS: tuple[Export, ...] = (
     Export("synth", "format_block_kernel", "i8",
            (_a("u1"), _a("i8", 2), _a("i8", 2), _a("u1", out=True))),
     Export("worker", "first_seen", "i8",
-           (_a("i4"), I8, _a("i8", out=True), I8, I8, _a("i4", out=True), _a("i8", out=True),
-            _a("i8", out=True))),
+           (_a("i4"), I8, _a("i8", out=True), I8, I8, _a("i4", out=True), _a("i8", out=True))),
     Export("worker", "renumber", "void",
-           (_a("i4", out=True), _a("i8"), _a("i8"), _a("u4", out=True), _a("i8", out=True))),
+           (_a("i4", out=True), _a("i8"), _a("u4", out=True), _a("i8", out=True))),
     Export("contraction", "add_row_contraction", "void",
            (_a("f8", 2), _a("i8"), _a("f8"), _a("i8"), *_PARAMS, _a("f8", out=True))),
 )

@@ -85,7 +85,7 @@ class KeyNumbering:
         self.bias_key = num_keys(bits) - 1
         self._table = np.empty(1 << self.MIN_TABLE_BITS, np.int64)
         self._table_bits = self.MIN_TABLE_BITS
-        self._scratch = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int32))
+        self._scratch = (np.empty(0, np.int64), np.empty(0, np.int32))
 
     def _size_table(self, keys: int) -> None:
         """A table of at least ``keys / TARGET_LOAD`` slots (a power of two)."""
@@ -106,14 +106,13 @@ class KeyNumbering:
         indices = np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
         if self._scratch[0].size <= indices.size:
             size = 2 * indices.size + 1
-            self._scratch = (np.empty(size, np.int64), np.empty(size, np.int64),
-                             np.empty(size, np.int32))
-        seen, hits, buf = self._scratch
+            self._scratch = (np.empty(size, np.int64), np.empty(size, np.int32))
+        seen, buf = self._scratch
         local = buf[: indices.size]
         while True:
             limit = int(self._table.size * self.MAX_LOAD)
             count = _k.first_seen(indices, self.bias_key, self._table, 64 - self._table_bits,
-                                  limit, local, seen, hits)
+                                  limit, local, seen)
             if count >= 0:
                 break
             self._size_table(min(indices.size + 1, 2 * limit))  # more keys than it held: grow
@@ -122,7 +121,7 @@ class KeyNumbering:
         packed.sort()  # numpy's sort: several times faster than numba's argsort here
         keys = np.empty(count, np.uint32)
         occurrences = np.empty(count, np.int64)
-        _k.renumber(local, packed, hits, keys, occurrences)
+        _k.renumber(local, packed, keys, occurrences)
         occurrences[-1] = sum(mb.rows for mb in parts)  # the bias is in every row
         return keys, occurrences, local
 
