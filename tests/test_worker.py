@@ -362,3 +362,24 @@ def test_read_share_parses_ahead_until_the_first_batch_is_taken(tmp_path) -> Non
     time.sleep(0.2)
     assert share.reader.stats.rows < 200  # 2 queued + 1 being handed over: ~18 rows each
     assert sum(b.rows for b in share.batches) == 2000
+
+
+def test_read_share_keeps_its_budget_ahead_while_the_worker_trains(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """After the first batch is taken the parser stays this worker's share of
+    START_AHEAD_BYTES ahead (a whole round parsed during the one before), not
+    two chunks, and never more."""
+    from ftrl_ps.ps.shares import START_AHEAD_BYTES, read_share
+    from tests.conftest import wait_until
+
+    path = tmp_path / "share.svm"
+    path.write_text("".join(f"{i % 2} {i % 97}:1 {100 + i % 13}:0.5\n" for i in range(4000)))
+    chunk, ahead = 256, 10
+    config = WorkerConfig(chunk_bytes=chunk, num_workers=START_AHEAD_BYTES // (chunk * ahead))
+    share = read_share(path, (0, path.stat().st_size), 10, config)
+    first = next(share.batches)
+    wait_until(lambda: share.reader.stats.rows >= first.rows * (ahead - 1), 10,
+               f"{ahead} chunks parsed ahead after the first was taken")
+    time.sleep(0.2)
+    # queued + the one being handed over, ~18 rows a chunk; far below the 4,000 rows
+    assert share.reader.stats.rows <= first.rows * (ahead + 3)
+    assert first.rows + sum(b.rows for b in share.batches) == 4000
