@@ -113,8 +113,6 @@ def test_depth_is_checked() -> None:
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ConfigError, match="depth"):
             prefetch(range(3), depth=bad)  # type: ignore[arg-type]
-        with pytest.raises(ConfigError, match="start_depth"):
-            prefetch(range(3), start_depth=bad)  # type: ignore[arg-type]
 
 
 def _counted(n: int, produced: list[int]) -> Iterator[int]:
@@ -123,27 +121,17 @@ def _counted(n: int, produced: list[int]) -> Iterator[int]:
         yield i
 
 
-def test_start_depth_until_the_first_item_is_taken_then_depth() -> None:
+def test_the_producer_stays_depth_items_ahead() -> None:
     produced: list[int] = []
-    it = prefetch(_counted(50, produced), depth=2, start_depth=6)
-    wait_until(lambda: len(produced) >= 7, 5, "6 items queued and one more produced")
+    it = prefetch(_counted(50, produced), depth=4)
+    wait_until(lambda: len(produced) >= 5, 5, "4 items queued and one more produced")
     time.sleep(0.1)
-    assert len(produced) == 7  # 6 queued + one blocked in put
-    assert next(it) == 0
+    assert len(produced) == 5  # 4 queued + one blocked in put
+    assert [next(it) for _ in range(3)] == [0, 1, 2]
+    wait_until(lambda: len(produced) >= 8, 5, "the queue refilled to depth 4")
     time.sleep(0.1)
-    assert len(produced) == 7  # 5 still queued: at depth 2 now, no refill
-    assert [next(it) for _ in range(5)] == [1, 2, 3, 4, 5]
-    wait_until(lambda: len(produced) >= 9, 5, "the queue refilled to depth 2")
-    time.sleep(0.1)
-    assert len(produced) == 9  # 2 queued + one blocked in put
-    assert list(it) == list(range(6, 50))
-    # a start_depth below depth is depth
-    shallow: list[int] = []
-    it2 = prefetch(_counted(20, shallow), depth=4, start_depth=1)
-    wait_until(lambda: len(shallow) >= 5, 5, "4 items queued and one more produced")
-    time.sleep(0.1)
-    assert len(shallow) == 5
-    assert list(it2) == list(range(20))
+    assert len(produced) == 8
+    assert list(it) == list(range(3, 50))
 
 
 def test_with_reader_same_rows_and_early_stop_closes_file(tmp_path) -> None:  # type: ignore[no-untyped-def]

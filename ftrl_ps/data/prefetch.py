@@ -29,11 +29,10 @@ CLOSE_JOIN_TIMEOUT_S = 1.0
 
 class _Channel:
     """Bounded hand-over between one producer and one consumer thread: up to
-    ``start_depth`` items until the consumer takes its first, then ``depth``."""
+    ``depth`` items."""
 
-    def __init__(self, depth: int, start_depth: int) -> None:
-        self.depth = start_depth
-        self.steady_depth = depth
+    def __init__(self, depth: int) -> None:
+        self.depth = depth
         self.items: deque[object] = deque()
         self.cond = threading.Condition()
         self.finished = False  # producer is done (normally or with an error)
@@ -64,7 +63,6 @@ class _Channel:
                 self.cond.wait()
             if self.items:
                 item = self.items.popleft()
-                self.depth = self.steady_depth
                 self.cond.notify_all()
                 return True, item
             if self.error is not None:
@@ -98,8 +96,7 @@ def _produce(iterable: Iterable[object], channel: _Channel) -> None:
     channel.finish()
 
 
-def prefetch(iterable: Iterable[T], depth: int = 2, *,
-             start_depth: int | None = None) -> Iterator[T]:
+def prefetch(iterable: Iterable[T], depth: int = 2) -> Iterator[T]:
     """Iterate over ``iterable`` in a daemon thread, up to ``depth`` items ahead.
 
     Parameters
@@ -109,11 +106,6 @@ def prefetch(iterable: Iterable[T], depth: int = 2, *,
         begins while the caller does other things, e.g. connects to servers).
     depth : int
         Maximum number of items produced but not yet consumed (>= 1).
-    start_depth : int, optional
-        The maximum until the consumer takes its first item (default and
-        minimum: ``depth``): a consumer that starts late, such as a worker
-        waiting for its servers, finds that much work done instead of
-        ``depth`` items.
 
     Returns
     -------
@@ -131,19 +123,13 @@ def prefetch(iterable: Iterable[T], depth: int = 2, *,
     >>> list(prefetch(range(5)))
     [0, 1, 2, 3, 4]
     """
-    _check_depth("depth", depth)
-    if start_depth is not None:
-        _check_depth("start_depth", start_depth)
-    return _consume(iterable, depth, max(depth, start_depth or depth))
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+        raise ConfigError(f"prefetch depth must be a positive integer, got {depth!r}")
+    return _consume(iterable, depth)
 
 
-def _check_depth(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"prefetch {name} must be a positive integer, got {value!r}")
-
-
-def _consume(iterable: Iterable[T], depth: int, start_depth: int) -> Iterator[T]:
-    channel = _Channel(depth, start_depth)
+def _consume(iterable: Iterable[T], depth: int) -> Iterator[T]:
+    channel = _Channel(depth)
     thread = threading.Thread(target=_produce, args=(iterable, channel),
                               name="ftrl-ps-prefetch", daemon=True)
     thread.start()
