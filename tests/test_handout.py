@@ -18,12 +18,11 @@ from ftrl_ps.core.ftrl import FTRLParams
 from ftrl_ps.data.sources import expand
 from ftrl_ps.errors import WorkerStateError
 from ftrl_ps.ps.client import PSClient
-from ftrl_ps.ps.handout import WorkClient, plan, skip_rows, train_units
+from ftrl_ps.ps.handout import WorkClient, plan, train_units
 from ftrl_ps.ps.worker import Worker, WorkerConfig
 from ftrl_ps.ps.workqueue import WorkQueue
 from tests._servers import in_process_cluster
 from tests.test_sources import _lines, parts  # noqa: F401  (fixture)
-from tests.test_worker import as_batches
 
 
 def _plan(n: int) -> list[dict]:
@@ -188,15 +187,6 @@ def test_bad_requests_are_refused(call, error) -> None:
         WorkQueue().load([{"id": 1, "part": "p", "start": 0, "end": 1, "gzip": False}], "y")
     with pytest.raises(WorkerStateError, match="no work plan"):
         WorkQueue().next(0)
-
-
-def test_skip_rows_drops_exactly_the_first_rows() -> None:
-    labels = np.arange(10, dtype=np.float32)
-    batches = as_batches(labels % 2, np.arange(11), np.arange(10, dtype=np.int32),
-                         np.ones(10, np.float32), per=4)
-    for k in (0, 3, 4, 9, 10):
-        kept = [b for b in skip_rows(iter(batches), k)]
-        assert sum(b.rows for b in kept) == 10 - k
 
 
 def _memory_input(d: Path) -> str:

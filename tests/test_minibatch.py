@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from ftrl_ps.data.libsvm import Batch
-from ftrl_ps.data.minibatch import minibatches
+from ftrl_ps.data.minibatch import minibatches, skip_rows
 from ftrl_ps.errors import ConfigError
 
 
@@ -39,3 +39,13 @@ def test_minibatches_are_exact_and_lossless(batch_size: int) -> None:
 def test_bad_batch_size() -> None:
     with pytest.raises(ConfigError):
         list(minibatches(iter([]), 0))
+
+
+def test_skip_rows_drops_exactly_the_first_rows() -> None:
+    batches = [make_batch(np.random.default_rng(3), 4, 4 * i) for i in range(3)]  # 12 rows
+    labels = np.concatenate([b.labels for b in batches])
+    for k in (0, 3, 4, 9, 12, 20):
+        kept = list(skip_rows(iter(batches), k))
+        assert sum(b.rows for b in kept) == max(12 - k, 0)
+        got = np.concatenate([b.labels for b in kept]) if kept else labels[:0]
+        np.testing.assert_array_equal(got, labels[k:])

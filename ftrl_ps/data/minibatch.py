@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from ftrl_ps.data.batch import Batch
 from ftrl_ps.errors import ConfigError
 
-__all__ = ["minibatches", "slice_rows"]
+__all__ = ["minibatches", "skip_rows", "slice_rows"]
 
 
 def slice_rows(batch: Batch, start: int, stop: int) -> Batch:
@@ -25,6 +25,16 @@ def slice_rows(batch: Batch, start: int, stop: int) -> Batch:
         indices=batch.indices[a:b],
         values=batch.values[a:b],
     )
+
+
+def skip_rows(batches: Iterable[Batch], rows: int) -> Iterator[Batch]:
+    """``batches`` without their first ``rows`` rows (a resumed worker or unit)."""
+    for b in batches:
+        if rows >= b.rows:
+            rows -= b.rows
+            continue
+        yield slice_rows(b, rows, b.rows) if rows else b
+        rows = 0
 
 
 def minibatches(batches: Iterable[Batch], batch_size: int) -> Iterator[Batch]:

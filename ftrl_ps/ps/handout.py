@@ -19,13 +19,13 @@ from typing import Any
 
 from ftrl_ps.data.batch import Batch
 from ftrl_ps.data.inputs import read_unit
-from ftrl_ps.data.minibatch import slice_rows
+from ftrl_ps.data.minibatch import skip_rows
 from ftrl_ps.data.prefetch import prefetch
 from ftrl_ps.data.sources import Unit, expand, work_units
 from ftrl_ps.errors import ProtocolError
 from ftrl_ps.ps.worker import Worker
 
-__all__ = ["WAIT", "UnitStream", "WorkClient", "default_unit_bytes", "plan", "skip_rows",
+__all__ = ["WAIT", "UnitStream", "WorkClient", "default_unit_bytes", "plan",
            "train_units"]
 
 #: shard 0's answer "nothing to take now, but others hold units: ask again"
@@ -119,16 +119,6 @@ class WorkClient:
             return Unit(**got), skip
         except (KeyError, TypeError) as exc:
             raise ProtocolError(f"shard 0 answered a malformed work unit: {got!r}") from exc
-
-
-def skip_rows(batches: Iterator[Batch], rows: int) -> Iterator[Batch]:
-    """``batches`` without their first ``rows`` rows (a resumed unit)."""
-    for b in batches:
-        if rows >= b.rows:
-            rows -= b.rows
-            continue
-        yield slice_rows(b, rows, b.rows) if rows else b
-        rows = 0
 
 
 class UnitStream:

@@ -39,7 +39,7 @@ import numpy as np
 
 from ftrl_ps.core.ftrl import FTRLParams, fit_compact
 from ftrl_ps.data.batch import Batch
-from ftrl_ps.data.minibatch import minibatches, slice_rows
+from ftrl_ps.data.minibatch import minibatches, skip_rows
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.training import TrainReport
 from ftrl_ps.ps.contraction import push_contraction
@@ -335,16 +335,6 @@ class Worker:
                 "keys_pulled": r.keys_pulled, "wait_seconds": r.wait_seconds}
 
     # -- training --------------------------------------------------------
-    def _skipping(self, batches: Iterator[Batch]) -> Iterator[Batch]:
-        """``batches`` without their first :attr:`skip_rows` rows (counted down)."""
-        for batch in batches:
-            if self.skip_rows >= batch.rows:
-                self.skip_rows -= batch.rows
-                continue
-            if self.skip_rows:
-                batch, self.skip_rows = slice_rows(batch, self.skip_rows, batch.rows), 0
-            yield batch
-
     def _rounds(self, batches: Iterator[Batch]) -> Iterator[list[Batch]]:
         round_: list[Batch] = []
         for mb in batches:
@@ -360,8 +350,8 @@ class Worker:
 
         The last push may still be in flight on return; :meth:`push` waits for it.
         """
-        if self.skip_rows:
-            batches = self._skipping(batches)
+        if self.skip_rows:  # passed over once, in the first epoch
+            batches, self.skip_rows = skip_rows(batches, self.skip_rows), 0
         for parts in self._rounds(minibatches(batches, self.config.batch_size)):
             self.train_round(parts)
 
