@@ -116,6 +116,54 @@ def test_the_timeline_counts_the_rows_trained_step_by_step() -> None:
     assert len(points) == 1 + 15 + 4
 
 
+def test_the_first_pull_gate_is_passed_once_after_the_first_round_is_numbered() -> None:
+    """The gate (worker_main: the servers' warm start) runs once, after the first
+    round's keys are numbered and before its pull, and the model is as without it;
+    a worker that trains nothing passes it when asked (before its finish)."""
+    rng = np.random.default_rng(4)
+    data = random_rows(rng, 200, 64)
+    events: list[str] = []
+
+    class Watched(MemoryServer):
+        def pull(self, keys):  # type: ignore[no-untyped-def]
+            events.append("pull")
+            return super().pull(keys)
+
+        def pull_versioned(self, keys):  # type: ignore[no-untyped-def]
+            events.append("pull")
+            return super().pull_versioned(keys)
+
+    def trained(gate: bool) -> MemoryServer:
+        server = Watched((1 << 6) + 1)
+        worker = Worker(server, 6, FTRLParams(), WorkerConfig(batch_size=20, fetch_step=2))
+        numbering = worker._numbering.number
+
+        def number(parts):  # type: ignore[no-untyped-def]
+            events.append("number")
+            return numbering(parts)
+
+        worker._numbering.number = number  # type: ignore[method-assign]
+        if gate:
+            worker.first_pull_gate = lambda: events.append("gate")
+        worker.train_batches(iter(as_batches(*data, per=50)))
+        worker.push()
+        worker.pass_gate()  # already passed: nothing happens
+        return server
+
+    plain = trained(False)
+    events.clear()
+    gated = trained(True)
+    assert events[:3] == ["number", "gate", "pull"] and events.count("gate") == 1
+    np.testing.assert_array_equal(gated.n, plain.n)
+    np.testing.assert_array_equal(gated.z, plain.z)
+    idle = Worker(Watched((1 << 6) + 1), 6, FTRLParams(), WorkerConfig(batch_size=20))
+    idle.first_pull_gate = lambda: events.append("idle gate")
+    idle.push(final=True)  # nothing trained: no pull, no gate
+    assert "idle gate" not in events
+    idle.pass_gate()
+    assert events[-1] == "idle gate"
+
+
 class RecordingServer(MemoryServer):
     """A :class:`MemoryServer` that keeps every push's ``delta_n`` as sent."""
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -170,6 +170,9 @@ class Worker:
         #: pushes before this many ticks are made alone (the servers' warm start: no
         #: other worker pushes meanwhile), so they are merged as one worker's (N = 1)
         self.alone_until = 0
+        #: called once, before the first pull or clock tick (:meth:`pass_gate`): the
+        #: servers' warm start is waited for while the first round is read and numbered
+        self.first_pull_gate: Callable[[], None] | None = None
         self._ticks = 0  # ticks sent
         settings = getattr(client, "server_settings", None) or {}
         #: the servers run asynchronously (no staleness): nobody waits for this clock
@@ -211,6 +214,7 @@ class Worker:
         cap, held = self.max_push_keys, self._pending.keys.size
         if cap is not None and held and held + numbered[0].size > cap:
             self._push_async()  # with this round's keys they would not fit in one push
+        self.pass_gate()
         self._sync()  # pull only after the last push and clock tick went through
         versions = None
         if self.merge_rule in VERSIONED:
@@ -398,11 +402,18 @@ class Worker:
         clock, so that under SSP this worker never holds the others back; the tick
         waits while it is ahead. Asynchronous runs (no staleness) do not tick: nobody
         waits for this clock. Not counted as a training wait."""
+        self.pass_gate()
         self._sync()
         if self._asynchronous:
             return
         self.client.clock(self.stats())
         self._ticks += 1
+
+    def pass_gate(self) -> None:
+        """Call :attr:`first_pull_gate` if it was not called yet."""
+        gate, self.first_pull_gate = self.first_pull_gate, None
+        if gate is not None:
+            gate()
 
     def push_async(self) -> bool:
         """Start pushing what was trained since the last push (and the clock tick)

@@ -214,6 +214,14 @@ def _train_units(worker: Any, client: Any, index: int, options: WorkerOptions) -
     worker.report.seconds = time.perf_counter() - started
 
 
+def _warm_start_turn(client: Any, worker: Any, settings: dict[str, Any]) -> None:
+    """Wait for this worker's turn in the servers' warm start (one worker trains
+    alone first); the one that trains alone makes its first ``warm_rounds - clock``
+    pushes as the only worker pushing."""
+    if client.wait_turn():
+        worker.alone_until = max(0, int(settings["warm_rounds"]) - client.worker_clock)
+
+
 def _waitable(spec: str) -> list[str]:
     """The input path ``wait_until_ready`` can wait for (not a glob or a URL)."""
     from ftrl_ps.data.sources import is_url
@@ -280,14 +288,11 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         assert index is not None
         client.start_heartbeat()
         settings = client.server_settings
-        alone = False
-        if settings.get("warm_rounds"):
-            alone = client.wait_turn()  # the servers' warm start: one worker trains alone first
         straggle = options.straggle()
         worker = Worker(client, layout.bits, params, cfg,
                         Straggler(straggle, index) if straggle.enabled else None)
-        if alone:  # its first warm_rounds - clock pushes: nobody else pushes meanwhile
-            worker.alone_until = max(0, int(settings["warm_rounds"]) - client.worker_clock)
+        if settings.get("warm_rounds"):
+            worker.first_pull_gate = lambda: _warm_start_turn(client, worker, settings)
         resumed, loss_sum = client.resume_point()
         if resumed:
             worker.resume(resumed, loss_sum)
@@ -303,6 +308,7 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
                 started = None  # not the share begun above, or read again and skipped
             report = worker.run(options.input, byte_range, started=started)
         ended = time.time()
+        worker.pass_gate()  # (a share with no rows: its turn still taken, as before)
         client.finish(worker.stats())  # the last push had no tick: its progress goes here
     report_bad_lines(report.bad_lines, report.bad_examples)
     if not options.quiet:
