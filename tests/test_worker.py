@@ -387,9 +387,9 @@ def test_a_worker_follows_the_servers_merge_rule_and_refuses_another() -> None:
             client.close()
 
 
-def test_read_share_parses_ahead_until_the_first_batch_is_taken(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """A worker waiting for its servers finds its share parsed (up to
-    START_AHEAD_BYTES), not just the two chunks kept ahead while it trains."""
+def test_read_share_parses_ahead_before_the_first_batch_is_taken(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A worker waiting for its servers finds its share parsed (up to its part of
+    START_AHEAD_BYTES, and at least two chunks when that part is smaller)."""
     from ftrl_ps.ps.shares import START_AHEAD_BYTES, read_share
     from tests.conftest import wait_until
 
