@@ -10,6 +10,7 @@ import pytest
 
 from ftrl_ps.core.memory import populate
 from ftrl_ps.errors import ConfigError, ProtocolError
+from ftrl_ps.ps import store as store_module
 from ftrl_ps.ps.layout import Layout
 from ftrl_ps.ps.store import ParameterStore, segment_bounds
 from tests.conftest import rss_kib, wait_until
@@ -37,11 +38,14 @@ def random_push(rng, begin, end, size):
     return keys, rng.integers(0, 8, keys.size) / 4.0, rng.integers(-8, 8, keys.size) / 4.0
 
 
+@pytest.mark.parametrize("max_locks", [1024, 3], ids=["lock per group", "lock per 9-22 groups"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize(("shard", "num_shards"), [(0, 1), (1, 3), (2, 3)])
-def test_push_pull_match_dict_reference(dtype, shard, num_shards):
+def test_push_pull_match_dict_reference(dtype, shard, num_shards, max_locks, monkeypatch):
+    monkeypatch.setattr(store_module, "MAX_LOCKS", max_locks)
     layout = Layout(bits=12, group_size=64, num_shards=num_shards)
     store = ParameterStore(layout, shard, dtype)
+    assert len(store._locks) == min(max_locks, store.group_end - store.group_begin)
     ref = DictStore()
     rng = np.random.default_rng(shard)
     for _ in range(30):
@@ -72,6 +76,25 @@ def test_pull_groups_returns_whole_groups():
         store.pull_groups(np.array([7]))  # owned by shard 0
     with pytest.raises(ProtocolError):
         store.pull_groups(np.array([9, 9]))
+
+
+def test_a_shard_with_more_groups_than_locks_shares_each_lock_among_a_run_of_them(monkeypatch):
+    """2**12 keys + the bias in groups of 16: 257 groups. With at most 10 locks
+    each guards 26 consecutive groups (the last 23); pull_groups and the dump
+    (chunks smaller than a lock's keys) see every key once, in order."""
+    monkeypatch.setattr(store_module, "MAX_LOCKS", 10)
+    layout = Layout(bits=12, group_size=16)
+    store = ParameterStore(layout)
+    assert (store.lock_span, len(store._locks)) == (26, 10)
+    keys = np.arange(0, layout.num_keys, 5)
+    store.push(keys, np.full(keys.size, 1.0), np.arange(keys.size, dtype=np.float64) + 1)
+    got = list(store.iter_touched(chunk_keys=100))
+    assert len(got) == 10  # one chunk per lock: 26 * 16 = 416 keys > 100
+    np.testing.assert_array_equal(np.concatenate([g[0] for g in got]), keys)
+    np.testing.assert_array_equal(np.concatenate([g[2] for g in got]), np.arange(keys.size) + 1)
+    gk, gn, _ = store.pull_groups(np.array([25, 26, 256]))  # both sides of a lock's edge
+    assert gk.tolist() == list(range(400, 432)) + [4096]
+    assert gn.sum() == len([k for k in keys if 400 <= k < 432 or k == 4096])
 
 
 def test_load_sets_values_and_dump_round_trips():
@@ -200,9 +223,12 @@ def test_segment_bounds_matches_a_loop():
         assert segment_bounds(arr).tolist() == expected
 
 
-def test_concurrent_pushes_give_exact_sums():
+@pytest.mark.parametrize("max_locks", [1024, 5])
+def test_concurrent_pushes_give_exact_sums(max_locks, monkeypatch):
     """16 threads push overlapping keys; every delta is exactly representable,
-    so any lost or torn update would show up as a wrong sum."""
+    so any lost or torn update would show up as a wrong sum (with a lock per
+    group, 65 of them, and with 5 locks over runs of 13 groups)."""
+    monkeypatch.setattr(store_module, "MAX_LOCKS", max_locks)
     layout = Layout(bits=14, group_size=256)
     store = ParameterStore(layout)
     threads, rounds = 16, 40

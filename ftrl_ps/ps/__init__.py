@@ -3,7 +3,8 @@
 Server side (used by :mod:`ftrl_ps.server`, which only translates HTTP):
 
 * :mod:`~ftrl_ps.ps.layout` -- keys, lock-striped groups and shard ranges;
-* :mod:`~ftrl_ps.ps.store` -- the ``n``/``z`` arrays of one shard, one lock per group;
+* :mod:`~ftrl_ps.ps.store` -- the ``n``/``z`` arrays of one shard, a lock per group
+  (or run of groups);
 * :mod:`~ftrl_ps.ps.clock` -- the SSP clock and worker registry (shard 0);
 * :mod:`~ftrl_ps.ps.dedup` -- at-most-once pushes; :mod:`~ftrl_ps.ps.state` --
   everything one shard holds; :mod:`~ftrl_ps.ps.shard_settings` -- its settings.

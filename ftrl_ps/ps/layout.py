@@ -9,7 +9,8 @@ Two partitions of the key space:
 
 * **parameter groups** — contiguous runs of ``group_size`` keys,
   group *g* = ``[g*G, min((g+1)*G, D))``. The parameter store keeps one lock
-  per group (lock striping), so pushes touching different groups run in
+  per group (lock striping; beyond ``store.MAX_LOCKS`` groups a shard, one per
+  run of consecutive groups), so pushes touching different groups run in
   parallel. The last group also holds the bias key (it may be shorter).
 * **shards** — ``num_shards`` contiguous ``[begin, end)`` ranges, one per
   server process, aligned to group boundaries: shard *i* owns groups
@@ -44,7 +45,8 @@ from ftrl_ps.errors import ConfigError, LayoutMismatchError
 
 __all__ = ["DEFAULT_GROUP_SIZE", "Layout"]
 
-#: default number of keys per parameter group (one lock per group). 4096 keys
+#: default number of keys per parameter group (one lock per group, up to 1,024 groups
+#: a shard: ``store.MAX_LOCKS``). 4096 keys
 #: = 32 KiB of float32 ``n`` + ``z``: small enough that unrelated updates rarely
 #: contend, large enough that the lock list stays short (256 locks at 2**20 keys).
 DEFAULT_GROUP_SIZE: int = 4096

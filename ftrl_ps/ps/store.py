@@ -5,10 +5,13 @@ The store is FTRL-agnostic (as ps-lite's default server handler,
 ``[begin, end)`` and adds the deltas workers push. Each parameter group (see
 :mod:`ftrl_ps.ps.layout`) has its own :class:`threading.Lock`; a push or pull
 takes the locks of the groups it touches (in ascending order, a batch of up
-to ``GROUPS_PER_CALL`` groups at a time) and gathers or scatters those groups'
+to ``LOCKS_PER_CALL`` locks at a time) and gathers or scatters those groups'
 segments with numpy fancy indexing, which releases the GIL, so requests
 touching different groups run in parallel ("lock striping"). A push is atomic
-per group, not across all its groups.
+per group, not across all its groups. A shard keeps at most ``MAX_LOCKS``
+locks: with more groups (2**26 keys in groups of 4096 are 16,384 groups), one
+lock guards a run of ``lock_span`` consecutive groups, so a request that
+touches every group takes 1,024 locks, not 16,384.
 
 No numba here, on purpose: the keys of a request are unique, so
 ``np.add.at(n, k, d)`` adds each delta once, numpy is fast enough for the
@@ -65,8 +68,15 @@ MergeInfo = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 _DTYPES = {"float32": np.float32, "float64": np.float64}
 
-#: most parameter groups whose locks one indexing call holds (see ``_locked_runs``)
-GROUPS_PER_CALL = 32
+#: most locks one shard keeps (one per group up to this many groups, then one per
+#: run of ``lock_span`` consecutive groups). A 142,000-key push or pull on a 2**26-key
+#: shard took 6 ms with a lock per group (16,384 locks, 512 indexing calls per array)
+#: and 4.5 ms with this cap, in a 20M-row cluster run 1.9 instead of 2.7-3.9 CPU s
+#: of the shard's (benchmarks/RESULTS.md, session 20)
+MAX_LOCKS = 1024
+
+#: most locks one indexing call holds (see ``_locked_runs``)
+LOCKS_PER_CALL = 32
 
 
 class ParameterStore:
@@ -109,7 +119,11 @@ class ParameterStore:
         # now, during start-up, as a one-process model's state is (core.memory).
         for array in (self._n, self._z, self._merge.version):  # version: maybe empty
             populate_async(array)
-        self._locks = [threading.Lock() for _ in range(self.group_end - self.group_begin)]
+        num_groups = self.group_end - self.group_begin
+        #: consecutive groups that share one lock (1 up to MAX_LOCKS groups)
+        self.lock_span = -(-num_groups // MAX_LOCKS)
+        self._lock_keys = self.lock_span * layout.group_size  # keys one lock guards
+        self._locks = [threading.Lock() for _ in range(-(-num_groups // self.lock_span))]
         self._counter_lock = threading.Lock()
         #: which groups each push/load wrote (read by :meth:`changed_since`)
         self.changes = ChangeLog(self.group_end - self.group_begin, self.group_begin)
@@ -187,7 +201,7 @@ class ParameterStore:
         for g in groups.tolist():
             b, e = self.layout.group_range(g)
             b, e = b - self.begin, e - self.begin
-            with self._locks[g - self.group_begin]:
+            with self._locks[(g - self.group_begin) // self.lock_span]:
                 out_n[pos : pos + e - b] = self._n[b:e]
                 out_z[pos : pos + e - b] = self._z[b:e]
             pos += e - b
@@ -274,12 +288,12 @@ class ParameterStore:
         """The touched keys with ``n``/``z``, in key order, one run of whole groups
         (about ``chunk_keys`` keys) at a time: memory stays at one chunk whatever
         the shard's size. Each run is copied under its groups' locks."""
-        g = self.layout.group_size
-        per = max(1, chunk_keys // g)
+        span = self._lock_keys
+        per = max(1, chunk_keys // span)
         for first in range(0, len(self._locks), per):
             locks = self._locks[first:first + per]
-            b = (self.group_begin + first) * g - self.begin
-            e = min(b + len(locks) * g, self.size)
+            b = first * span
+            e = min(b + len(locks) * span, self.size)
             for lock in locks:
                 lock.acquire()
             try:
@@ -335,25 +349,25 @@ class ParameterStore:
         """Yield ``(lo, hi)`` position ranges of the sorted ``keys`` while holding
         the locks of the parameter groups they fall in.
 
-        Consecutive touched groups are taken in batches of up to
-        :data:`GROUPS_PER_CALL`: the batch's locks are acquired in ascending
-        group order (so two requests can never deadlock), the caller runs one
-        numpy gather or scatter over the batch, and the locks are released before the next
-        batch. Each group's segment is thus applied atomically, requests on
-        other groups proceed in parallel, and a request spread over many
-        groups pays one numpy call per batch instead of one per group.
+        The touched locks are taken in batches of up to :data:`LOCKS_PER_CALL`:
+        the batch's locks are acquired in ascending key order (so two requests
+        can never deadlock), the caller runs one numpy gather or scatter over the
+        batch, and the locks are released before the next batch. Each group's
+        segment is thus applied atomically, requests on other groups proceed in
+        parallel, and a request spread over many groups pays one numpy call per
+        batch instead of one per group.
         """
         if keys.size == 0:
             return
-        groups = keys.astype(np.int64) // self.layout.group_size
-        bounds = segment_bounds(groups).tolist()
-        local_groups = (groups[bounds[:-1]] - self.group_begin).tolist()
-        for start in range(0, len(local_groups), GROUPS_PER_CALL):
-            batch = local_groups[start : start + GROUPS_PER_CALL]
+        stripes = (keys.astype(np.int64) - self.begin) // self._lock_keys
+        bounds = segment_bounds(stripes).tolist()
+        touched = stripes[bounds[:-1]].tolist()
+        for start in range(0, len(touched), LOCKS_PER_CALL):
+            batch = touched[start : start + LOCKS_PER_CALL]
             held: list[threading.Lock] = []
             try:
-                for g in batch:
-                    lock = self._locks[g]
+                for i in batch:
+                    lock = self._locks[i]
                     lock.acquire()
                     held.append(lock)
                 yield bounds[start], bounds[start + len(batch)]
