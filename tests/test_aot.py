@@ -96,8 +96,10 @@ def _scenario() -> list[np.ndarray]:
         for b in batches:
             model._fit(b.labels, b.indptr, b.indices, b.values)
         probs = model._predict(batches[0].indptr, batches[0].indices, batches[0].values)
+        keys, n, z, nonzero = model.touched_state()
         out += [model.state.copy(), probs, model.weights(),
-                np.array([logloss_sum(batches[0].labels.astype(np.float64), probs)])]
+                np.array([logloss_sum(batches[0].labels.astype(np.float64), probs)]),
+                keys, n, z, np.array([nonzero])]
     out.append(slots_of(["user=1", "site", "x" * 40], 16))
     design = make_design(SynthConfig(rows=10, test_rows=1, bits=12, fields=4))
     out += [np.asarray(v) for v in vars(design).values() if isinstance(v, np.ndarray)]

@@ -150,14 +150,8 @@ def test_margins_match_the_reference_and_the_probabilities() -> None:
     np.testing.assert_allclose(1 / (1 + np.exp(-margins)), probs, rtol=1e-12)
 
 
-@pytest.mark.parametrize("block", [7, 1 << 20])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_touched_keys_and_nonzero_weight_count_match_the_plain_definitions(
-    dtype: str, block: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import ftrl_ps.core.ftrl
-
-    monkeypatch.setattr(ftrl_ps.core.ftrl, "_TOUCHED_BLOCK", block)  # blocks' edges too
+def test_touched_keys_and_nonzero_weight_count_match_the_plain_definitions(dtype: str) -> None:
     rng = np.random.default_rng(8)
     labels, indptr, indices, values = random_rows(rng, 300, 256)
     model = FTRL(8, FTRLParams(l1=0.5), dtype=dtype)
@@ -175,3 +169,14 @@ def test_touched_keys_and_nonzero_weight_count_match_the_plain_definitions(
     dense = int((model.weights() != 0).sum())
     assert model.count_nonzero_weights() == dense == model.count_nonzero_weights(keys)
     assert 0 < dense < keys.size  # l1 keeps some touched keys at weight 0
+    got, n, z, nonzero = model.touched_state()
+    np.testing.assert_array_equal(got, expected)
+    assert n.dtype == z.dtype == np.dtype(dtype) and nonzero == dense
+    np.testing.assert_array_equal(n, model.n[expected])
+    np.testing.assert_array_equal(z, model.z[expected])
+    assert model.state[-1].any() and got[-1] == model.bias_key  # the bias, last
+
+
+def test_touched_state_of_an_untouched_model_is_empty() -> None:
+    keys, n, z, nonzero = FTRL(4).touched_state()
+    assert keys.size == n.size == z.size == nonzero == 0 and keys.dtype == np.uint32

@@ -112,7 +112,10 @@ def _ftrl() -> list[Export]:
                        (_a(s, out=True), _a("f4"), *rows, I8, *_PARAMS)),
                 Export("ftrl", "predict_rows", "void",
                        (_a(s), *rows, I8, *_PARAMS, _a("f8", out=True))),
-                Export("ftrl", "weights", "void", (_a(s), *_PARAMS, _a("f8", out=True)))]
+                Export("ftrl", "weights", "void", (_a(s), *_PARAMS, _a("f8", out=True))),
+                Export("ftrl", "count_touched", "i8", (_a(s),)),
+                Export("ftrl", "export_touched", "i8",
+                       (_a(s), *_PARAMS, _a("u4", out=True), _a(s, out=True), _a(s, out=True)))]
     return out
 
 

@@ -26,6 +26,8 @@ __all__ = [
     "EPS",
     "MAX_MARGIN",
     "PREFETCH_ROWS",
+    "count_touched",
+    "export_touched",
     "logloss_sum",
     "predict_rows",
     "train_rows",
@@ -161,6 +163,37 @@ def logloss_sum(labels, probs):  # type: ignore[no-untyped-def]
     for r in range(labels.shape[0]):
         total += _logloss(probs[r], np.float64(labels[r]))
     return total
+
+
+@njit
+def count_touched(state):  # type: ignore[no-untyped-def]
+    """How many keys of the interleaved ``state`` have ``n != 0`` or ``z != 0``
+    (``-0.0`` is zero, as for ``!=``)."""
+    count = 0
+    for i in range(state.shape[0] // 2):
+        if state[2 * i] != 0 or state[2 * i + 1] != 0:
+            count += 1
+    return count
+
+
+@njit
+def export_touched(state, alpha, beta, l1, l2, keys, n, z):  # type: ignore[no-untyped-def]
+    """Write the keys :func:`count_touched` counts, in order, with their ``n`` and
+    ``z`` (``keys``, ``n``, ``z`` hold exactly that many); the number of them
+    whose weight is not zero (an untouched key's weight is 0)."""
+    j = 0
+    nonzero = 0
+    for i in range(state.shape[0] // 2):
+        ni = state[2 * i]
+        zi = state[2 * i + 1]
+        if ni != 0 or zi != 0:
+            keys[j] = i
+            n[j] = ni
+            z[j] = zi
+            j += 1
+            if _weight(np.float64(zi), np.float64(ni), alpha, beta, l1, l2) != 0.0:
+                nonzero += 1
+    return nonzero
 
 
 @njit

@@ -252,8 +252,7 @@ def run(args: argparse.Namespace) -> int:
     }
     # the keys with state, found once (a pass over all 2**bits keys): for the count of
     # non-zero weights and for the model file
-    keys = model.touched_keys()
-    results["nonzero_weights"] = model.count_nonzero_weights(keys)
+    keys, n, z, results["nonzero_weights"] = model.touched_state()
     if args.test:
         ev = evaluate(model, args.test, chunk_bytes=chunk, skip_bad_lines=args.skip_bad_lines)
         print(
@@ -263,7 +262,7 @@ def run(args: argparse.Namespace) -> int:
         results.update({f"test_{k}": v for k, v in ev.items()})
     if args.model:
         t_save = time.perf_counter()
-        saved = SavedModel.from_ftrl(model, keys=keys)
+        saved = SavedModel.from_ftrl(model, touched=(keys, n, z))
         path = save_model(
             args.model,
             saved,

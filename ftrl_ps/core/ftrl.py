@@ -77,8 +77,6 @@ def check_rows(
     return indptr, np.ascontiguousarray(indices, dtype=np.int32), values
 
 
-#: keys per block of :meth:`FTRL.touched_keys` (8 MiB of temporaries at most)
-_TOUCHED_BLOCK = 1 << 20
 #: the kernels (compiled ahead of time when built, else numba's JIT)
 _k = kernels("ftrl")
 
@@ -198,33 +196,33 @@ class FTRL:
         return out
 
     def touched_keys(self) -> np.ndarray:
-        """Keys whose state is not zero (those a model file stores).
+        """Keys whose state is not zero (those a model file stores; ``-0.0`` counts
+        as zero, as ``state != 0`` says), uint32, in order."""
+        return self.touched_state()[0]
 
-        Tests the bits of each key's ``(n, z)`` pair with the sign bits masked
-        off (so ``-0.0`` counts as zero, as ``state != 0`` would), one integer
-        per key for float32 state, in blocks of :data:`_TOUCHED_BLOCK` keys (a
-        few MiB of temporaries whatever the model's size): about 5x faster than
-        ``np.any(state != 0, axis=1)`` on a 2**22-key model.
+    def touched_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """``(keys, n, z, nonzero)``: :meth:`touched_keys`, their ``n`` and ``z`` (the
+        state's dtype) and how many of them have a weight that is not zero.
+
+        Two passes of a kernel over the state, no temporaries: what a model file
+        and the training summary need, in ~10 ms for 2**22 keys where numpy's
+        block-wise bit tests, the weights of the touched keys and the gathers of
+        their ``n`` and ``z`` took 45-65 ms (the end of every ``ftrl-ps train``).
         """
-        state = np.ascontiguousarray(self.state)
-        if state.dtype == np.float32:
-            words = state.view(np.uint64).reshape(-1, 1)
-            mask = np.uint64(0x7FFF_FFFF_7FFF_FFFF)
-        else:
-            words = state.view(np.uint64)
-            mask = np.uint64(0x7FFF_FFFF_FFFF_FFFF)
-        found = []
-        for start in range(0, words.shape[0], _TOUCHED_BLOCK):
-            block = words[start:start + _TOUCHED_BLOCK]
-            bits = block[:, 0] if block.shape[1] == 1 else block[:, 0] | block[:, 1]
-            hits = np.flatnonzero(bits & mask)
-            found.append(hits.astype(np.uint32) + np.uint32(start))
-        return np.concatenate(found) if found else np.empty(0, np.uint32)
+        flat = self._flat
+        count = int(_k.count_touched(flat))
+        keys = np.empty(count, dtype=np.uint32)
+        n = np.empty(count, dtype=self.state.dtype)
+        z = np.empty(count, dtype=self.state.dtype)
+        nonzero = int(_k.export_touched(flat, *self._hp(), keys, n, z))
+        return keys, n, z, nonzero
 
     def count_nonzero_weights(self, keys: np.ndarray | None = None) -> int:
         """How many weights are not zero (``(weights() != 0).sum()``), computed on
-        ``keys`` only (default :meth:`touched_keys`: an untouched key's weight is 0)."""
-        keys = self.touched_keys() if keys is None else np.asarray(keys)
+        ``keys`` only (default: the touched keys; an untouched key's weight is 0)."""
+        if keys is None:
+            return self.touched_state()[3]
+        keys = np.asarray(keys)
         w = np.empty(keys.size, dtype=np.float64)
         _k.weights(np.ascontiguousarray(self.state[keys]).reshape(-1), *self._hp(), w)
         return int(np.count_nonzero(w))

@@ -75,17 +75,17 @@ class SavedModel:
 
     @classmethod
     def from_ftrl(cls, model: FTRL, training: dict[str, Any] | None = None,
-                  keys: np.ndarray | None = None) -> SavedModel:
-        """The touched keys' state of ``model`` (``keys``: its :meth:`FTRL.touched_keys`,
-        when the caller has them already)."""
-        keys = model.touched_keys() if keys is None else keys
+                  touched: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> SavedModel:
+        """The touched keys' state of ``model`` (``touched``: the ``keys, n, z`` of its
+        :meth:`FTRL.touched_state`, when the caller has them already)."""
+        keys, n, z = model.touched_state()[:3] if touched is None else touched
         return cls(
             bits=model.bits,
             params=model.params,
             dtype=model.dtype,
             keys=keys,
-            n=model.n[keys],
-            z=model.z[keys],
+            n=n,
+            z=z,
             training=dict(training or {}),
         )
 
