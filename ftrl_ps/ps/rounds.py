@@ -8,8 +8,11 @@ the pass waiting, whatever work they are handed. Measured per wait,
 longer than it had trained since its previous wait longer, so that it ticks at
 the slow worker's pace and trains through the time it would have waited. The
 bound itself is unchanged: it counts ticks, and a tick still ends every round.
-A worker whose own ticks are slow (a slow link, or ``--straggle-delay``) waits
-for them the same way and makes longer rounds too: fewer ticks, fewer delays.
+A worker whose own ticks are slow (a slow link) waits for them the same way and
+makes longer rounds too: fewer ticks, fewer delays. The sleep that
+``--straggle-delay`` injects before a tick is not counted as a wait (the
+worker's own ``Worker._sync`` passes the tick's time only): the injected
+straggler stays slow at every tick, as the experiments of issue 12 intend.
 On by default at a bounded staleness ``s >= 1`` (``--adaptive-rounds`` /
 ``--no-adaptive-rounds`` choose): docs/algorithm.md section 9 has the
 measurements that made it the default.
