@@ -214,7 +214,8 @@ def test_warm_start_has_one_worker_train_alone_first(
 ) -> None:
     """``--warm-fraction 0.2``: 20,000 rows in rounds of 100 x 2 rows -> about 20
     rounds (the launcher estimates the rows from a sample of the file) that one
-    worker trains before the other begins (its first step comes later)."""
+    worker trains, in one push and one tick, before the other begins (its first
+    step comes later)."""
     metrics = tmp_path / "m.json"
     res = run_cli("train", str(synth_small / "train.svm"), "--workers", "2", "--staleness",
                   "0", "--warm-fraction", fraction, "--metrics-json", str(metrics), *COMMON,
@@ -226,12 +227,18 @@ def test_warm_start_has_one_worker_train_alone_first(
         assert got["warm_start"] is None
         return
     warm = got["warm_start"]
-    assert 18 <= warm["rounds"] <= 22 and warm["over"] and warm["worker"] in (0, 1)
+    assert warm["rounds"] == 1 and warm["over"] and warm["worker"] in (0, 1)
+    lone, other = warm["worker"], 1 - warm["worker"]
     began = {r["worker_index"]: r["started_at"] for r in got["worker_reports"]}
-    assert began[1 - warm["worker"]] > began[warm["worker"]]
-    # the lone worker's pushes before the others began are merged as one worker's
+    assert began[other] > began[lone]
+    # the lone worker's one push before the other began is merged as one worker's
     alone = {r["worker_index"]: r["pushes_alone"] for r in got["worker_reports"]}
-    assert alone == {warm["worker"]: warm["rounds"], 1 - warm["worker"]: 0}
+    assert alone == {lone: 1, other: 0}
+    # ... and carried about 20 % of the rows (18-22 rounds of 200), all trained
+    # before the other worker's first step
+    timeline = {r["worker_index"]: r["timeline"] for r in got["worker_reports"]}
+    first_step = min(t for t, rows in timeline[other] if rows > 0)
+    assert max(rows for t, rows in timeline[lone] if t <= first_step) >= 3600
 
 
 def test_warm_fraction_out_of_range_is_a_clear_error(tmp_path: Path) -> None:
@@ -318,12 +325,13 @@ def test_cluster_resumes_from_a_saved_model(a9a: tuple[Path, Path], tmp_path: Pa
     (20_000_000, 2, 0.05, (1, 1)),
     (5_000_000, 2, 0.05, (1, 2)),  # capped: 2 steps of 31,250 rows, not 4
     (2_000_000, 2, 0.05, (1, None)),  # capped, but one round is 4 x 12,500 rows: 50,000
-    (1_000_000, 2, 0.05, (2, None)),  # 50,000 rows in rounds of 4 x 6,250
-    (26_773, 8, 0.05, (7, None)),  # iPinYou: 1,339 rows in rounds of 4 x 50 (the batch floor)
+    (1_000_000, 2, 0.05, (1, 8)),  # 50,000 rows: 2 pushes of 4 x 6,250, in one
+    (26_773, 8, 0.05, (1, 28)),  # iPinYou: 1,339 rows, 7 pushes of 4 x 50 (the batch floor)
+    (1_200_000, 8, 0.05, (1, 28)),  # capped at 50,000 rows: 7 pushes of 4 x 1,875
     (1_000, 8, 0.05, (1, None)),  # at least one round
     (1_000_000, 2, 0.0, (0, None)),  # none
 ])
-def test_warm_rounds_are_a_share_of_the_input_in_whole_rounds(
+def test_the_warm_start_is_a_share_of_the_input_in_whole_pushes_and_one_tick(
     rows: int, workers: int, fraction: float, expected: tuple[int, int | None],
     monkeypatch: pytest.MonkeyPatch
 ) -> None:

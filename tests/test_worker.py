@@ -260,6 +260,35 @@ def test_the_lone_worker_pushes_every_warm_push_step_steps_while_alone() -> None
         WorkerConfig(warm_push_step=0)
 
 
+def test_a_longer_warm_push_step_makes_the_warm_start_one_push_and_one_tick() -> None:
+    """``warm_push_step`` above ``push_step`` (the launcher's warm start of several
+    pushes' rows): the lone worker pushes and ticks once after that many steps,
+    then every ``push_step`` steps; the model is still one process's."""
+    rng = np.random.default_rng(10)
+    data = random_rows(rng, 420, 64)  # 60 steps of 7 rows
+    params = FTRLParams(l1=0.2)
+    ref = FTRL(6, params, dtype="float64")
+    ref.fit_rows(*data)
+    cfg = WorkerConfig(batch_size=7, fetch_step=2, push_step=4, num_workers=2,
+                       warm_push_step=12)
+    server = RecordingServer(ref.state.shape[0], "contraction")
+    worker = Worker(server, 6, params, cfg)
+    worker.alone_until = 1
+    worker.train_batches(iter(as_batches(*data, per=35)))
+    worker.push()
+    # one push of 12 steps (6 rounds of 2 steps: pending deltas carried between
+    # them), then every 4 steps, as without the warm start, then the final push
+    assert server.positions[:4] == [84, 112, 140, 168]
+    assert worker.report.pushes_alone == 1 and server.positions[-1] == 420
+    lone = Worker(RecordingServer(ref.state.shape[0], "contraction"), 6, params, cfg)
+    lone.alone_until = 10**6
+    lone.train_batches(iter(as_batches(*data, per=35)))
+    lone.push()
+    assert lone.report.pushes == lone.report.pushes_alone == 60 // 12
+    np.testing.assert_allclose(lone.client.n, ref.n, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(lone.client.z, ref.z, rtol=1e-12, atol=1e-12)
+
+
 def test_pull_keeps_unpushed_local_updates() -> None:
     """Goline's bug: a pull must not overwrite the worker's own unpushed updates."""
     params = FTRLParams()

@@ -126,8 +126,9 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="while this worker trains alone at the start (the servers' --warm-rounds), "
-        "push and tick every N steps instead of --push-step, for a warm start shorter "
-        "than one push (default: --push-step; ftrl-ps train --workers sets it)",
+        "push and tick every N steps instead of --push-step: fewer for a warm start "
+        "shorter than one push, more to train it in one push and one tick (default: "
+        "--push-step; ftrl-ps train --workers sets it)",
     )
 
 

@@ -167,13 +167,20 @@ MAX_WARM_ROWS = 50_000
 
 
 def local_warm_start(opts: LocalClusterOptions) -> tuple[int, int | None]:
-    """The warm start: its rounds, and the lone worker's steps per push (None: its
-    ``push_step``). ``--warm-fraction`` of the input in whole rounds of ``batch_size
-    x push_step`` rows, at least one (0 rounds when the fraction is 0); when
-    :data:`MAX_WARM_ROWS` caps it below one such round (big inputs: one round of
-    4 x 50,000 rows at 20M rows), the lone worker pushes and ticks every
-    ``MAX_WARM_ROWS / batch_size`` steps (rounded up) instead, so that the
-    others wait for 50,000 rows, not 200,000.
+    """The warm start: the servers' warm rounds (1, or 0 without one), and the lone
+    worker's steps per push while alone (None: its ``push_step``).
+
+    ``--warm-fraction`` of the input, at most :data:`MAX_WARM_ROWS` rows, in
+    whole pushes of ``push_step`` steps (at least one), trained by the lone worker
+    in *one* push and one clock tick: the servers' warm start ends at its first
+    tick. When the cap is below one push (big inputs: one push is 4 x 50,000
+    rows at 20M rows) the lone worker pushes and ticks after
+    ``ceil(MAX_WARM_ROWS / batch_size)`` steps instead, so that the others wait
+    for 50,000 rows, not 200,000. (Until session 20 a warm start of R pushes was
+    R rounds, each with a tick: a lone worker that was slow at every tick held
+    the others for R of them; with R = 5 and 0.2 s per tick that doubled the
+    pass of issue 12 item 4's straggler run whenever the straggler started first.)
+    A lone worker's rounds are one process's training, however it pushes.
 
     At the default ~20 rounds per worker, 0.05 is about one round per worker. It
     took agaricus's runs worse than one process by more than 0.001 from 17 of 24
@@ -182,13 +189,11 @@ def local_warm_start(opts: LocalClusterOptions) -> tuple[int, int | None]:
     if opts.warm_fraction <= 0:
         return 0, None
     wanted = opts.warm_fraction * estimate_rows(opts.train) * opts.epochs
-    rows = min(wanted, MAX_WARM_ROWS)
-    batch = local_batch_size(opts)
-    rounds = max(1, math.ceil(rows / (batch * opts.push_step)))
-    if wanted <= MAX_WARM_ROWS:
-        return rounds, None
-    steps = max(1, math.ceil(rows / (rounds * batch)))
-    return rounds, (steps if steps < opts.push_step else None)
+    steps = max(1, math.ceil(min(wanted, MAX_WARM_ROWS) / local_batch_size(opts)))
+    if steps < opts.push_step and wanted > MAX_WARM_ROWS:
+        return 1, steps  # the cap below one push
+    pushes = math.ceil(steps / opts.push_step)
+    return 1, (pushes * opts.push_step if pushes > 1 else None)
 
 
 def _live_line(client: Any, progress: Progress, history: History) -> None:

@@ -4,12 +4,10 @@ One *step* is one mini-batch of ``batch_size`` rows; ``fetch_step`` steps make
 a *round*. At the start of a round the worker reads the round's mini-batches
 ahead, numbers their distinct keys (plus the bias) ``0..k-1``, pulls exactly
 those keys' ``n``/``z`` from the servers into a compact ``(k, 2)`` working set
-and trains on it: a few hundred KiB that stay in cache. (Numbering the keys
-uses a hash table sized for the round's keys, 512 KiB for 37,000 keys,
-whatever ``bits``; nothing is allocated or copied key-space-wide.) Every
-``push_step`` steps it pushes the ``n``/``z``
-deltas accumulated since its last push and ticks its SSP clock (which may
-wait for slower workers).
+and trains on it: a few hundred KiB that stay in cache (nothing key-space-wide is
+allocated: :mod:`ftrl_ps.ps.workingset`). Every ``push_step`` steps it pushes the
+``n``/``z`` deltas accumulated since its last push and ticks its SSP clock (which
+may wait for slower workers).
 
 The worker's own unpushed updates survive a pull (Goline overwrote them):
 when a round ends with deltas not pushed yet (``push_step`` not a multiple of
@@ -84,9 +82,8 @@ class WorkerConfig:
     epochs: int = 1
     chunk_bytes: int = 4 << 20
     skip_bad_lines: bool = False
-    #: how the servers merge pushes (ftrl_ps.ps.merge.RULES). None (the default):
-    #: the rule the servers announce (:func:`ftrl_ps.ps.merge.servers_rule`; ``sum`` when they
-    #: announce none). A rule other than the servers' is a ConfigError.
+    #: how the servers merge pushes (ftrl_ps.ps.merge.RULES). None: the rule they announce
+    #: (:func:`ftrl_ps.ps.merge.servers_rule`); another rule is a ConfigError.
     merge_rule: str | None = None
     #: ``threshold`` and ``contraction`` rules: workers training concurrently
     num_workers: int = 1
@@ -97,8 +94,8 @@ class WorkerConfig:
     #: steps; None: as :func:`ftrl_ps.ps.rounds.adaptive_by_default` says for the servers
     adaptive_rounds: bool | None = None
     #: while this worker trains alone (the servers' warm start), push and tick every
-    #: this many steps instead of ``push_step`` (None: ``push_step``): a warm start
-    #: shorter than one push (ftrl_ps.cluster.local.local_warm_start)
+    #: this many steps instead of ``push_step`` (None: ``push_step``), fewer or more
+    #: (ftrl_ps.cluster.local.local_warm_start: the warm start's rows in one tick)
     warm_push_step: int | None = None
 
     def __post_init__(self) -> None:
@@ -107,11 +104,9 @@ class WorkerConfig:
         if not self.dense_fraction > 0:
             raise ConfigError(f"dense_fraction must be > 0, got {self.dense_fraction}")
         for name in ("batch_size", "fetch_step", "push_step", "epochs", "chunk_bytes",
-                     "num_workers"):
-            if getattr(self, name) < 1:
+                     "num_workers", "warm_push_step"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.warm_push_step is not None and self.warm_push_step < 1:
-            raise ConfigError(f"warm_push_step must be >= 1, got {self.warm_push_step}")
 
 
 @dataclass
@@ -278,7 +273,7 @@ class Worker:
         alone = self._alone  # no concurrent push to share the keys with
         delta_n, delta_z, merge = push_payload(
             self.merge_rule, todo, self.bias_key, self._rows_since_push,
-            cfg.batch_size * cfg.push_step * self.round_length.factor,
+            cfg.batch_size * self._push_every(),
             1 if alone else cfg.num_workers, cfg.dense_fraction,
             np.dtype(getattr(self.client, "dtype", np.float64)))
         self._sync()
@@ -377,17 +372,22 @@ class Worker:
         rnd = self._open(parts)
         for _ in parts:
             self._step(rnd)
-            if self._since_push >= self.config.push_step * self.round_length.factor:
+            if self._since_push >= self._push_every():
                 self._push_async()
             elif self._warm_push_due():
                 self._push_async(on_schedule=False)
         self._close()
 
+    def _push_every(self) -> int:
+        """Steps from one push of the schedule to the next: ``push_step`` times the
+        round length; while alone with a longer ``warm_push_step``, that (the warm
+        start in one push and one tick: a slow lone worker's ticks hold the others)."""
+        k, steps = self.config.warm_push_step, self.config.push_step * self.round_length.factor
+        return k if k is not None and k > steps and self._alone else steps
+
     def _warm_push_due(self) -> bool:
-        """While this worker trains alone with a ``warm_push_step``: every that many
-        steps, between the pushes of the usual schedule. They leave that schedule
-        alone, so that the pushes after the warm start still end the rounds (a push
-        in mid-round makes the round's end take its deltas out a second time)."""
+        """While alone with a shorter ``warm_push_step``: every that many steps, beside
+        the schedule (so its pushes still end the rounds after the warm start)."""
         k = self.config.warm_push_step
         return k is not None and self._alone and self._since_push % k == 0
 
