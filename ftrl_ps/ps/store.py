@@ -71,8 +71,8 @@ _DTYPES = {"float32": np.float32, "float64": np.float64}
 #: most locks one shard keeps (one per group up to this many groups, then one per
 #: run of ``lock_span`` consecutive groups). A 142,000-key push or pull on a 2**26-key
 #: shard took 6 ms with a lock per group (16,384 locks, 512 indexing calls per array)
-#: and 4.5 ms with this cap, in a 20M-row cluster run 1.9 instead of 2.7-3.9 CPU s
-#: of the shard's (benchmarks/RESULTS.md, session 20)
+#: and 2.9 ms with this cap; a 20M-row cluster run's shard 2.0 instead of 3.0-4.2 CPU
+#: s (benchmarks/RESULTS.md, session 20)
 MAX_LOCKS = 1024
 
 #: most locks one indexing call holds (see ``_locked_runs``)
