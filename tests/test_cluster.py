@@ -229,8 +229,8 @@ def test_warm_start_has_one_worker_train_alone_first(
     warm = got["warm_start"]
     assert warm["rounds"] == 1 and warm["over"] and warm["worker"] in (0, 1)
     lone, other = warm["worker"], 1 - warm["worker"]
-    began = {r["worker_index"]: r["started_at"] for r in got["worker_reports"]}
-    assert began[other] > began[lone]
+    # (which worker's process began first says nothing: the lone one is the first
+    # whose first round is read and numbered)
     # the lone worker's one push before the other began is merged as one worker's
     alone = {r["worker_index"]: r["pushes_alone"] for r in got["worker_reports"]}
     assert alone == {lone: 1, other: 0}
