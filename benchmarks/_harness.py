@@ -24,8 +24,10 @@ from ftrl_ps.data.synth import SynthConfig, generate
 
 #: default cache of generated data (git-ignored: ``benchmarks/.data/``)
 DEFAULT_DATA_DIR = Path(__file__).resolve().parent / ".data"
-#: the workplace's real data sets (absent in a user's clone: benchmarks skip them)
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+#: the workplace's real data sets (absent in a user's clone: benchmarks skip them);
+#: $BENCH_SHARED_DATA points elsewhere (a worktree outside the workplace's folder)
+SHARED_DATA = Path(os.environ.get("BENCH_SHARED_DATA")
+                   or Path(__file__).resolve().parents[2] / "shared" / "data")
 #: name -> (train, test) below SHARED_DATA
 REAL_PAIRS = {
     "a9a": ("libsvm/a9a", "libsvm/a9a.t"),

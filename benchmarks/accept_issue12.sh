@@ -39,6 +39,12 @@ fi
 if [[ ! -e $TREE/benchmarks/.data && -n $MAIN && -d $MAIN/benchmarks/.data ]]; then
     ln -s "$MAIN/benchmarks/.data" "$TREE/benchmarks/.data"
 fi
+# ... nor the workplace's real data sets beside it (bench_merge.py's item 1)
+if [[ -z ${BENCH_SHARED_DATA:-} && ! -d $TREE/../shared/data && -n $MAIN \
+      && -d $MAIN/../shared/data ]]; then
+    BENCH_SHARED_DATA=$(cd "$MAIN/../shared/data" && pwd)
+    export BENCH_SHARED_DATA
+fi
 export PYTHONPATH=$TREE
 cd "$TREE" || exit 2
 
@@ -52,6 +58,7 @@ run() {
 }
 
 log "checkout $TREE at $(git -C "$TREE" log --oneline -1), python $PY"
+log "real data sets: ${BENCH_SHARED_DATA:-$TREE/../shared/data (bench_merge.py skips those absent)}"
 run item5 "$PY" benchmarks/bench_cluster.py --repeat 3 --staleness 3 --json "$OUT/item5.json"
 run item5_5m "$PY" benchmarks/bench_cluster.py --rows 5000000 --repeat 3 --staleness 3
 run shard "$PY" benchmarks/bench_wire.py --sizes 34000 100000 --seconds 1 --repeats 3
