@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,6 +139,23 @@ def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:
     """Rank-based ROC AUC with average ranks for ties (:func:`ftrl_ps.core.metrics.auc`)."""
     _check_against_sklearn()
     return metrics.auc(labels, scores)
+
+
+def warm_page_cache(path: Path, chunk: int = 64 << 20) -> tuple[float, int]:
+    """Read ``path`` once, so that a timed run reads it from the page cache, not the
+    disk; (seconds, bytes). A cached file reads at ~10 GB/s (a 7 GB file in ~0.6 s).
+
+    Measured here: the kernel evicts a big file's pages it has not touched for a
+    while (DAMON reclaim runs on this host), so the first of several 20M-row runs
+    read ~4 of its 7 GB from the disk: 17.7-17.9 s against 6.9-8.4 s, and its last
+    tenth (the part not cached) at 0.57x the first (RESULTS.md, session 20).
+    """
+    buf = bytearray(chunk)
+    total, start = 0, time.perf_counter()
+    with open(path, "rb", buffering=0) as f:
+        while n := f.readinto(buf):
+            total += n
+    return time.perf_counter() - start, total
 
 
 def ensure_synth_data(data_dir: Path, rows: int, test_rows: int, bits: int, seed: int = 0

@@ -38,6 +38,10 @@ from pathlib import Path
 import psutil
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import _harness as h  # noqa: E402
+
 DEFAULT_DATA = HERE / ".data" / "synth_r1000000_t100000_b22_s0"
 
 
@@ -57,6 +61,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
                    help="hash bits of every model (ftrl-ps train --bits; default %(default)s)")
     p.add_argument("--extra", default="", help="more flags for the cluster run (quoted)")
     p.add_argument("--no-single", action="store_true", help="time the clusters only")
+    p.add_argument("--no-warm-cache", action="store_true",
+                   help="do not read the training file before every timed run (by default "
+                        "it is, so that no run reads it from the disk: _harness.warm_page_cache)")
     p.add_argument("--functions", action="store_true",
                    help="also account each worker's CPU by step (_cpu_by_function.py)")
     return p.parse_args(argv)
@@ -141,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
                             report = model.with_suffix(".cpu.jsonl")
                             os.environ["FTRL_PS_CPU_REPORT"] = str(report)
                             cmd[1:3] = [str(HERE / "_cpu_by_function.py")]
+                    if not args.no_warm_cache:
+                        h.warm_page_cache(train)
                     wall, cpu, procs = _run(tree, cmd, model)
                     ll = _logloss(tree, model, test)
                     results.setdefault((name, mode), []).append((wall, cpu, ll))

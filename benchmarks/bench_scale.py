@@ -12,7 +12,10 @@ Steps:
    ``test.svm`` into ``--data`` (default ``DATA_DIR/scale_r{rows}_b{bits}_s{seed}``,
    ``DATA_DIR`` = ``benchmarks/.data``, git-ignored), unless it is there already.
    20M rows are about 7 GB of text at ``--bits 26``; ``--delete-data`` removes
-   the folder at the end.
+   the folder at the end. Before the timed run the training file is read once
+   (``--no-warm-cache``: not), so that the run reads it from the page cache:
+   this host evicts a big file's cold pages, and a run that read ~4 of its 7 GB
+   from the disk took twice as long, its last tenth at 0.57x its first.
 2. Training, one pass, as a user runs it: ``--mode single`` runs ``ftrl-ps
    train TRAIN --bits B`` (one process); ``--mode cluster`` runs it with
    ``--servers S --workers W`` (a local cluster: servers and workers are child
@@ -90,6 +93,9 @@ def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--servers", type=int, default=2, help="cluster mode: shards (default 2)")
     p.add_argument("--workers", type=int, default=2, help="cluster mode: workers (default 2)")
     p.add_argument("--interval", type=float, default=0.2, help="sampling period, seconds")
+    p.add_argument("--no-warm-cache", action="store_true",
+                   help="do not read the training file once before the run (by default it "
+                        "is, so that the run reads it from the page cache, not the disk)")
     p.add_argument("--json", type=Path, help="also write the results (and samples) here")
     p.add_argument("--ftrl-ps-cmd", default=f"{shlex.quote(sys.executable)} -m ftrl_ps",
                    help="command prefix that runs ftrl-ps (default: this python -m ftrl_ps)")
@@ -312,13 +318,20 @@ def main(argv: list[str] | None = None) -> int:
                 "--metrics-json", str(reports)]
         reports.unlink(missing_ok=True)  # an earlier run's reports are not this run's
     cmd += extra
+    warmed = None
+    if not args.no_warm_cache:
+        seconds, nbytes = h.warm_page_cache(train)
+        warmed = {"seconds": seconds, "bytes": nbytes}
+        print(f"page cache: read {train} once, {nbytes / 1e9:.1f} GB in {seconds:.1f} s",
+              file=sys.stderr)
     print(f"$ {shlex.join(cmd)}", file=sys.stderr)
     load_before = psutil.getloadavg()
     run = watch(cmd, train, args.interval, log)
     if args.mode == "cluster":
         run["reports"] = json.loads(reports.read_text()).get("worker_reports", [])
     result = {"mode": args.mode, "rows": args.rows, "bits": args.bits, "command": shlex.join(cmd),
-              "file_bytes": size, "load_average_before": load_before,
+              "file_bytes": size, "page_cache_warmed": warmed,
+              "load_average_before": load_before,
               "load_average_after": psutil.getloadavg(),
               **summarize(run, size, args.rows)}
     result["train_output"] = log.read_text(errors="replace").splitlines()[-6:]
