@@ -184,8 +184,12 @@ def lan_run(lan: Lan, tmp: Path, a9a: tuple[Path, Path], kill: str | None) -> di
     hosts, ex, urls = start_cluster(lan, tmp, token, "--checkpoint-interval", 0.5,
                                     "--checkpoint-dir", tmp / "ckpt")
     shard_urls = urls.split(",")
+    # every tick 50 ms late (fault injection, issue 12): ~54 ticks of 200 rows per worker
+    # pace the pass to ~3 s, so the kill lands half way on a fast host too (unpaced, the
+    # workers finished in 0.45 s, before the first status poll saw half the rows)
     extra = ("--batch-size", 100, "--fetch-step", 2, "--push-step", 2,
-             "--state-dir", tmp / "state", "--retry-seconds", 120)
+             "--state-dir", tmp / "state", "--retry-seconds", 120,
+             "--straggle-prob", 1, "--straggle-delay", 0.05)
     workers = [
         lan.spawn(host, ftrl("worker", "--server", urls, "--input", train, "--worker-index", i,
                              "--num-workers", 3, "--token", token, "--quiet",
@@ -197,10 +201,12 @@ def lan_run(lan: Lan, tmp: Path, a9a: tuple[Path, Path], kill: str | None) -> di
         deadline = time.monotonic() + 120
         while True:
             st = status(lan, ex, shard_urls[0], token)
-            rows = sum(w["stats"].get("rows", 0) for w in st["clock"]["workers"]
-                       if w["state"] == "live")
+            rows = sum(w["stats"].get("rows", 0) for w in st["clock"]["workers"])
             if rows >= 32561 / 2:
                 break
+            assert all(w["state"] == "live" for w in st["clock"]["workers"]), (
+                "a worker finished before half the rows were trained: the kill would "
+                f"not land mid-run ({st['clock']})")
             assert time.monotonic() < deadline, st["clock"]
             time.sleep(0.1)
         if kill == "shard1":
