@@ -483,3 +483,22 @@ def test_the_snapshot_names_the_warm_start() -> None:
     clock.tick(a)
     assert clock.snapshot()["warm_start"] == {"rounds": 1, "worker": 0, "over": True}
     assert SSPClock(0, num_workers=2).snapshot()["warm_start"] is None
+
+
+def test_held_counts_the_seconds_a_worker_waits_for_the_bound() -> None:
+    clock = SSPClock(0, num_workers=2)
+    a, b = clock.register(0, 2), clock.register(1, 2)
+    clock.tick(a)
+    assert clock.wait(b, timeout=0)  # b is behind: never held
+    waiter = threading.Thread(target=lambda: clock.wait(a, timeout=10))
+    waiter.start()
+    time.sleep(0.2)
+    during = clock.held()  # a wait in progress counts up to now
+    assert during[0] >= 0.15 and during[1] == 0.0
+    clock.tick(b)
+    waiter.join(5)
+    after = clock.held()
+    assert 0.15 <= after[0] < 5 and after[1] == 0.0
+    time.sleep(0.1)
+    assert clock.held()[0] == after[0]  # no longer held: no longer counting
+    assert clock.wait(a, timeout=0) and clock.held()[0] == after[0]  # not held: adds nothing

@@ -358,6 +358,28 @@ def test_a_slow_worker_is_left_out_of_the_tail_and_every_unit_is_still_done_once
     assert 1 <= len(done[0]) <= 4 and max(done[0]) < 30
 
 
+def test_a_worker_the_others_are_held_at_is_left_out_early() -> None:
+    """Workers 1 and 2 took 4 units each in 0.5 s but the SSP clock held them 0.4 s of
+    it (waiting for worker 0, which took 2): with the holds known, worker 0 is left
+    out at once, the pass ends sooner without it; without them it is not."""
+    def queue(held: dict[int, float] | None) -> WorkQueue:
+        now = [0.0]
+        q = WorkQueue(clock=lambda: now[0])
+        q.load(_plan(40), "x")
+        zero = None if held is None else {0: 0.0, 1: 0.0, 2: 0.0}
+        units = {w: q.next(w, holding=[], held=zero)["id"] for w in range(3)}
+        for t, w in ((0.1, 1), (0.1, 2), (0.2, 1), (0.2, 2), (0.3, 1), (0.3, 2), (0.25, 0)):
+            now[0] = t
+            units[w] = q.next(w, done=[(units[w], 10)], holding=[], held=zero)["id"]
+        now[0] = 0.5
+        got = q.next(0, done=[(units[0], 10)], holding=[], held=held)
+        assert q.summary()["done"] == 8 and q.summary()["rows_done"] == 80
+        return got
+    assert queue({0: 0.0, 1: 0.4, 2: 0.4}) is None  # left out, 31 units pending
+    assert queue(None) is not None  # the same hand-out, holds unknown: it takes one
+    assert queue({0: 0.3, 1: 0.4, 2: 0.4}) is not None  # held as much: not the cause
+
+
 def test_the_last_worker_asking_is_never_refused() -> None:
     now = [0.0]
     q = WorkQueue(clock=lambda: now[0])

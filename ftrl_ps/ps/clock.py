@@ -239,6 +239,7 @@ class SSPClock(RegistryState):
         time) passed first; ``None`` waits without limit.
         """
         deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        held: float | None = None
         with self._cond:
             w = self._live_worker(worker_id)
             w.active_waits += 1
@@ -260,10 +261,15 @@ class SSPClock(RegistryState):
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
                         return False
+                    if w.held_since is None:
+                        w.held_since = held = time.monotonic()
                     self._cond.wait(remaining)
             finally:
                 w.active_waits -= 1
                 w.last_seen = self._now()
+                if held is not None:  # this call started the worker's hold
+                    w.held_seconds += time.monotonic() - held
+                    w.held_since = None
 
     def state(self) -> dict[str, Any]:
         """The registry's restorable state and the warm start's (who trains alone)."""
@@ -324,6 +330,16 @@ class SSPClock(RegistryState):
         """The worker's record (raises UnknownWorkerError)."""
         with self._cond:
             return self._get(worker_id)
+
+    def held(self) -> dict[int, float]:
+        """Per worker index, the seconds its workers were held by the SSP bound so
+        far (the warm start's hold included), a wait in progress up to now."""
+        now, out = time.monotonic(), dict[int, float]()
+        with self._cond:
+            for w in self._workers.values():
+                extra = 0.0 if w.held_since is None else now - w.held_since
+                out[w.index] = out.get(w.index, 0.0) + w.held_seconds + extra
+        return out
 
     def snapshot(self) -> dict[str, Any]:
         """JSON-ready status: staleness, expected workers, per-worker state, minimum."""

@@ -31,6 +31,10 @@ class WorkerInfo:
     state: str = LIVE
     stats: dict[str, float] = field(default_factory=dict)
     active_waits: int = 0
+    #: seconds held by the SSP bound so far (this process of the shard), and since
+    #: when while held now (``time.monotonic``): the hand-out reads them
+    held_seconds: float = 0.0
+    held_since: float | None = None
     pid: int | None = None
     restored: bool = False
     superseded_by: int | None = None

@@ -30,6 +30,15 @@ no longer holds up the end of the pass with its last unit. The decision
 only changes who trains a unit, never whether: every unit is still handed
 out and done exactly once, and the last worker still asking is never refused.
 
+Rates count the time a worker was not held by the SSP clock (shard 0's
+:meth:`~ftrl_ps.ps.clock.SSPClock.held`), and under SSP a slow worker also
+slows the others: while it trains, they can be at most ``staleness`` ticks
+ahead of it. So when the others were held most of their time and the asking
+worker hardly ever, it is the one they wait for, and the comparison takes
+their rate *with* their waits for as long as it would train on: such a
+worker is left out as soon as every rate is known (0.25 s), not only near the
+end of the pass (docs/algorithm.md, section 9).
+
 >>> q = WorkQueue()
 >>> q.load([{"id": 0, "part": "a", "start": 0, "end": 9, "gzip": False},
 ...         {"id": 1, "part": "a", "start": 9, "end": 20, "gzip": False}], "p1")
@@ -55,7 +64,10 @@ __all__ = ["WorkQueue"]
 
 PENDING, ASSIGNED, DONE = "pending", "assigned", "done"
 #: a worker's rate is trusted (to leave it out of the tail) after this many seconds
-MIN_RATE_SECONDS = 1.0
+MIN_RATE_SECONDS = 0.25
+#: a worker waiting less than this share of its time while the others wait more
+#: is the one the SSP bound holds them at (:meth:`WorkQueue._others_finish_sooner`)
+HELD_BACK = 0.25
 _UNIT_FIELDS = {"id", "part", "start", "end", "gzip"}
 
 
@@ -64,9 +76,11 @@ class WorkQueue:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        #: per worker index: when it first asked, bytes handed to it since
+        #: per worker index: when it first asked, bytes handed to it since, and its
+        #: seconds held by the SSP clock when it first asked and as last read
         self._since: dict[int, float] = {}
         self._taken: dict[int, int] = {}
+        self._idle: dict[int, list[float]] = {}
         self._finished: set[int] = set()  # answered None (and not handed a unit since)
         self._lock = threading.Lock()
         self._units: list[dict[str, Any]] = []
@@ -144,6 +158,7 @@ class WorkQueue:
         position: int | None = None,
         applied: int | None = None,
         applied_by: dict[int, int] | None = None,
+        held: dict[int, float] | None = None,
     ) -> dict[str, Any] | None:
         """Record ``done`` units of ``worker_index`` and hand it its next unit (or None).
 
@@ -162,8 +177,15 @@ class WorkQueue:
         reported (:meth:`_resume`). ``applied_by`` gives, per worker index, the
         position of its last push that shard 0 applied: a dead worker's units are
         taken over after those rows (not only after the rows it had reported).
+        ``held`` gives, per worker index, the seconds the SSP clock held its
+        workers so far: rates are judged by the time not held (:meth:`_rate`).
         """
         with self._lock:
+            for w, seconds in (held or {}).items():
+                if w in self._idle:
+                    self._idle[w][1] = seconds
+                elif w == worker_index or w in self._since:  # counted from now on
+                    self._idle[w] = [seconds, seconds]
             try:
                 return self._next(worker_index, done, holding, dead, progress, position,
                                   applied, applied_by or {})
@@ -322,15 +344,28 @@ class WorkQueue:
     def _size(self, unit: int) -> int:
         return max(1, int(self._units[unit]["end"]) - int(self._units[unit]["start"]))
 
-    def _rate(self, worker_index: int, now: float) -> float:
-        """Bytes per second handed to ``worker_index`` since it first asked."""
-        return self._taken.get(worker_index, 0) / max(now - self._since[worker_index], 1e-3)
+    def _rate(self, worker_index: int, now: float, waits: bool = False) -> float:
+        """Bytes per second handed to ``worker_index`` since it first asked, per second
+        not held by the clock (at most nine tenths off), or with its ``waits``."""
+        elapsed = max(now - self._since[worker_index], 1e-3)
+        busy = elapsed if waits else max(elapsed - self._waited(worker_index), 0.1 * elapsed)
+        return self._taken.get(worker_index, 0) / busy
+
+    def _waited(self, worker_index: int) -> float:
+        first, last = self._idle.get(worker_index, (0.0, 0.0))
+        return max(last - first, 0.0)
 
     def _others_finish_sooner(self, worker_index: int, dead: set[int], now: float) -> bool:
         """Whether the pass ends sooner if ``worker_index`` is not handed the next
         pending unit: the others' rates (bytes handed per second) against its own,
         counting the units each side holds, and one unit more for the others
-        (a unit is not split: someone takes it whole after its current one)."""
+        (a unit is not split: someone takes it whole after its current one).
+
+        Rates are per second not spent waiting for other workers. While the
+        others wait most of the time (more than :data:`HELD_BACK` of it) and this
+        worker hardly does (less than that share), it is what the SSP bound holds
+        them at: while it trains on, they go at the rate they had *with* their
+        waits; once it has finished, at their rate without them."""
         me = worker_index
         if not self._taken.get(me) or now - self._since[me] < MIN_RATE_SECONDS:
             return False  # no rate known yet
@@ -338,6 +373,8 @@ class WorkQueue:
                   if w != me and w not in dead and w not in self._finished and self._taken.get(w)}
         if not others:
             return False  # the last worker asking is never refused
+        if any(now - self._since[w] < MIN_RATE_SECONDS for w in others):
+            return False  # not every rate known yet
         mine = theirs = 0
         for i, state in enumerate(self._state):
             if state == PENDING or (state == ASSIGNED and self._owner[i] in others):
@@ -346,7 +383,10 @@ class WorkQueue:
                 mine += self._size(i)
         nxt = self._size(self._cursor)
         rate, rates = self._rate(me, now), [self._rate(w, now) for w in others]
-        take = max((mine + nxt) / rate, (theirs - nxt) / sum(rates))
+        share = self._waited(me) / max(now - self._since[me], 1e-3)
+        held = sum(map(self._waited, others)) / sum(now - self._since[w] for w in others)
+        during = [self._rate(w, now, waits=share < HELD_BACK < held) for w in others]
+        take = max((mine + nxt) / rate, (theirs - nxt) / sum(during))
         leave = max(mine / rate, theirs / sum(rates) + nxt / max(rates))
         return leave < take
 

@@ -86,7 +86,8 @@ def next_unit(req: NextRequest, state: StateDep) -> dict[str, Any]:
             if record is not None:  # else it is back (a new epoch claimed its stream)
                 applied_by[i] = int(record["position"])
     unit = state.work.next(req.worker_index, req.done, req.holding, list(applied_by),
-                           req.progress, req.position, req.applied, applied_by)
+                           req.progress, req.position, req.applied, applied_by,
+                           clock.held())
     if unit is None:
         return {"unit": None, "fences": [],
                 "wait": state.work.held_by_others(req.worker_index, applied_by)}
