@@ -26,6 +26,19 @@ def test_populate_makes_the_pages_resident_and_keeps_the_contents() -> None:
     assert a[12345] == 7 and int(a.sum()) == 7
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux madvise")
+@pytest.mark.parametrize("chunk", [4096, 3 << 20, 1 << 40])
+def test_populate_in_chunks_reaches_the_last_page(chunk: int) -> None:
+    # an odd size and an offset start: the chunks must cover [first page, last page)
+    a = np.zeros((40 << 20) + 12345, dtype=np.uint8)[777:]
+    a[-1] = 9
+    before = rss_kib()
+    if not populate(a, chunk=chunk):
+        pytest.skip("kernel without MADV_POPULATE_WRITE (Linux < 5.14)")
+    assert rss_kib() - before > 36 << 10  # nearly all of the 40 MiB
+    assert a[-1] == 9 and int(a.sum()) == 9
+
+
 def test_populate_async_runs_beside_writers_and_changes_nothing() -> None:
     model = FTRL(21)  # 16 MiB of state
     thread = populate_async(model.state)

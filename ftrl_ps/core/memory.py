@@ -29,13 +29,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MADV_POPULATE_WRITE", "MIN_BYTES", "keep_freed_buffers", "populate",
+__all__ = ["CHUNK_BYTES", "MADV_POPULATE_WRITE", "MIN_BYTES", "keep_freed_buffers", "populate",
            "populate_async"]
 
 #: ``madvise`` advice of Linux 5.14+ (``include/uapi/asm-generic/mman-common.h``)
 MADV_POPULATE_WRITE = 23
 #: smaller arrays are not worth a thread
 MIN_BYTES = 8 << 20
+#: :func:`populate` faults in this many bytes per ``madvise`` call (two huge pages)
+CHUNK_BYTES = 4 << 20
 
 
 def _libc(name: str, *argtypes: Any) -> Any:
@@ -52,9 +54,17 @@ def _libc(name: str, *argtypes: Any) -> Any:
     return fn
 
 
-def populate(array: np.ndarray) -> bool:
+def populate(array: np.ndarray, chunk: int = CHUNK_BYTES) -> bool:
     """Fault in the whole pages of a C-contiguous ``array`` now (the calling thread
-    waits; the GIL is released). True if the kernel did it, False otherwise."""
+    waits; the GIL is released), ``chunk`` bytes per call. True if the kernel did
+    it, False otherwise.
+
+    One call holds the process's memory map lock (for reading) while it works,
+    and whatever needs it for writing waits: a new thread's stack, a ``mmap``'d
+    buffer, a shared library being imported. In one call, a 2**26-key shard's
+    two 256 MiB arrays held its start-up ~0.7 s when the kernel had to make
+    huge pages first (after a big file was read); calls of :data:`CHUNK_BYTES`
+    let such waiters in between."""
     fn = _libc("madvise", ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
     if fn is None or not array.flags.c_contiguous or array.nbytes == 0:
         return False
@@ -64,7 +74,9 @@ def populate(array: np.ndarray) -> bool:
     end = (begin + array.nbytes) // page * page
     if end <= start:
         return False
-    return bool(fn(start, end - start, MADV_POPULATE_WRITE) == 0)
+    step = max(page, chunk // page * page)
+    return all(fn(at, min(step, end - at), MADV_POPULATE_WRITE) == 0
+               for at in range(start, end, step))
 
 
 def populate_async(array: np.ndarray, min_bytes: int = MIN_BYTES) -> threading.Thread | None:
