@@ -100,6 +100,29 @@ def test_pull_groups_and_state_dump(shard: Shard):
     assert sum((o["keys"] for o in as_json), []) == keys.tolist() and as_json[-1]["keys"] == []
 
 
+def test_state_dump_regroups_touched_entries_into_full_messages(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from ftrl_ps.server import routes_params
+
+    # the regrouping alone: pieces of exactly `limit`, the last shorter, in order
+    parts = [(np.arange(b, e), np.arange(b, e) * 2.0) for b, e in ((0, 3), (3, 4), (4, 11))]
+    pieces = list(routes_params._gathered(iter(parts), 4))
+    assert [p[0].tolist() for p in pieces] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10]]
+    assert all(np.array_equal(p[1], p[0] * 2.0) for p in pieces)
+    assert list(routes_params._gathered(iter([]), 4)) == []
+    # through the route: scans of 256 keys, messages of 5 entries
+    monkeypatch.setattr(routes_params, "STATE_CHUNK_KEYS", 5)
+    monkeypatch.setattr(routes_params, "STATE_SCAN_KEYS", 256)
+    with in_process(bits=12, group_size=64) as c:
+        keys = np.arange(7, 4096, 97, dtype=np.uint32)  # 43 keys over 16 scans
+        push_binary(c, keys.tolist(), [1.0] * keys.size, (keys * 0.5).tolist())
+        messages = list(wire.iter_messages([c.get("/v1/state").content], wire.ENTRIES))
+    assert [m.keys.size for m in messages] == [5] * 8 + [3, 0]  # then the end marker
+    got = np.concatenate([m.keys for m in messages])
+    assert got.tolist() == keys.tolist()
+    assert np.concatenate([m.values[1] for m in messages]).tolist() == (keys * 0.5).tolist()
+
+
 def _origin(epoch: int, seq: int, prev: int | None = None, worker: int = 0,
             position: int = 0) -> wire.PushOrigin:
     return wire.PushOrigin(worker, epoch, seq, seq - 1 if prev is None else prev, position)

@@ -134,8 +134,12 @@ def push(request: Request, state: StateDep, body: BodyDep) -> dict[str, object]:
     return answer_push(state, decode_body(request, body, wire.PUSH))
 
 
-#: keys per message of a state export (bounded memory per export)
-STATE_CHUNK_KEYS = 1 << 16
+#: entries per message of a state export (bounded memory per export); the store
+#: is scanned :data:`STATE_SCAN_KEYS` keys at a time and its touched entries
+#: gathered into messages: at 2**26 keys and 1.2M touched, 65,536-key scans sent
+#: one small message each (1,024 of them) and took 0.20 s, messages of 65,536
+#: entries 19 messages and 0.07 s
+STATE_CHUNK_KEYS, STATE_SCAN_KEYS = 1 << 16, 1 << 18
 NDJSON_MEDIA_TYPE = "application/x-ndjson"
 
 
@@ -163,13 +167,32 @@ def dump_state(request: Request, state: StateDep) -> StreamingResponse:
     dtype = state.store.dtype
 
     def chunks() -> Iterator[bytes]:
-        for keys, n, z in state.store.iter_touched(STATE_CHUNK_KEYS):
+        for keys, n, z in _gathered(state.store.iter_touched(STATE_SCAN_KEYS),
+                                    STATE_CHUNK_KEYS):
             yield _entries(keys, n, z, as_json, dtype)
         empty = np.zeros(0, dtype)
         yield _entries(np.zeros(0, np.uint32), empty, empty, as_json, dtype)
 
     media = NDJSON_MEDIA_TYPE if as_json else wire.BINARY_MEDIA_TYPE
     return StreamingResponse(_Releasing(chunks(), state.exports.release), media_type=media)
+
+
+def _gathered(parts: Iterator[tuple[np.ndarray, ...]], limit: int
+              ) -> Iterator[tuple[np.ndarray, ...]]:
+    """``parts`` (tuples of equal-length arrays) regrouped into pieces of exactly
+    ``limit`` entries, the last one shorter (none empty), in order."""
+    held: list[tuple[np.ndarray, ...]] = []
+    size = 0
+    for part in parts:
+        held.append(part)
+        size += len(part[0])
+        while size >= limit:
+            joined = tuple(np.concatenate(col) for col in zip(*held, strict=True))
+            yield tuple(a[:limit] for a in joined)
+            rest = tuple(a[limit:] for a in joined)
+            held, size = ([rest] if len(rest[0]) else []), len(rest[0])
+    if size:
+        yield tuple(np.concatenate(col) for col in zip(*held, strict=True))
 
 
 class _Releasing:
