@@ -377,7 +377,35 @@ def test_a_worker_the_others_are_held_at_is_left_out_early() -> None:
         return got
     assert queue({0: 0.0, 1: 0.4, 2: 0.4}) is None  # left out, 31 units pending
     assert queue(None) is not None  # the same hand-out, holds unknown: it takes one
-    assert queue({0: 0.3, 1: 0.4, 2: 0.4}) is not None  # held as much: not the cause
+    # held as much, so as fast per second not held (3 units in 0.1 s): not the cause
+    assert queue({0: 0.4, 1: 0.4, 2: 0.4}) is not None
+
+
+@pytest.mark.parametrize("ticks", [True, False])
+def test_an_idle_worker_asks_again_right_after_its_tick(monkeypatch: pytest.MonkeyPatch,
+                                                        ticks: bool) -> None:
+    """Waiting for units others hold, a worker under SSP ticks and asks again at once
+    (a sleep there held lockstep peers to one round per sleep); asynchronously (no
+    tick) it sleeps between asks."""
+    from types import SimpleNamespace
+
+    from ftrl_ps.ps import handout
+
+    slept: list[float] = []
+    monkeypatch.setattr(handout.time, "sleep", slept.append)
+    answers = iter([handout.WAIT, handout.WAIT, handout.WAIT, None])
+
+    class Work:
+        def next(self, *args: object) -> object:
+            return next(answers)
+
+    worker = SimpleNamespace(
+        report=SimpleNamespace(rows=0, epochs=0), rows_applied=0,
+        config=SimpleNamespace(epochs=1), round_length=None,
+        train_batches=lambda batches: list(batches), push=lambda final: None,
+        idle=lambda: ticks)
+    assert handout.train_units(worker, Work(), 0) == 0  # type: ignore[arg-type]
+    assert slept == ([] if ticks else [handout.IDLE_POLL] * 2)
 
 
 def test_the_last_worker_asking_is_never_refused() -> None:

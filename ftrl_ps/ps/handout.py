@@ -30,8 +30,9 @@ __all__ = ["WAIT", "UnitStream", "WorkClient", "default_unit_bytes", "plan",
 
 #: shard 0's answer "nothing to take now, but others hold units: ask again"
 WAIT = "wait"
-#: seconds between two asks of a worker waiting for others' units (asynchronous
-#: runs; under SSP the clock tick in between waits for the others anyway)
+#: seconds between two asks of a worker waiting for others' units in asynchronous
+#: runs; under SSP it asks again right after its clock tick, which waits for the
+#: others anyway (a sleep there held BSP peers to one round per sleep)
 IDLE_POLL = 0.05
 
 #: units per worker and pass the default unit size aims at
@@ -208,8 +209,8 @@ def train_units(worker: Worker, work: WorkClient, worker_index: int) -> int:
         worker.push(final=True)
         answer = stream.next_unit()  # None, unless a dead worker's unit was freed meanwhile
         while answer == WAIT:
-            worker.idle()
-            time.sleep(IDLE_POLL)
+            if not worker.idle():
+                time.sleep(IDLE_POLL)
             answer = stream.next_unit()
         if not isinstance(answer, tuple):  # None: nothing is left
             break

@@ -397,17 +397,18 @@ class Worker:
         :attr:`alone_until` (the servers' warm start)."""
         return self._ticks < self.alone_until
 
-    def idle(self) -> None:
+    def idle(self) -> bool:
         """Nothing to train for now (waiting for units other workers hold): tick the
         clock, so that under SSP this worker never holds the others back; the tick
         waits while it is ahead. Asynchronous runs (no staleness) do not tick: nobody
-        waits for this clock. Not counted as a training wait."""
+        waits for this clock. Not counted as a training wait. Whether it ticked."""
         self.pass_gate()
         self._sync()
         if self._asynchronous:
-            return
+            return False
         self.client.clock(self.stats())
         self._ticks += 1
+        return True
 
     def pass_gate(self) -> None:
         """Call :attr:`first_pull_gate` if it was not called yet."""

@@ -30,14 +30,10 @@ no longer holds up the end of the pass with its last unit. The decision
 only changes who trains a unit, never whether: every unit is still handed
 out and done exactly once, and the last worker still asking is never refused.
 
-Rates count the time a worker was not held by the SSP clock (shard 0's
-:meth:`~ftrl_ps.ps.clock.SSPClock.held`), and under SSP a slow worker also
-slows the others: while it trains, they can be at most ``staleness`` ticks
-ahead of it. So when the others were held most of their time and the asking
-worker hardly ever, it is the one they wait for, and the comparison takes
-their rate *with* their waits for as long as it would train on: such a
-worker is left out as soon as every rate is known (0.25 s), not only near the
-end of the pass (docs/algorithm.md, section 9).
+Rates count the time not held by the SSP clock (:meth:`~ftrl_ps.ps.clock.SSPClock.held`);
+a much slower worker that the others are held at also slows them while it
+trains on, which the comparison takes into account: such a worker is left
+out as soon as every rate is known (0.25 s; docs/algorithm.md, section 9).
 
 >>> q = WorkQueue()
 >>> q.load([{"id": 0, "part": "a", "start": 0, "end": 9, "gzip": False},
@@ -65,9 +61,10 @@ __all__ = ["WorkQueue"]
 PENDING, ASSIGNED, DONE = "pending", "assigned", "done"
 #: a worker's rate is trusted (to leave it out of the tail) after this many seconds
 MIN_RATE_SECONDS = 0.25
-#: a worker waiting less than this share of its time while the others wait more
-#: is the one the SSP bound holds them at (:meth:`WorkQueue._others_finish_sooner`)
-HELD_BACK = 0.25
+#: a worker slower than :data:`SLOWER` times the slowest of the others (rates per
+#: second not held) while they were held more than this share of their time is
+#: the one the SSP bound holds them at (:meth:`WorkQueue._others_finish_sooner`)
+HELD_BACK, SLOWER = 0.25, 0.5
 _UNIT_FIELDS = {"id", "part", "start", "end", "gzip"}
 
 
@@ -361,11 +358,13 @@ class WorkQueue:
         counting the units each side holds, and one unit more for the others
         (a unit is not split: someone takes it whole after its current one).
 
-        Rates are per second not spent waiting for other workers. While the
-        others wait most of the time (more than :data:`HELD_BACK` of it) and this
-        worker hardly does (less than that share), it is what the SSP bound holds
-        them at: while it trains on, they go at the rate they had *with* their
-        waits; once it has finished, at their rate without them."""
+        Rates are per second not held by the SSP clock. While the others were
+        held more than :data:`HELD_BACK` of their time and this worker is much
+        slower than every one of them (:data:`SLOWER`), it is what the bound
+        holds them at: while it trains on, they go at the rate they had *with*
+        their waits; once it has finished, at their rate without them. (In
+        lockstep every round waits for whoever is slowest at the moment:
+        without the rate test such a worker was left out of clean runs.)"""
         me = worker_index
         if not self._taken.get(me) or now - self._since[me] < MIN_RATE_SECONDS:
             return False  # no rate known yet
@@ -383,9 +382,9 @@ class WorkQueue:
                 mine += self._size(i)
         nxt = self._size(self._cursor)
         rate, rates = self._rate(me, now), [self._rate(w, now) for w in others]
-        share = self._waited(me) / max(now - self._since[me], 1e-3)
         held = sum(map(self._waited, others)) / sum(now - self._since[w] for w in others)
-        during = [self._rate(w, now, waits=share < HELD_BACK < held) for w in others]
+        cause = held > HELD_BACK and rate < SLOWER * min(rates)
+        during = [self._rate(w, now, waits=cause) for w in others]
         take = max((mine + nxt) / rate, (theirs - nxt) / sum(during))
         leave = max(mine / rate, theirs / sum(rates) + nxt / max(rates))
         return leave < take
