@@ -11,6 +11,7 @@ import httpx
 import numpy as np
 import pytest
 
+from ftrl_ps.errors import WorkerStateError
 from ftrl_ps.ps.client import PSClient
 from tests._servers import TOKEN, in_process, real_server
 
@@ -120,3 +121,25 @@ def test_a_worker_whose_share_is_already_trained_has_nothing_to_do(tmp_path) -> 
             result = run_worker(WorkerOptions(server=server.url, input=str(data), num_workers=1,
                                               worker_index=index, token=TOKEN, quiet=True))
             assert result["already_finished"] is True and result["rows"] == 0
+
+
+def test_a_restarted_worker_whose_index_finished_exits_while_others_train(tmp_path) -> None:
+    """A container killed right after its worker finished comes back (restart on
+    failure) with the same identity while the other workers still train: nothing to
+    do, exit 0, not 'no free worker index' (and a restart loop) until they finish."""
+    from ftrl_ps.ps.worker_main import WorkerOptions, run_worker
+
+    data = tmp_path / "t.svm"
+    data.write_text("1 3:1\n0 5:1\n" * 50)
+    with real_server(["--bits", "12", "--group-size", "64", "--token", TOKEN,
+                      "--num-workers", "2"]) as server:
+        with PSClient(server.url, token=TOKEN) as done, PSClient(server.url, token=TOKEN) as busy:
+            done.register(None, 2, identity="box-a")
+            busy.register(None, 2, identity="box-b")  # still training
+            done.finish()
+            result = run_worker(WorkerOptions(server=server.url, input=str(data), num_workers=2,
+                                              token=TOKEN, quiet=True, identity="box-a"))
+            assert result == {"worker_index": None, "rows": 0, "already_finished": True}
+            with pytest.raises(WorkerStateError, match="no free worker index"):
+                run_worker(WorkerOptions(server=server.url, input=str(data), num_workers=2,
+                                         token=TOKEN, quiet=True, identity="box-c"))

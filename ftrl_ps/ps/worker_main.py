@@ -272,13 +272,18 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
             group_size=server_layout.group_size,
             num_shards=len(urls),
         )
-        finished = _finished_indices(client.status().get("clock") or {})
-        if (index_wanted in finished if index_wanted is not None
-                else len(finished) >= options.num_workers):
+        clock_status = client.status().get("clock") or {}
+        finished = _finished_indices(clock_status)
+        # an auto index: the one this identity held (a container killed right after it
+        # finished comes back with the same hostname), else any free one
+        mine = (index_wanted if index_wanted is not None
+                else _identity_index(clock_status, options.identity_of()))
+        if (mine in finished if mine is not None else len(finished) >= options.num_workers):
             log.warning(
-                "worker %s: the servers say this share was already trained (a run restored "
-                "from its checkpoints?); nothing to do. For a new run, start the servers "
-                "on an empty --checkpoint-dir", "auto" if index_wanted is None else index_wanted)
+                "worker %s: the servers say this share was already trained (a restarted "
+                "worker that had finished, or a run restored from its checkpoints); nothing "
+                "to do. For a new run, start the servers on an empty --checkpoint-dir",
+                "auto" if mine is None else mine)
             result = {"worker_index": index_wanted, "rows": 0, "already_finished": True}
             write_json(options.metrics_json, result)
             return result
@@ -350,6 +355,12 @@ def _finished_indices(clock: dict[str, Any]) -> set[int]:
         if w["index"] not in latest or w["worker_id"] > latest[w["index"]]["worker_id"]:
             latest[w["index"]] = w
     return {i for i, w in latest.items() if w.get("state") == "finished"}
+
+
+def _identity_index(clock: dict[str, Any], identity: str | None) -> int | None:
+    """The index of the newest registration made with ``identity`` (None: none)."""
+    held = [w for w in clock.get("workers", []) if identity and w.get("identity") == identity]
+    return max(held, key=lambda w: w["worker_id"])["index"] if held else None
 
 
 def _model_params(options: WorkerOptions, model: dict[str, Any] | None) -> FTRLParams:
