@@ -349,12 +349,14 @@ def test_the_lone_workers_push_step_reaches_the_worker_config() -> None:
     from ftrl_ps.cli import build_parser
     from ftrl_ps.cli._common import options_from
     from ftrl_ps.cluster.local import LocalClusterOptions, _worker_options
+    from ftrl_ps.core.params import FTRLParams
     from ftrl_ps.ps.worker_main import WorkerOptions, worker_config
 
     opts = LocalClusterOptions(train="t.svm", workers=2, batch_size=100)
-    launched = _worker_options(opts, ["http://x"], {}, 20, 0, Path("m.json"), "float32", 1)
+    launched = _worker_options(opts, ["http://x"], FTRLParams(), 20, 0, Path("m.json"),
+                               "float32", 1)
     assert worker_config(launched).warm_push_step == 1
-    assert _worker_options(opts, ["http://x"], {}, 20, 0, Path("m.json"),
+    assert _worker_options(opts, ["http://x"], FTRLParams(), 20, 0, Path("m.json"),
                            "float32").warm_push_step is None
     command = ["worker", "--server", "http://x", "--input", "t.svm", "--num-workers", "2",
                "--worker-index", "0"]

@@ -109,7 +109,7 @@ def test_the_flag_reaches_the_worker_config(command, cls) -> None:
             assert worker_config(opts).adaptive_rounds is value
         else:
             opts = dataclasses.replace(opts, batch_size=100)
-            assert _worker_options(opts, ["http://x"], {}, 20, 0, Path("m.json"),
+            assert _worker_options(opts, ["http://x"], FTRLParams(), 20, 0, Path("m.json"),
                                    "float32").adaptive_rounds is value
 
 

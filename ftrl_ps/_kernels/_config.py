@@ -94,7 +94,7 @@ def _stamp_caches_with_every_kernel_file() -> None:
         return (own_stamp(self), digest[0])
 
     stamp.covers_kernel_dir = True  # type: ignore[attr-defined]
-    locator.get_source_stamp = stamp
+    locator.get_source_stamp = stamp  # type: ignore[method-assign]  # numba's own hook
 
 
 _stamp_caches_with_every_kernel_file()
@@ -106,9 +106,10 @@ def njit(*args: Any, **kwargs: Any) -> Any:
     """``numba.njit`` with the project's flags."""
     flags = dict(JIT_FLAGS)
     flags.update(kwargs)
+    # numba's stubs know its keyword arguments one by one, not as a dict of them
     if args and callable(args[0]):
-        return numba.njit(**flags)(args[0])
-    return numba.njit(*args, **flags)
+        return numba.njit(**flags)(args[0])  # type: ignore[call-overload]
+    return numba.njit(*args, **flags)  # type: ignore[call-overload]
 
 
 #: every module of numba kernels (under ``ftrl_ps._kernels``)
@@ -139,7 +140,7 @@ def uncached_kernels() -> list[str] | None:
                     continue
                 if obj.targetoptions.get("inline") == "always":
                     continue
-                if not obj._cache._cache_file._load_index():
+                if not obj._cache._cache_file._load_index():  # type: ignore[attr-defined]
                     missing.append(f"{mod_name}.{name}")
     except (AttributeError, TypeError, ValueError, OSError, EOFError):
         return None

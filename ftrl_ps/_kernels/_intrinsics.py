@@ -17,13 +17,13 @@ __all__ = ["prefetch"]
 
 
 @intrinsic
-def prefetch(typingctx, arr, index):  # type: ignore[no-untyped-def]
+def prefetch(typingctx, arr, index):
     """Hint the CPU to load ``arr[index]`` into cache (1-D arrays; no effect on results)."""
     if not isinstance(arr, types.Array) or arr.ndim != 1 or not isinstance(index, types.Integer):
         return None
     sig = types.void(arr, index)
 
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+    def codegen(context, builder, signature, args):
         arrty = signature.args[0]
         ary = context.make_array(arrty)(context, builder, args[0])
         ptr = cgutils.get_item_pointer(context, builder, arrty, ary, [args[1]], wraparound=False)

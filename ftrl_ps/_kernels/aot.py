@@ -238,7 +238,7 @@ def load() -> ModuleType | None:
             except (ImportError, OSError):  # e.g. a truncated file: built again, numba meanwhile
                 module = None
         _state["module"] = module
-    return _state["module"]  # type: ignore[no-any-return]
+    return _state["module"]
 
 
 def reset() -> None:

@@ -62,11 +62,11 @@ def _release_gil() -> Iterator[None]:
             super().__init__(*args, **kwargs)
             self.release_gil = True  # what njit(nogil=True) sets
 
-    pycc_compiler.Flags = NoGilFlags
+    pycc_compiler.Flags = NoGilFlags  # type: ignore[misc]  # numba.pycc reads it here
     try:
         yield
     finally:
-        pycc_compiler.Flags = base
+        pycc_compiler.Flags = base  # type: ignore[misc]
 
 
 #: the JIT options the build reproduces (nogil: the GIL released; the rest as pycc's

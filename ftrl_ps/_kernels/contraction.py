@@ -31,7 +31,7 @@ __all__ = ["add_row_contraction"]
 
 
 @njit
-def add_row_contraction(state, local, values, counts, alpha, beta, l1, l2, out):  # type: ignore[no-untyped-def]
+def add_row_contraction(state, local, values, counts, alpha, beta, l1, l2, out):
     """Add ``h_r s_r`` of every row to its slots and to the bias (``out[-1]``)."""
     bias = out.size - 1
     sqrt_n = math.sqrt(max(state[bias, 0], 0.0))

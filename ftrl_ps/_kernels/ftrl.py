@@ -79,7 +79,7 @@ def _logloss(p: float, y: float) -> float:
 
 
 @njit(inline="always")
-def _update(state, key, g, w, sqrt_n_old, inv_alpha):  # type: ignore[no-untyped-def]
+def _update(state, key, g, w, sqrt_n_old, inv_alpha):
     """FTRL-Proximal update of one coordinate (``key`` indexes ``n``; ``z`` follows);
     ``inv_alpha`` is ``1 / alpha`` (a product, not a division, per key)."""
     n_new = np.float64(state[key]) + g * g
@@ -96,7 +96,7 @@ PREFETCH_ROWS = 2
 
 
 @njit
-def train_rows(state, labels, indptr, indices, values, bias_key, alpha, beta, l1, l2):  # type: ignore[no-untyped-def]
+def train_rows(state, labels, indptr, indices, values, bias_key, alpha, beta, l1, l2):
     """Predict-then-update every row in order; returns the summed progressive log loss.
 
     ``state`` is the flat interleaved state ``[n_0, z_0, n_1, z_1, ...]`` so that
@@ -142,7 +142,7 @@ def train_rows(state, labels, indptr, indices, values, bias_key, alpha, beta, l1
 
 
 @njit
-def predict_rows(state, indptr, indices, values, bias_key, alpha, beta, l1, l2, out):  # type: ignore[no-untyped-def]
+def predict_rows(state, indptr, indices, values, bias_key, alpha, beta, l1, l2, out):
     """Write P(y=1 | row) for every row into ``out`` (float64); state is interleaved."""
     rows = out.shape[0]
     b = 2 * np.int64(bias_key)
@@ -157,7 +157,7 @@ def predict_rows(state, indptr, indices, values, bias_key, alpha, beta, l1, l2, 
 
 
 @njit
-def logloss_sum(labels, probs):  # type: ignore[no-untyped-def]
+def logloss_sum(labels, probs):
     """Summed clipped log loss of ``probs`` against 0/1 ``labels``."""
     total = 0.0
     for r in range(labels.shape[0]):
@@ -166,7 +166,7 @@ def logloss_sum(labels, probs):  # type: ignore[no-untyped-def]
 
 
 @njit
-def count_touched(state):  # type: ignore[no-untyped-def]
+def count_touched(state):
     """How many keys of the interleaved ``state`` have ``n != 0`` or ``z != 0``
     (``-0.0`` is zero, as for ``!=``)."""
     count = 0
@@ -177,7 +177,7 @@ def count_touched(state):  # type: ignore[no-untyped-def]
 
 
 @njit
-def export_touched(state, alpha, beta, l1, l2, keys, n, z):  # type: ignore[no-untyped-def]
+def export_touched(state, alpha, beta, l1, l2, keys, n, z):
     """Write the keys :func:`count_touched` counts, in order, with their ``n`` and
     ``z`` (``keys``, ``n``, ``z`` hold exactly that many); the number of them
     whose weight is not zero (an untouched key's weight is 0)."""
@@ -197,7 +197,7 @@ def export_touched(state, alpha, beta, l1, l2, keys, n, z):  # type: ignore[no-u
 
 
 @njit
-def weights(state, alpha, beta, l1, l2, out):  # type: ignore[no-untyped-def]
+def weights(state, alpha, beta, l1, l2, out):
     """Dense weight vector derived from the interleaved state."""
     for i in range(out.shape[0]):
         out[i] = _weight(

@@ -55,14 +55,14 @@ _VEC = {"error_model": "numpy"}
 
 
 @njit(inline="always", **_VEC)
-def _w(z, s, alpha, beta, l1, alpha_l2):  # type: ignore[no-untyped-def]
+def _w(z, s, alpha, beta, l1, alpha_l2):
     """The FTRL-Proximal weight from ``z`` and ``s = sqrt(n)`` (branch-free select)."""
     w = -(z - np.copysign(l1, z)) * alpha / (beta + s + alpha_l2)
     return _ZERO if abs(z) <= l1 else w
 
 
 @njit(**_VEC)
-def train_many(state, labels, indptr, indices, values, order,  # type: ignore[no-untyped-def]
+def train_many(state, labels, indptr, indices, values, order,
                alpha, beta, l1, inv_alpha, alpha_l2, loss):
     """Predict-then-update the rows ``order`` for every model; add each model's
     progressive log loss of those rows to ``loss[k]``."""
@@ -128,7 +128,7 @@ def train_many(state, labels, indptr, indices, values, order,  # type: ignore[no
 
 
 @njit(**_VEC)
-def weights_many(state, alpha, beta, l1, alpha_l2, out):  # type: ignore[no-untyped-def]
+def weights_many(state, alpha, beta, l1, alpha_l2, out):
     """Weights of every key and model into ``out`` (``keys x K``)."""
     m = alpha.shape[0]
     width = 2 * m
@@ -141,7 +141,7 @@ def weights_many(state, alpha, beta, l1, alpha_l2, out):  # type: ignore[no-unty
 
 
 @njit(**_VEC)
-def logloss_many(weights, labels, indptr, indices, values, order, loss):  # type: ignore[no-untyped-def]
+def logloss_many(weights, labels, indptr, indices, values, order, loss):
     """Add the log loss of the rows ``order`` under each model's ``weights``
     (``keys x K``, bias last) to ``loss[k]``."""
     m = weights.shape[1]

@@ -30,7 +30,7 @@ PREFETCH_AHEAD = 32
 
 
 @njit
-def first_seen(indices, extra_key, table, shift, limit, local, seen):  # type: ignore[no-untyped-def]
+def first_seen(indices, extra_key, table, shift, limit, local, seen):
     """Number the distinct keys of ``indices`` (``extra_key`` first) by first appearance.
 
     Writes, for ``count`` distinct keys (the return value): ``seen[s]`` the key
@@ -78,7 +78,7 @@ def first_seen(indices, extra_key, table, shift, limit, local, seen):  # type: i
 
 
 @njit
-def renumber(local, packed, keys, occurrences):  # type: ignore[no-untyped-def]
+def renumber(local, packed, keys, occurrences):
     """Renumber ``local`` from first-appearance order to sorted-key order.
 
     ``packed`` holds ``key << 32 | number`` for every number, sorted; writes

@@ -34,6 +34,7 @@ from ftrl_ps.cluster.launch import Launcher, preload
 from ftrl_ps.cluster.supervise import Cluster
 from ftrl_ps.core.jsonfile import write_json
 from ftrl_ps.core.modelio import SavedModel, load_model, save_model
+from ftrl_ps.core.params import FTRLParams
 from ftrl_ps.data.sources import check_shares, estimate_rows, expand, split_for
 from ftrl_ps.errors import ConfigError, FTRLPSError, ServerError
 from ftrl_ps.learn.progress import Progress
@@ -103,18 +104,19 @@ class LocalClusterOptions:
 
 
 def _shard_options(opts: LocalClusterOptions, bits: int, dtype: str, index: int,
-                   params: dict[str, float], ckpt: Path, warm_rounds: int) -> ShardOptions:
-    return ShardOptions(
+                   params: FTRLParams, ckpt: Path, warm_rounds: int) -> ShardOptions:
+    shard = ShardOptions(
         bits=bits, dtype=dtype, shard_index=index, num_shards=opts.servers,
         num_workers=opts.workers, worker_timeout=opts.worker_timeout,
         staleness=opts.staleness, init_model=opts.resume, checkpoint_dir=str(ckpt),
         checkpoint_interval=opts.checkpoint_interval, merge_rule=opts.merge_rule,
-        warm_rounds=warm_rounds, **params,
-        **({"group_size": opts.group_size} if opts.group_size else {}),
+        warm_rounds=warm_rounds, alpha=params.alpha, beta=params.beta, l1=params.l1,
+        l2=params.l2,
     )
+    return replace(shard, group_size=opts.group_size) if opts.group_size else shard
 
 
-def _worker_options(opts: LocalClusterOptions, urls: list[str], params: dict[str, float],
+def _worker_options(opts: LocalClusterOptions, urls: list[str], params: FTRLParams,
                     bits: int, index: int, metrics: Path, dtype: str,
                     warm_push_step: int | None = None) -> WorkerOptions:
     return WorkerOptions(
@@ -127,7 +129,8 @@ def _worker_options(opts: LocalClusterOptions, urls: list[str], params: dict[str
         skip_bad_lines=opts.skip_bad_lines, state_dir=str(metrics.parent / "state"),
         retry_seconds=opts.retry_seconds, dtype=dtype, straggle_prob=opts.straggle_prob,
         straggle_delay=opts.straggle_delay, straggle_workers=opts.straggle_workers,
-        seed=opts.seed, split=opts.split, unit_mb=opts.unit_mb, **params,
+        seed=opts.seed, split=opts.split, unit_mb=opts.unit_mb, alpha=params.alpha,
+        beta=params.beta, l1=params.l1, l2=params.l2,
     )
 
 
@@ -247,7 +250,7 @@ def run_cluster(args: LocalClusterOptions) -> int:
         # shard 0 last: its dashboard learns the other shards' URLs (--peers)
         for i in [*range(1, args.servers), 0]:
             peers = ",".join(p.url for p in cluster.servers if p.url) if i == 0 else None
-            shard = _shard_options(args, bits, dtype, i, params.as_dict(), logdir / "checkpoints",
+            shard = _shard_options(args, bits, dtype, i, params, logdir / "checkpoints",
                                    warm_rounds)
             cluster.start_server(i, replace(shard, peers=peers))
         cluster.servers.insert(0, cluster.servers.pop())  # back in shard order
@@ -262,7 +265,7 @@ def run_cluster(args: LocalClusterOptions) -> int:
               f"dashboard {urls[0]}/dashboard)", file=sys.stderr, flush=True)
         metrics = [logdir / f"worker-{i}.json" for i in range(args.workers)]
         for i in range(args.workers):
-            wopts = _worker_options(args, urls, params.as_dict(), bits, i, metrics[i], dtype,
+            wopts = _worker_options(args, urls, params, bits, i, metrics[i], dtype,
                                     warm_push_step)
             cluster.start_worker(i, wopts)
         # no threads before this point (forking needs a single-threaded process)

@@ -121,7 +121,7 @@ def save_model(path: str | os.PathLike[str], model: SavedModel | FTRL, **trainin
         with os.fdopen(fd, "wb") as f:
             crc = 0
             for chunk in (_PREFIX.pack(MAGIC, FORMAT_VERSION, len(head)), head, keys, n, z):
-                data = memoryview(chunk).cast("B") if isinstance(chunk, np.ndarray) else chunk
+                data = chunk.data.cast("B") if isinstance(chunk, np.ndarray) else chunk
                 crc = zlib.crc32(data, crc)
                 f.write(data)
             f.write(_CRC.pack(crc))

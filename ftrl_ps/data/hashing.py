@@ -135,4 +135,4 @@ def slots_of(names: Iterable[str], bits: int) -> np.ndarray:
     offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
     np.cumsum([len(e) for e in encoded], out=offsets[1:])
     buf = _as_buffer(b"".join(encoded) or b"\0")  # an empty list still gets a buffer
-    return kernels("parse").slots_of_names(buf, offsets, bits)  # type: ignore[no-any-return]
+    return kernels("parse").slots_of_names(buf, offsets, bits)

@@ -133,7 +133,7 @@ def _consume(iterable: Iterable[T], depth: int) -> Iterator[T]:
     thread = threading.Thread(target=_produce, args=(iterable, channel),
                               name="ftrl-ps-prefetch", daemon=True)
     thread.start()
-    items = _drain(channel, thread)
+    items: Iterator[T] = _drain(channel, thread)
     # a generator that never ran does not run its finally block when collected
     weakref.finalize(items, channel.stop)
     return items

@@ -51,7 +51,7 @@ from ftrl_ps.errors import DataError
 __all__ = ["OnlineFTRL", "to_rows"]
 
 #: label of one example -> 0/1 (1 and True are a click; 0, -1 and False are none)
-_LABELS = {1: 1.0, 0: 0.0, -1: 0.0}
+_LABELS: dict[Any, float] = {1: 1.0, 0: 0.0, -1: 0.0}
 
 
 def to_rows(x: Any, bits: int, labels: Any = None, cache: NameCache | None = None,

@@ -18,7 +18,7 @@ import numpy as np
 __all__ = ["classify", "compose_add", "composed"]
 
 
-def composed(rho: np.ndarray, count: np.ndarray) -> np.ndarray:
+def composed(rho: np.ndarray, count: np.ndarray | int) -> np.ndarray:
     """``1 + rho + ... + rho**(count - 1)``: how many single updates ``count``
     concurrent ones add up to.
 

@@ -104,8 +104,11 @@ def load_kernels() -> float:
         return 0.0
     if missing is None and not built:  # unknown: warn only if it turns out slow
         done = threading.Event()
-        timer = threading.Timer(SLOW_LOAD_SECONDS,
-                                lambda: done.is_set() or log.info("%s ...", NOTICE))
+        def notice() -> None:
+            if not done.is_set():
+                log.info("%s ...", NOTICE)
+
+        timer = threading.Timer(SLOW_LOAD_SECONDS, notice)
         timer.daemon = True
         timer.start()
         try:

@@ -100,8 +100,8 @@ class RegistryState:
                 if info.identity == identity and info.state in (LIVE, DEAD):
                     return idx, True
         for idx in range(num_workers):
-            info = self._by_index.get(idx)
-            if info is None or info.state == DEAD:
+            held = self._by_index.get(idx)
+            if held is None or held.state == DEAD:
                 return idx, False
         raise WorkerStateError(
             f"no free worker index: all {num_workers} workers are registered and live or finished"

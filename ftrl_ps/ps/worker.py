@@ -67,7 +67,7 @@ class ParamClient(Protocol):
     def pull_versioned(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
 
     def push(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray,
-             merge: Any = None, **progress: Any) -> Any: ...
+             merge: Any = None, *, position: int = 0, loss_sum: float = 0.0) -> Any: ...
 
     def clock(self, stats: dict[str, Any] | None = None) -> Any: ...
 
@@ -308,9 +308,9 @@ class Worker:
             self.report.straggle_seconds += self.straggler.config.delay
         started = time.perf_counter()
         self.client.clock(stats)
-        tick = time.perf_counter() - started
-        self.report.wait_seconds += tick
-        return tick
+        waited = time.perf_counter() - started
+        self.report.wait_seconds += waited
+        return waited
 
     def _sync(self) -> None:
         """Wait for the push and tick in flight, if any (re-raising their error)."""

@@ -284,7 +284,8 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
                 "worker that had finished, or a run restored from its checkpoints); nothing "
                 "to do. For a new run, start the servers on an empty --checkpoint-dir",
                 "auto" if mine is None else mine)
-            result = {"worker_index": index_wanted, "rows": 0, "already_finished": True}
+            result: dict[str, Any] = {"worker_index": index_wanted, "rows": 0,
+                                      "already_finished": True}
             write_json(options.metrics_json, result)
             return result
         client.register(index_wanted, options.num_workers, layout, supersede=options.supersede,
@@ -342,7 +343,7 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         "resumed_rows": resumed,
         "stream_totals": [[c, f"{d:016x}"] for c, d in client.stream_totals()],
         # rows trained over time: [wall clock, rows] at round starts and step ends
-        "timeline": [[round(p["t"], 4), p["rows"]] for p in worker.timeline.points()],
+        "timeline": [[round(p["t"] or 0.0, 4), p["rows"]] for p in worker.timeline.points()],
     }
     write_json(options.metrics_json, result)
     return result

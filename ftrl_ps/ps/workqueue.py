@@ -415,7 +415,8 @@ class WorkQueue:
                 return self._answer(i)
         return None
 
-    def _settle(self, worker_index: int, applied: int, held: set[int] = frozenset()) -> None:
+    def _settle(self, worker_index: int, applied: int,
+                held: set[int] | frozenset[int] = frozenset()) -> None:
         """Record the rows of ``worker_index``'s units (but ``held``) that its count
         ``applied`` covers: a unit's rows up to ``applied`` from where the worker
         began it, all of them (and the unit done) if the worker had begun its next
