@@ -41,6 +41,7 @@ from ftrl_ps.learn.progress import Progress
 from ftrl_ps.ps.auth import TOKEN_ENV, resolve_token
 from ftrl_ps.ps.export import rows_applied
 from ftrl_ps.ps.kernels import load_kernels
+from ftrl_ps.ps.layout import DEFAULT_GROUP_SIZE
 from ftrl_ps.ps.merge import DEFAULT_RULE
 from ftrl_ps.ps.overview import History, Overview
 from ftrl_ps.ps.worker_main import WorkerOptions, params_with_defaults
@@ -105,15 +106,14 @@ class LocalClusterOptions:
 
 def _shard_options(opts: LocalClusterOptions, bits: int, dtype: str, index: int,
                    params: FTRLParams, ckpt: Path, warm_rounds: int) -> ShardOptions:
-    shard = ShardOptions(
+    return ShardOptions(
         bits=bits, dtype=dtype, shard_index=index, num_shards=opts.servers,
         num_workers=opts.workers, worker_timeout=opts.worker_timeout,
         staleness=opts.staleness, init_model=opts.resume, checkpoint_dir=str(ckpt),
         checkpoint_interval=opts.checkpoint_interval, merge_rule=opts.merge_rule,
         warm_rounds=warm_rounds, alpha=params.alpha, beta=params.beta, l1=params.l1,
-        l2=params.l2,
+        l2=params.l2, group_size=opts.group_size or DEFAULT_GROUP_SIZE,
     )
-    return replace(shard, group_size=opts.group_size) if opts.group_size else shard
 
 
 def _worker_options(opts: LocalClusterOptions, urls: list[str], params: FTRLParams,

@@ -77,7 +77,7 @@ class WorkQueue:
         #: seconds held by the SSP clock when it first asked and as last read
         self._since: dict[int, float] = {}
         self._taken: dict[int, int] = {}
-        self._idle: dict[int, list[float]] = {}
+        self._held_seconds: dict[int, list[float]] = {}
         self._finished: set[int] = set()  # answered None (and not handed a unit since)
         self._lock = threading.Lock()
         self._units: list[dict[str, Any]] = []
@@ -179,10 +179,10 @@ class WorkQueue:
         """
         with self._lock:
             for w, seconds in (held or {}).items():
-                if w in self._idle:
-                    self._idle[w][1] = seconds
+                if w in self._held_seconds:
+                    self._held_seconds[w][1] = seconds
                 elif w == worker_index or w in self._since:  # counted from now on
-                    self._idle[w] = [seconds, seconds]
+                    self._held_seconds[w] = [seconds, seconds]
             try:
                 return self._next(worker_index, done, holding, dead, progress, position,
                                   applied, applied_by or {})
@@ -349,7 +349,7 @@ class WorkQueue:
         return self._taken.get(worker_index, 0) / busy
 
     def _waited(self, worker_index: int) -> float:
-        first, last = self._idle.get(worker_index, (0.0, 0.0))
+        first, last = self._held_seconds.get(worker_index, (0.0, 0.0))
         return max(last - first, 0.0)
 
     def _others_finish_sooner(self, worker_index: int, dead: set[int], now: float) -> bool:
@@ -384,7 +384,7 @@ class WorkQueue:
         rate, rates = self._rate(me, now), [self._rate(w, now) for w in others]
         held = sum(map(self._waited, others)) / sum(now - self._since[w] for w in others)
         cause = held > HELD_BACK and rate < SLOWER * min(rates)
-        during = [self._rate(w, now, waits=cause) for w in others]
+        during = [self._rate(w, now, waits=True) for w in others] if cause else rates
         take = max((mine + nxt) / rate, (theirs - nxt) / sum(during))
         leave = max(mine / rate, theirs / sum(rates) + nxt / max(rates))
         return leave < take

@@ -186,13 +186,21 @@ def _gathered(parts: Iterator[tuple[np.ndarray, ...]], limit: int
     for part in parts:
         held.append(part)
         size += len(part[0])
-        while size >= limit:
-            joined = tuple(np.concatenate(col) for col in zip(*held, strict=True))
-            yield tuple(a[:limit] for a in joined)
-            rest = tuple(a[limit:] for a in joined)
-            held, size = ([rest] if len(rest[0]) else []), len(rest[0])
+        if size < limit:
+            continue
+        # one copy per crossing of a piece's end; the pieces are views of it
+        joined = _joined(held)
+        full = size - size % limit
+        for at in range(0, full, limit):
+            yield tuple(a[at:at + limit] for a in joined)
+        held, size = ([tuple(a[full:] for a in joined)] if size > full else []), size - full
     if size:
-        yield tuple(np.concatenate(col) for col in zip(*held, strict=True))
+        yield _joined(held)
+
+
+def _joined(held: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
+    return held[0] if len(held) == 1 else tuple(
+        np.concatenate(col) for col in zip(*held, strict=True))
 
 
 class _Releasing:
