@@ -17,7 +17,6 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from ftrl_ps.core.params import FTRLParams  # noqa: E402
 from ftrl_ps.errors import (  # noqa: E402
     AuthError,
     ClockTimeoutError,
@@ -57,6 +56,9 @@ _LAZY = {
     "run_shard": "ftrl_ps.server.run",
     "run_worker": "ftrl_ps.ps.worker_main",
     "FTRL": "ftrl_ps.core.ftrl",
+    # numpy's import starts OpenBLAS's threads: the command line first makes it one
+    # (ftrl_ps._kernels.one_blas_thread), so importing this package imports no numpy
+    "FTRLParams": "ftrl_ps.core.params",
     # needs scikit-learn (the "sklearn" extra); imported only when asked for
     "FTRLClassifier": "ftrl_ps.learn.estimator",
     "OnlineFTRL": "ftrl_ps.learn.online",

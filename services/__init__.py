@@ -32,6 +32,13 @@ the top-level ``tools`` package (``python -m tools.deploycheck``,
 
 from __future__ import annotations
 
+from ftrl_ps._kernels import one_blas_thread
+
+# every service runs as ``python -m services.NAME``, which imports this package
+# first: numpy (imported by the service's modules) then starts one BLAS thread
+# instead of one per core, each spinning ~0.1 s (ftrl_ps._kernels.one_blas_thread)
+one_blas_thread()
+
 #: service modules in the order a run uses them
 SERVICE_MODULES: tuple[str, ...] = ("gen", "server", "worker", "export", "serve")
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 import pytest
 
 import ftrl_ps
+from ftrl_ps._kernels import BLAS_THREAD_VARIABLES, one_blas_thread
 
 
 def test_all_is_sorted_and_complete() -> None:
@@ -95,3 +97,34 @@ def test_one_default_feature_space() -> None:
     from ftrl_ps.server.options import DEFAULT_BITS as SERVER_BITS
 
     assert DEFAULT_BITS == SERVER_BITS == 22
+
+
+def test_the_command_line_asks_numpy_for_one_blas_thread_before_loading_it() -> None:
+    """``import ftrl_ps`` and the command line's module load no numpy, so the
+    command can set ``OPENBLAS_NUM_THREADS=1`` before numpy starts OpenBLAS's
+    threads (each spins ~0.1 s after numpy's import: ftrl_ps._kernels)."""
+    code = (
+        "import os, sys, ftrl_ps, ftrl_ps.cli as cli; "
+        "print('numpy' in sys.modules); "
+        "cli.main = lambda: print(os.environ.get('OPENBLAS_NUM_THREADS'), "
+        "'numpy' in sys.modules) or 0; "
+        "cli.console_main()"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in BLAS_THREAD_VARIABLES}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=env)
+    assert out.stdout.split() == ["False", "1", "False"]
+    # a user's own setting is kept
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={**env, "OMP_NUM_THREADS": "2"})
+    assert out.stdout.split() == ["False", "None", "False"]
+
+
+@pytest.mark.parametrize("name", BLAS_THREAD_VARIABLES)
+def test_one_blas_thread_keeps_what_the_user_set(name: str) -> None:
+    environ = {name: "3"}
+    assert not one_blas_thread(environ)
+    assert environ == {name: "3"}
+    environ = {}
+    assert one_blas_thread(environ)
+    assert environ == {"OPENBLAS_NUM_THREADS": "1"}

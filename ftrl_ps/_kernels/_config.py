@@ -67,8 +67,8 @@ def _stamp_caches_with_every_kernel_file() -> None:
     """Make the on-disk cache of each kernel depend on every kernel source file.
 
     numba stamps a kernel's cached machine code with its *own* source file only
-    (numba issue #1833, open since 2016): the parser inlines
-    ``plain.plain_line``, ``rowsort.sort_merge`` and ``mix.mix64``, so after a
+    (numba issue #1833, open since 2016): the parser compiles in
+    ``plain.plain_lines``, ``rowsort.sort_merge`` and ``mix.mix64``, so after a
     change to one of those files alone a process would load the old parser from
     the cache and run the old code, silently. Here a kernel of this folder gets
     the stamp ``(its own stamp, digest of every kernel file)`` (computed once per

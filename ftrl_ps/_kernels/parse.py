@@ -26,7 +26,7 @@ from ftrl_ps._kernels.codes import (  # reason codes of a bad line
     R_SUM_RANGE,
 )
 from ftrl_ps._kernels.mix import fnv1a64, mix64
-from ftrl_ps._kernels.plain import plain_line
+from ftrl_ps._kernels.plain import plain_lines
 from ftrl_ps._kernels.rowsort import F32_LIMIT as _F32_LIMIT
 from ftrl_ps._kernels.rowsort import sort_merge
 
@@ -235,15 +235,12 @@ def parse_chunk(buf: np.ndarray, n: int, bits: int, skip_bad: bool,
     # pass 2: parse line by line
     while pos < n:
         if not label_optional and pos <= last_nl:
-            end, k, plain_label = plain_line(buf, pos, idx, vals, nnz, size, mask)
-            if end >= 0:
-                n_lines += 1
-                nnz = k
-                labels[rows] = plain_label
-                rows += 1
-                indptr[rows] = nnz
-                pos = end + 1
-                continue
+            before = rows
+            pos, nnz, rows = plain_lines(buf, pos, last_nl, idx, vals, labels, indptr, nnz,
+                                         rows, size, mask)
+            n_lines += rows - before
+            if pos >= n:
+                break
         line_index = n_lines
         n_lines += 1
         line_start = pos

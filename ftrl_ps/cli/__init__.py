@@ -154,7 +154,13 @@ def console_main() -> None:
     run. Once :func:`main` has returned, every file is written and closed and
     every child process is stopped, so the command flushes its output and
     exits at once. Errors that escape :func:`main` take the normal way out.
+
+    Before it, numpy is told to start one BLAS thread
+    (:func:`ftrl_ps._kernels.one_blas_thread`), unless the environment says otherwise.
     """
+    import ftrl_ps._kernels
+
+    ftrl_ps._kernels.one_blas_thread()  # before numpy is imported (main imports it)
     code = main()
     try:
         sys.stdout.flush()
