@@ -499,3 +499,24 @@ def test_parallel_parsing_with_long_lines_ranges_and_reused_buffers(
     whole = LibsvmReader(path, 14, chunk_bytes=256, skip_bad_lines=True, threads=threads)
     assert sum(b.rows for b in whole) == 1497
     assert [ex[1] for ex in whole.stats.bad_examples] == ["3:bad3", "700:bad700", "1499:bad1499"]
+
+
+@pytest.mark.parametrize("label_optional", [False, True])
+def test_the_densest_text_fits_the_capacity_from_its_length(label_optional: bool) -> None:
+    """The kernel sizes its arrays from the text's length alone (a row and a
+    feature each take at least two bytes): one-byte tokens, one-byte rows, with
+    and without a final newline, all fit and parse as the reference does."""
+    texts = [b"1 1 2 3 4 5 6 7 8 9", b"1\n0\n1\n0", b"1 1\n0 2\n1 3\n", b"1", b"1 7",
+             b"1 " + b" ".join(str(i % 10).encode() for i in range(1, 2001)) + b"\n",
+             b"\n".join([b"1", b"0 5", b"-1 1 2", b"+1"] * 300)]
+    for text in texts:
+        got = kernels.parse_chunk(np.frombuffer(text, np.uint8), len(text), 10, False, 4,
+                                  label_optional)
+        assert got[5] == 0
+        if label_optional:  # the label is read and ignored: labels come out 0
+            expected = naive_parse(text, 10)
+            np.testing.assert_array_equal(got[1], expected.indptr)
+            np.testing.assert_array_equal(got[2], expected.indices)
+            assert not got[0].any()
+        else:
+            assert_same(Batch(*got[:4]), naive_parse(text, 10))
