@@ -163,3 +163,53 @@ def test_journal_survives_a_torn_last_record(tmp_path: Path):
     assert [e.seq for e in again.entries] == [3]
     with pytest.raises(ConfigError, match="another worker"):
         PushJournal(path, 1, 2, np.float32)
+
+
+def _file_backed(a: np.ndarray) -> bool:
+    while a is not None and not isinstance(a, np.memmap):
+        a = a.base
+    return isinstance(a, np.memmap)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sent_journal_entries_are_read_back_from_the_file(tmp_path: Path, dtype: type):
+    """A spilled entry's keys and deltas are a map of its record in the journal file,
+    equal to what was journaled, through a rewrite (compaction, a withdrawal) of
+    the file; a journal without a file, or an entry not in it, keeps its arrays."""
+    from ftrl_ps.ps.replay import PushStream
+
+    rng = np.random.default_rng(3)
+    j = PushJournal(tmp_path / "worker-0.journal", 0, 2, dtype)
+    stream = PushStream(j)
+    sent = []
+    for i in range(5):
+        keys = np.sort(rng.choice(4096, 300, replace=False)).astype(np.uint32)
+        dn, dz = rng.random(300).astype(dtype), rng.normal(size=300).astype(dtype)
+        entry = stream.record(keys, dn, dz, np.array([0, 150, 300]), position=10 * (i + 1),
+                              loss_sum=float(i))
+        sent.append((keys.copy(), dn.copy(), dz.copy()))
+        assert j.spill(entry) and _file_backed(entry.keys) and _file_backed(entry.delta_z)
+
+    def same() -> None:
+        for e in j.entries:
+            for got, want in zip((e.keys, e.delta_n, e.delta_z), sent[e.seq - 1], strict=True):
+                np.testing.assert_array_equal(got, want)
+
+    same()
+    j.release([2, 2])  # seqs 1-2 durable everywhere
+    j._rewrite()  # as a compaction does: the maps stay valid, new offsets for later spills
+    assert [e.seq for e in j.entries] == [3, 4, 5]
+    same()
+    assert j.spill(j.entries[0]) and _file_backed(j.entries[0].keys)
+    same()
+    again = PushJournal(tmp_path / "worker-0.journal", 0, 2, dtype)  # a restarted worker
+    assert [e.seq for e in again.entries] == [3, 4, 5]
+    j.entries = again.entries
+    same()
+    stranger = again.entries[0]
+    again.replace(again.entries[1:])
+    assert not again.spill(stranger)  # no longer in the journal: its offset is another's
+    memory = PushJournal(None, 0, 2, dtype)
+    entry = PushStream(memory).record(*sent[0], np.array([0, 150, 300]), position=1,
+                                      loss_sum=0.0)
+    assert not memory.spill(entry) and not _file_backed(entry.keys)

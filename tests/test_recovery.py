@@ -41,9 +41,13 @@ def pulled(clients: list[TestClient]) -> list[float]:
             clients[1].post("/v1/pull", json={"keys": [3000, 4096]}).json()["n"]]
 
 
-def test_restored_shard_gets_the_missing_pushes_replayed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("journal_file", [False, True])
+def test_restored_shard_gets_the_missing_pushes_replayed(tmp_path: Path,
+                                                        journal_file: bool) -> None:
+    """With a journal file (--state-dir) the pushes replayed are read back from it."""
     clients = [shard(0, tmp_path), shard(1, tmp_path)]
-    ps = PSClient(["http://s0", "http://s1"], http_clients=clients)
+    ps = PSClient(["http://s0", "http://s1"], http_clients=clients,
+                  state_dir=str(tmp_path / "worker") if journal_file else None)
     ps.register(0, 1)
     for _ in range(3):
         ps.push(KEYS, np.ones(4), np.ones(4))
@@ -52,6 +56,8 @@ def test_restored_shard_gets_the_missing_pushes_replayed(tmp_path: Path) -> None
     for _ in range(4):
         ps.push(KEYS, np.ones(4), np.ones(4))
     assert len(ps.stream.journal.entries) == 4  # seqs 4..7 are not durable on shard 1
+    assert all(isinstance(e.delta_n.base, np.memmap) == journal_file
+               for e in ps.stream.journal.entries)
     clients[1] = restart(ps, 1, clients[1], tmp_path)
     assert clients[1].get("/v1/streams").json()[0]["last_seq"] == 3
     ps.push(KEYS, np.ones(4), np.ones(4))  # a gap: 4..7 replayed first, then 8

@@ -206,6 +206,7 @@ class PSClient(StreamingPushes, Pulls):
                                   [s for s in range(self.layout.num_shards) if entry.parts[s]])
         except UnknownWorkerError:
             self._reregister()  # shard 0 forgot this epoch; registering replays the rest
+        stream.journal.spill(entry)  # sent: a replay reads it back from the journal file
         stream.release()
         return entry.seq
 
