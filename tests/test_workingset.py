@@ -83,20 +83,33 @@ def test_first_seen_and_renumber_kernels_match_plain_python() -> None:
     seen = np.empty(indices.size + 1, np.int64)
     local = np.empty(indices.size, np.int32)
     small = np.empty(1 << 8, np.int64)
-    assert first_seen(indices, extra, small, 64 - 8, 150, local, seen) == -1  # > 150 keys
+    assert first_seen(indices, extra, small, 64 - 8, 150, local, seen, 0) == -1  # > 150 keys
     table = np.empty(1 << 11, np.int64)
-    count = first_seen(indices, extra, table, 64 - 11, 1200, local, seen)
+    count = first_seen(indices, extra, table, 64 - 11, 1200, local, seen, 0)
     keys, ref_hits, ref_local = _first_seen_reference(indices, extra)
     assert count == len(keys)
     assert seen[:count].tolist() == keys and local.tolist() == ref_local
     # shorter than the prefetch distance, and empty
     for short in (indices[: PREFETCH_AHEAD // 2], indices[:0]):
-        n = first_seen(short, extra, table, 64 - 11, 1200, local, seen)
+        n = first_seen(short, extra, table, 64 - 11, 1200, local, seen, 0)
         ref_keys, _, ref_short = _first_seen_reference(short, extra)
         assert seen[:n].tolist() == ref_keys and local[: short.size].tolist() == ref_short
 
+    # in pieces, each going on from the count before it: the same numbering
+    pieces = np.split(np.arange(indices.size), [1, 1, 400, 777])  # an empty piece too
+    got = 0
+    for piece in pieces:
+        got = first_seen(indices[piece], extra, table, 64 - 11, 1200, local[piece], seen, got)
+    assert got == len(keys) and seen[:got].tolist() == keys and local.tolist() == ref_local
+    got = 0
+    for piece in pieces:  # the limit holds for the keys of all pieces together
+        got = first_seen(indices[piece], extra, small, 64 - 8, 150, local[piece], seen, got)
+        if got < 0:
+            break
+    assert got == -1
+
     # renumber: positions in the sorted keys, and each key's entries counted
-    count = first_seen(indices, extra, table, 64 - 11, 1200, local, seen)
+    count = first_seen(indices, extra, table, 64 - 11, 1200, local, seen, 0)
     packed = np.sort((seen[:count] << 32) | np.arange(count))
     sorted_keys, occurrences = np.empty(count, np.uint32), np.empty(count, np.int64)
     renumber(local, packed, sorted_keys, occurrences)

@@ -30,30 +30,37 @@ PREFETCH_AHEAD = 32
 
 
 @njit
-def first_seen(indices, extra_key, table, shift, limit, local, seen):
+def first_seen(indices, extra_key, table, shift, limit, local, seen, count):
     """Number the distinct keys of ``indices`` (``extra_key`` first) by first appearance.
 
     Writes, for ``count`` distinct keys (the return value): ``seen[s]`` the key
     numbered ``s`` (``seen[0] = extra_key``) and ``local[j]`` the number of
     ``indices[j]``. ``seen`` needs ``len(indices) + 1`` entries, ``local`` as
-    many as ``indices``. ``table`` (cleared here) maps keys to numbers by
-    linear probing from the top ``64 - shift`` bits of the key's hash; the
-    slot of the key ``PREFETCH_AHEAD`` entries on is prefetched. When there
-    are more than ``limit`` distinct keys (``extra_key`` included) it stops
-    and returns -1: the caller retries with a larger table (keep ``limit``
-    well below the table's size, e.g. 60 %). Counting the keys' entries here
-    took half of this loop's time (a store to a random slot in every step):
-    :func:`renumber` counts them.
+    many as ``indices``. ``table`` maps keys to numbers by linear probing from
+    the top ``64 - shift`` bits of the key's hash; the slot of the key
+    ``PREFETCH_AHEAD`` entries on is prefetched. When there are more than
+    ``limit`` distinct keys (``extra_key`` included) it stops and returns -1:
+    the caller retries with a larger table (keep ``limit`` well below the
+    table's size, e.g. 60 %). Counting the keys' entries here took half of this
+    loop's time (a store to a random slot in every step): :func:`renumber`
+    counts them.
+
+    ``count`` is how many keys the earlier calls of the same numbering gave
+    (their ``table`` and ``seen`` kept): 0 starts a numbering (the table
+    cleared, ``extra_key`` numbered 0), the result of the previous call goes on
+    with the next array of indices (``seen`` then needs room for every array's
+    keys), so a round's mini-batches are numbered without concatenating them.
     """
     n = indices.shape[0]
     mask = np.uint64(table.shape[0] - 1)
     mult = np.uint64(HASH_MULTIPLIER)
     sh = np.uint64(shift)
-    table[:] = EMPTY
-    key = np.int64(extra_key)
-    table[(np.uint64(key) * mult) >> sh] = key << 32
-    seen[0] = extra_key
-    count = 1
+    if count == 0:
+        table[:] = EMPTY
+        key = np.int64(extra_key)
+        table[(np.uint64(key) * mult) >> sh] = key << 32
+        seen[0] = extra_key
+        count = 1
     for j in range(n):
         if j + PREFETCH_AHEAD < n:
             prefetch(table, (np.uint64(np.int64(indices[j + PREFETCH_AHEAD])) * mult) >> sh)

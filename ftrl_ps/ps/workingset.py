@@ -102,20 +102,25 @@ class KeyNumbering:
         parts' indices concatenated and rewritten as positions in ``keys``
         (a view of a buffer that the next call reuses).
         """
-        arrays = [mb.indices for mb in parts]
-        indices = np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
-        if self._scratch[0].size <= indices.size:
-            size = 2 * indices.size + 1
+        total = sum(mb.indices.size for mb in parts)
+        if self._scratch[0].size <= total:
+            size = 2 * total + 1
             self._scratch = (np.empty(size, np.int64), np.empty(size, np.int32))
         seen, buf = self._scratch
-        local = buf[: indices.size]
+        local = buf[:total]
         while True:
             limit = int(self._table.size * self.MAX_LOAD)
-            count = _k.first_seen(indices, self.bias_key, self._table, 64 - self._table_bits,
-                                  limit, local, seen)
+            count, at = 0, 0
+            for mb in parts:  # one numbering over the parts, each into its slice of local
+                count = _k.first_seen(mb.indices, self.bias_key, self._table,
+                                      64 - self._table_bits, limit,
+                                      local[at:at + mb.indices.size], seen, count)
+                at += mb.indices.size
+                if count < 0:
+                    break
             if count >= 0:
                 break
-            self._size_table(min(indices.size + 1, 2 * limit))  # more keys than it held: grow
+            self._size_table(min(total + 1, 2 * limit))  # more keys than it held: grow
         self._size_table(count)  # sized for this round's keys (the next is much alike)
         packed = (seen[:count] << 32) | np.arange(count)
         packed.sort()  # numpy's sort: several times faster than numba's argsort here
