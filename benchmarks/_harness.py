@@ -158,6 +158,27 @@ def warm_page_cache(path: Path, chunk: int = 64 << 20) -> tuple[float, int]:
     return time.perf_counter() - start, total
 
 
+def warm_memory(gib: float) -> float:
+    """Fault in ``gib`` GiB of fresh memory and free it at once; the seconds it took.
+
+    This host is a VM whose free memory goes back to the hypervisor (free page
+    reporting, ~2 s after it is freed): the first write to such a page costs the
+    host a fault, ~3 ms per MiB here (1.5 GiB in 4.8-5.0 s, against 0.3 s for
+    512 MiB that had just been freed). A run started right after this finds
+    backed memory; a run started after the machine idled pays that price for
+    every MiB it touches first, in its first tenth: one process at 20M rows,
+    ``--bits 26`` (a 512 MiB model), last/first tenth 2.56-2.75 cold, 1.14-1.23
+    after 1.5 GiB warmed (RESULTS.md, session 22). It is the machine's cost,
+    not the program's, so ``bench_scale.py --warm-memory`` can take it out; its
+    runs without the option keep it.
+    """
+    start = time.perf_counter()
+    if gib > 0:
+        block = np.ones(int(gib * (1 << 30)) // 8)  # written: every page faulted in
+        del block  # unmapped: free, and still backed, for a while
+    return time.perf_counter() - start
+
+
 def ensure_synth_data(data_dir: Path, rows: int, test_rows: int, bits: int, seed: int = 0
                       ) -> tuple[Path, dict[str, Any], float | None]:
     """Generate (once) a synthetic set with :func:`ftrl_ps.data.synth.generate`;

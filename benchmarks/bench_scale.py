@@ -4,7 +4,8 @@ Usage::
 
     python benchmarks/bench_scale.py [--mode single|cluster] [--rows 20000000] [--bits 26]
                                      [--data DIR | --data-dir DIR] [--delete-data]
-                                     [--interval 0.2] [--json OUT] [-- EXTRA TRAIN FLAGS]
+                                     [--interval 0.2] [--warm-memory GIB] [--json OUT]
+                                     [-- EXTRA TRAIN FLAGS]
 
 Steps:
 
@@ -16,6 +17,10 @@ Steps:
    (``--no-warm-cache``: not), so that the run reads it from the page cache:
    this host evicts a big file's cold pages, and a run that read ~4 of its 7 GB
    from the disk took twice as long, its last tenth at 0.57x its first.
+   With ``--warm-memory GIB`` it then faults in and frees that much memory,
+   right before the run: on this VM memory the hypervisor took back costs ~3 ms
+   per MiB at its first touch, paid in the run's first tenth otherwise
+   (``_harness.warm_memory``).
 2. Training, one pass, as a user runs it: ``--mode single`` runs ``ftrl-ps
    train TRAIN --bits B`` (one process); ``--mode cluster`` runs it with
    ``--servers S --workers W`` (a local cluster: servers and workers are child
@@ -96,6 +101,10 @@ def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--no-warm-cache", action="store_true",
                    help="do not read the training file once before the run (by default it "
                         "is, so that the run reads it from the page cache, not the disk)")
+    p.add_argument("--warm-memory", type=float, default=0.0, metavar="GIB",
+                   help="fault in and free GIB GiB of memory right before the run, so that "
+                        "it does not pay this VM's first touch of memory the hypervisor "
+                        "took back (_harness.warm_memory; default 0: it does)")
     p.add_argument("--json", type=Path, help="also write the results (and samples) here")
     p.add_argument("--ftrl-ps-cmd", default=f"{shlex.quote(sys.executable)} -m ftrl_ps",
                    help="command prefix that runs ftrl-ps (default: this python -m ftrl_ps)")
@@ -324,13 +333,18 @@ def main(argv: list[str] | None = None) -> int:
         warmed = {"seconds": seconds, "bytes": nbytes}
         print(f"page cache: read {train} once, {nbytes / 1e9:.1f} GB in {seconds:.1f} s",
               file=sys.stderr)
+    memory = None
+    if args.warm_memory > 0:  # last, right before the run (the host takes it back in ~2 s)
+        memory = {"gib": args.warm_memory, "seconds": h.warm_memory(args.warm_memory)}
+        print(f"memory: {args.warm_memory:g} GiB faulted in and freed in "
+              f"{memory['seconds']:.1f} s", file=sys.stderr)
     print(f"$ {shlex.join(cmd)}", file=sys.stderr)
     load_before = psutil.getloadavg()
     run = watch(cmd, train, args.interval, log)
     if args.mode == "cluster":
         run["reports"] = json.loads(reports.read_text()).get("worker_reports", [])
     result = {"mode": args.mode, "rows": args.rows, "bits": args.bits, "command": shlex.join(cmd),
-              "file_bytes": size, "page_cache_warmed": warmed,
+              "file_bytes": size, "page_cache_warmed": warmed, "memory_warmed": memory,
               "load_average_before": load_before,
               "load_average_after": psutil.getloadavg(),
               **summarize(run, size, args.rows)}

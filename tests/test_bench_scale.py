@@ -45,7 +45,7 @@ def test_a_tiny_cluster_run_reports_the_tenths_of_the_rows_trained(tmp_path: Pat
     run = subprocess.run(
         [sys.executable, str(SCRIPT), "--mode", "cluster", "--rows", "40000", "--test-rows",
          "1000", "--bits", "16", "--data", str(tmp_path / "data"), "--interval", "0.05",
-         "--json", str(out), "--", "--batch-size", "500"],
+         "--warm-memory", "0.05", "--json", str(out), "--", "--batch-size", "500"],
         capture_output=True, text=True, timeout=300,
     )
     assert run.returncode == 0, run.stderr[-2000:] + run.stdout[-2000:]
@@ -54,3 +54,4 @@ def test_a_tiny_cluster_run_reports_the_tenths_of_the_rows_trained(tmp_path: Pat
     assert all(v > 0 for v in result["trained_rows_per_s_by_tenth"])
     assert 0 < result["trained_seconds"] < result["wall_seconds"]
     assert "rows/s by tenth of the rows trained" in run.stdout
+    assert result["memory_warmed"]["gib"] == 0.05 and "memory: 0.05 GiB" in run.stderr
