@@ -25,7 +25,7 @@ import os
 import struct
 import threading
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,8 @@ _ENTRY = struct.Struct("<QQdIQ")  # seq, position, loss_sum, count, parts bit ma
 _SHARD = struct.Struct("<QQQQ")  # prev, digest, total pushes, total digest
 #: rewrite the file after this many released entries
 _COMPACT_EVERY = 256
+#: an entry's arrays, in the order of its record
+_ARRAYS = ("keys", "delta_n", "delta_z")
 
 
 @dataclass
@@ -67,6 +69,18 @@ class JournalEntry:
     #: where its keys and deltas are in the journal file (byte offset; None: not
     #: written to a file), for :meth:`PushJournal.spill`
     arrays_at: int | None = None
+    #: the journal whose file holds its keys and deltas, and their count, once
+    #: :meth:`PushJournal.spill` dropped them from memory (None: in memory)
+    spilled_to: tuple[PushJournal, int] | None = field(default=None, repr=False,
+                                                        compare=False)
+
+    def __getattr__(self, name: str) -> Any:
+        """``keys``, ``delta_n`` and ``delta_z`` of a spilled entry: read from its
+        journal file at each access (a replay, a compaction), not kept."""
+        spilled = self.__dict__.get("spilled_to")
+        if spilled is None or name not in _ARRAYS:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return spilled[0].read_array(self, _ARRAYS.index(name), spilled[1])
 
     def has_part(self, shard: int) -> bool:
         return self.parts[shard]
@@ -193,48 +207,63 @@ class PushJournal:
             self.entries.append(entry)
 
     def spill(self, entry: JournalEntry) -> bool:
-        """Hold ``entry``'s keys and deltas as a read-only map of its record in the
-        journal file instead of in memory (once it has been sent: a replay reads
-        them back from the page cache); True if it did. A journal without a file
-        keeps them.
+        """Drop ``entry``'s keys and deltas from memory (once it has been sent):
+        from then on each access reads them from its record in the journal file
+        (a replay, a compaction; the page cache holds them); True if it did. A
+        journal without a file keeps them.
 
         Entries stay until every shard has checkpointed them, ~1.7 MB each for a
         140,000-key push: at 20M rows a local cluster's worker held 51 of them
         (85 MB) at its end, its memory growing with them between checkpoints.
-        Mapped and not read, they take no memory of the worker's own.
+        (Maps of the records would keep a file descriptor each: read instead.)
         """
         with self._lock:
-            at = entry.arrays_at
-            if (self.path is None or at is None or entry.keys.size == 0
-                    or not any(e is entry for e in self.entries)):
+            if (self.path is None or entry.arrays_at is None or entry.spilled_to is not None
+                    or entry.keys.size == 0 or not any(e is entry for e in self.entries)):
                 return False
-            count, item = entry.keys.size, self.dtype.itemsize
-            mapped = np.memmap(self.path, np.uint8, "r", offset=at,
-                               shape=(count * (4 + 2 * item),))
-            little = self.dtype.newbyteorder("<")
-            entry.keys = np.frombuffer(mapped, "<u4", count, 0)
-            entry.delta_n = np.frombuffer(mapped, little, count, 4 * count)
-            entry.delta_z = np.frombuffer(mapped, little, count, (4 + item) * count)
+            entry.spilled_to = (self, int(entry.keys.size))
+            for name in _ARRAYS:
+                delattr(entry, name)
             return True
+
+    def read_array(self, entry: JournalEntry, which: int, count: int) -> np.ndarray:
+        """Array ``which`` (0 keys, 1 delta_n, 2 delta_z) of ``count`` entries of a
+        spilled ``entry``, read from the journal file."""
+        little = self.dtype.newbyteorder("<")
+        dtype = np.dtype("<u4") if which == 0 else little
+        with self._lock:  # not while a compaction moves the records
+            assert self.path is not None and entry.arrays_at is not None
+            offset = entry.arrays_at + (0, 4 * count, (4 + little.itemsize) * count)[which]
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                data = os.pread(fd, count * dtype.itemsize, offset)
+            finally:
+                os.close(fd)
+        if len(data) != count * dtype.itemsize:
+            raise ModelFormatError(f"{self.path}: a journal record ends early")
+        out = np.frombuffer(data, dtype)
+        return out.astype(np.uint32 if which == 0 else self.dtype, copy=False)
 
     def release(self, durable: list[int]) -> None:
         """Drop entries every touched shard holds durably (``durable[shard]`` = the
         shard's durable seq for this worker); the last entry stays."""
-        keep = [e for e in self.entries[:-1]
-                if any(e.parts[s] and durable[s] < e.seq for s in range(self.num_shards))]
-        dropped = len(self.entries) - 1 - len(keep)
-        if dropped <= 0:
-            return
-        self.entries = [*keep, self.entries[-1]]
-        self._released += dropped
-        if self._fd is not None and self._released >= _COMPACT_EVERY:
-            self._rewrite()
+        with self._lock:
+            keep = [e for e in self.entries[:-1]
+                    if any(e.parts[s] and durable[s] < e.seq for s in range(self.num_shards))]
+            dropped = len(self.entries) - 1 - len(keep)
+            if dropped <= 0:
+                return
+            self.entries = [*keep, self.entries[-1]]
+            self._released += dropped
+            if self._fd is not None and self._released >= _COMPACT_EVERY:
+                self._rewrite()
 
     def replace(self, entries: list[JournalEntry]) -> None:
         """Make ``entries`` the journal (the file rewritten and swapped in at once)."""
-        self.entries = list(entries)
-        if self.path is not None:
-            self._rewrite()
+        with self._lock:
+            self.entries = list(entries)
+            if self.path is not None:
+                self._rewrite()
 
     def _rewrite(self) -> None:
         """Write the retained entries to a fresh file and swap it in (atomic)."""
@@ -242,18 +271,19 @@ class PushJournal:
             assert self.path is not None
             self.close()
             tmp = self.path.with_name(self.path.name + ".tmp")
-            size = _HEAD.size
+            size, offsets = _HEAD.size, []
             with open(tmp, "wb") as f:
                 f.write(self._header())
-                for e in self.entries:
+                for e in self.entries:  # a spilled entry is read from the old file
                     payload = e.encode(self.dtype)
                     f.write(_REC.pack(len(payload), zlib.crc32(payload)) + payload)
-                    # a spilled entry still maps the old file (kept while mapped)
-                    e.arrays_at = size + _REC.size + self._arrays_offset
+                    offsets.append(size + _REC.size + self._arrays_offset)
                     size += _REC.size + len(payload)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, self.path)
+            for e, at in zip(self.entries, offsets, strict=True):
+                e.arrays_at = at
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
             self._size = size
             self._released = 0
