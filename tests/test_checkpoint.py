@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from ftrl_ps.errors import ConfigError, ModelFormatError
+from ftrl_ps.errors import ConfigError, ModelFormatError, WorkerStateError
 from ftrl_ps.ps.checkpoint import KEEP, checkpoint_files, read_checkpoint
 from ftrl_ps.ps.client import PSClient
 from ftrl_ps.ps.journal import PushJournal
@@ -212,6 +212,11 @@ def test_sent_journal_entries_are_read_back_from_the_file(tmp_path: Path, dtype:
     stranger = again.entries[0]
     again.replace(again.entries[1:])
     assert not again.spill(stranger)  # no longer in the journal: its offset is another's
+    gone = j.entries[0]
+    assert j.spill(gone)
+    j.release([4, 4])  # seqs 3-4 durable: gone (seq 3) leaves the journal
+    with pytest.raises(WorkerStateError, match="left the journal"):
+        gone.keys  # noqa: B018 - read from a record that may be another's now
     memory = PushJournal(None, 0, 2, dtype)
     entry = PushStream(memory).record(*sent[0], np.array([0, 150, 300]), position=1,
                                       loss_sum=0.0)

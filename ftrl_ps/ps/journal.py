@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ftrl_ps.errors import ConfigError, ModelFormatError
+from ftrl_ps.errors import ConfigError, ModelFormatError, WorkerStateError
 
 __all__ = ["JournalEntry", "PushJournal"]
 
@@ -147,7 +147,7 @@ class PushJournal:
         self._size = 0  # of the file
         #: an entry's arrays begin this far into its record's payload
         self._arrays_offset = _ENTRY.size + num_shards * _SHARD.size
-        self._lock = threading.RLock()  # file writes and maps (push and main threads)
+        self._lock = threading.RLock()  # the file's writes and reads (push, main threads)
         if self.path is not None:
             if self.path.exists():
                 self._load()
@@ -233,6 +233,9 @@ class PushJournal:
         dtype = np.dtype("<u4") if which == 0 else little
         with self._lock:  # not while a compaction moves the records
             assert self.path is not None and entry.arrays_at is not None
+            if not any(e is entry for e in self.entries):  # its offset may be another's now
+                raise WorkerStateError(f"push {entry.seq} left the journal: its keys and "
+                                       "deltas are no longer kept")
             offset = entry.arrays_at + (0, 4 * count, (4 + little.itemsize) * count)[which]
             fd = os.open(self.path, os.O_RDONLY)
             try:
