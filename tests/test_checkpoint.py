@@ -217,6 +217,11 @@ def test_sent_journal_entries_are_read_back_from_the_file(tmp_path: Path, dtype:
     j.release([4, 4])  # seqs 3-4 durable: gone (seq 3) leaves the journal
     with pytest.raises(WorkerStateError, match="left the journal"):
         gone.keys  # noqa: B018 - read from a record that may be another's now
+    kept = j.entries[-1]
+    assert j.spill(kept)
+    (tmp_path / "worker-0.journal").unlink()  # the state directory removed under the worker
+    with pytest.raises(WorkerStateError, match="cannot read push 5 back"):
+        kept.delta_n  # noqa: B018
     memory = PushJournal(None, 0, 2, dtype)
     entry = PushStream(memory).record(*sent[0], np.array([0, 150, 300]), position=1,
                                       loss_sum=0.0)

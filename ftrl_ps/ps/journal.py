@@ -237,11 +237,15 @@ class PushJournal:
                 raise WorkerStateError(f"push {entry.seq} left the journal: its keys and "
                                        "deltas are no longer kept")
             offset = entry.arrays_at + (0, 4 * count, (4 + little.itemsize) * count)[which]
-            fd = os.open(self.path, os.O_RDONLY)
             try:
-                data = os.pread(fd, count * dtype.itemsize, offset)
-            finally:
-                os.close(fd)
+                fd = os.open(self.path, os.O_RDONLY)
+                try:
+                    data = os.pread(fd, count * dtype.itemsize, offset)
+                finally:
+                    os.close(fd)
+            except OSError as exc:  # e.g. the state directory was removed under the worker
+                raise WorkerStateError(f"cannot read push {entry.seq} back from its journal "
+                                       f"{self.path}: {exc}") from exc
         if len(data) != count * dtype.itemsize:
             raise ModelFormatError(f"{self.path}: a journal record ends early")
         out = np.frombuffer(data, dtype)
