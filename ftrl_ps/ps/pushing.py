@@ -177,11 +177,12 @@ class StreamingPushes:
     def _send_entry(self, shard: int, entry: JournalEntry) -> None:
         """Send ``entry``'s part for ``shard`` (raises PushGapError on a gap)."""
         assert self.stream is not None and self.worker_id is not None
-        a, b = self.layout.split_keys(entry.keys)[shard:shard + 2]
+        keys = entry.keys  # once: a spilled entry reads it from its journal file
+        a, b = self.layout.split_keys(keys)[shard:shard + 2]
         origin = wire.PushOrigin(self.stream.worker, self.worker_id, entry.seq,
                                  entry.prev[shard], entry.position)
         merge = None if entry.merge is None else tuple(m[a:b] for m in entry.merge)
-        answer = self._post_push(shard, entry.keys[a:b], entry.delta_n[a:b],
+        answer = self._post_push(shard, keys[a:b], entry.delta_n[a:b],
                                  entry.delta_z[a:b], origin, merge)
         if "durable_seq" not in answer:
             raise ProtocolError(f"shard {shard} answered a push without its stream record")
