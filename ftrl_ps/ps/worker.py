@@ -37,7 +37,7 @@ import numpy as np
 
 from ftrl_ps.core.ftrl import FTRLParams, fit_compact
 from ftrl_ps.data.batch import Batch
-from ftrl_ps.data.minibatch import minibatches, skip_rows
+from ftrl_ps.data.minibatch import skip_rows, steps
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.training import TrainReport
 from ftrl_ps.ps.contraction import push_contraction
@@ -48,6 +48,7 @@ from ftrl_ps.ps.overview import History
 from ftrl_ps.ps.pushsize import fitting, max_push_keys
 from ftrl_ps.ps.rounds import RoundLength, adaptive_by_default
 from ftrl_ps.ps.shares import Share, read_share
+from ftrl_ps.ps.steps import StepTracker
 from ftrl_ps.ps.straggle import Straggler
 from ftrl_ps.ps.workingset import KeyNumbering, PendingDeltas, WorkingSet
 
@@ -158,6 +159,7 @@ class Worker:
         self._numbering = KeyNumbering(bits)
         self.bias_key = self._numbering.bias_key
         self._round: WorkingSet | None = None
+        self._steps = StepTracker()  # which parts of the rounds end a step (ps.steps)
         self._pending = PendingDeltas()  # deltas of closed rounds not pushed yet
         self._rows_since_push = 0
         self._since_push = 0
@@ -223,17 +225,21 @@ class Worker:
         self._round = rnd
         return rnd
 
-    def _step(self, rnd: WorkingSet) -> None:
-        """Train the round's next mini-batch on the working set."""
+    def _step(self, rnd: WorkingSet) -> bool:
+        """Train the round's next part on the working set; whether it ended a step
+        (a part given to :meth:`train_round` alone is a step of its own)."""
         mb, local = rnd.rows_of(rnd.done)
         loss = fit_compact(rnd.state, self.params, mb.labels, mb.indptr, local, mb.values)
         rnd.done += 1
         self.report.loss_sum += loss
         self.report.rows += mb.rows
-        self.report.steps += 1
         self._rows_since_push += mb.rows
-        self._since_push += 1
+        if not self._steps.trained(mb.rows):
+            return False
         self.timeline.sample(self.report.rows, self.report.loss_sum)
+        self.report.steps += 1
+        self._since_push += 1
+        return True
 
     def _close(self) -> None:
         """End the round: keep its unpushed deltas as pending ones."""
@@ -334,16 +340,6 @@ class Worker:
                 "keys_pulled": r.keys_pulled, "wait_seconds": r.wait_seconds}
 
     # -- training --------------------------------------------------------
-    def _rounds(self, batches: Iterator[Batch]) -> Iterator[list[Batch]]:
-        round_: list[Batch] = []
-        for mb in batches:
-            round_.append(mb)
-            if len(round_) >= self.config.fetch_step * self.round_length.factor:
-                yield round_
-                round_ = []
-        if round_:
-            yield round_
-
     def train_batches(self, batches: Iterator[Batch]) -> None:
         """Train on a stream of reader batches (one epoch of this worker's share).
 
@@ -351,12 +347,15 @@ class Worker:
         """
         if self.skip_rows:  # passed over once, in the first epoch
             batches, self.skip_rows = skip_rows(batches, self.skip_rows), 0
-        for parts in self._rounds(minibatches(batches, self.config.batch_size)):
+        rounds = self._steps.rounds(steps(batches, self.config.batch_size),
+                                    lambda: self.config.fetch_step * self.round_length.factor)
+        for parts in rounds:
             self.train_round(parts)
 
     def train_round(self, parts: list[Batch]) -> None:
-        """Train one round: pull the keys of the mini-batches ``parts``, train them
-        in order, push every ``push_step`` steps (in the background). A round with
+        """Train one round: pull the keys of the mini-batches ``parts`` (or the parts
+        of steps, :meth:`train_batches`), train them in order, push every
+        ``push_step`` steps (in the background). A round with
         more keys than one push may carry is trained as several (ps.pushsize)."""
         for piece in fitting(parts, self.max_push_keys, self._count_keys):
             self._train_round(piece)
@@ -371,7 +370,8 @@ class Worker:
     def _train_round(self, parts: list[Batch]) -> None:
         rnd = self._open(parts)
         for _ in parts:
-            self._step(rnd)
+            if not self._step(rnd):
+                continue
             if self._since_push >= self._push_every():
                 self._push_async()
             elif self._warm_push_due():
