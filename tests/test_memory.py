@@ -99,3 +99,46 @@ def test_kept_buffers_are_not_faulted_in_again() -> None:
     # its own and given back when freed, so each one is faulted in anew (~1,500
     # pages here; fewer with transparent huge pages, never none: kept, it is 0)
     assert large >= 1, large
+
+
+_CHUNKS = """
+import resource, sys
+import numpy as np
+from ftrl_ps.core.memory import keep_freed_chunks
+kept = keep_freed_chunks() if sys.argv[1] == "keep" else None
+def chunk():  # a parsed chunk's arrays: sized for the densest text, an eighth written
+    arrays = [np.empty(n, np.uint8) for n in (8 << 20, 16 << 20, 8 << 20, 8 << 20)]
+    for a in arrays:
+        a[: a.size // 8] = 1
+for _ in range(5):
+    chunk()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(20):
+    chunk()
+print(kept, (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 20)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_kept_chunks_are_not_faulted_in_again() -> None:
+    """The reader's chunk arrays, freed together, are reused (the command line's
+    setting); with glibc's defaults each chunk faults its pages in anew."""
+    def faults(mode: str) -> tuple[str, float]:
+        out = subprocess.run([sys.executable, "-c", _CHUNKS, mode], capture_output=True,
+                             text=True, check=True, timeout=60).stdout.split()
+        return out[0], float(out[1])
+
+    kept, with_setting = faults("keep")
+    if kept == "False":
+        pytest.skip("not glibc: mallopt unavailable")
+    _, default = faults("default")
+    assert default > 100 and with_setting < 10, (default, with_setting)
+
+
+def test_the_command_line_keeps_freed_chunks() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", "import ftrl_ps.cli as c, ftrl_ps.core.memory as m; "
+         "calls = []; m.keep_freed_chunks = lambda: calls.append(1) or True; "
+         "c.main = lambda: print(len(calls)) or 0; c.console_main()"],
+        capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "1", out

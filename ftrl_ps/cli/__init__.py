@@ -156,11 +156,16 @@ def console_main() -> None:
     exits at once. Errors that escape :func:`main` take the normal way out.
 
     Before it, numpy is told to start one BLAS thread
-    (:func:`ftrl_ps._kernels.one_blas_thread`), unless the environment says otherwise.
+    (:func:`ftrl_ps._kernels.one_blas_thread`), unless the environment says otherwise,
+    and glibc to reuse freed chunk arrays (:func:`ftrl_ps.core.memory.keep_freed_chunks`;
+    a shard sets its own, ``server.run``).
     """
     import ftrl_ps._kernels
 
     ftrl_ps._kernels.one_blas_thread()  # before numpy is imported (main imports it)
+    from ftrl_ps.core.memory import keep_freed_chunks
+
+    keep_freed_chunks()  # the reader's chunk arrays reused, not faulted in anew
     code = main()
     try:
         sys.stdout.flush()
