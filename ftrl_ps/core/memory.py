@@ -25,9 +25,10 @@ import ctypes
 import mmap
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # no numpy at import: the command line calls keep_freed_chunks first
+    import numpy as np
 
 __all__ = ["CHUNK_BYTES", "CHUNK_MMAP_THRESHOLD", "CHUNK_TRIM_THRESHOLD", "MADV_POPULATE_WRITE",
            "MIN_BYTES", "keep_freed_buffers", "keep_freed_chunks", "populate", "populate_async"]
