@@ -48,6 +48,13 @@ def test_the_tracker_ends_steps_where_their_rows_end() -> None:
     cut = np.cumsum([p.rows for r in rounds for p in r])
     assert [int(c) for c, e in zip(cut, ends, strict=True) if e] == [8, 16, 24, 32, 40]
     assert tracker.trained(3)  # nothing read: a part of its own is a step
+    # a stream given up on (not trained to its end) does not shift the next one's steps
+    unfinished = tracker.rounds(steps(iter(chunks), 5), lambda: 2)
+    next(unfinished)  # two steps of 5 rows read, none trained
+    again = [p for r in tracker.rounds(steps(iter(chunks), 8), lambda: 2) for p in r]
+    ends = [tracker.trained(p.rows) for p in again]
+    cut = np.cumsum([p.rows for p in again])
+    assert [int(c) for c, e in zip(cut, ends, strict=True) if e] == [8, 16, 24, 32, 40]
 
 
 @pytest.mark.parametrize("per", [3, 7, 20, 45])

@@ -40,7 +40,9 @@ class StepTracker:
     def rounds(self, steps: Iterable[list[Batch]],
                steps_per_round: Callable[[], int]) -> Iterator[list[Batch]]:
         """The parts of ``steps`` in rounds of ``steps_per_round()`` steps (asked
-        anew for every round: the rounds' length adapts while the worker trains)."""
+        anew for every round: the rounds' length adapts while the worker trains).
+        What an earlier call left untrained (a stream given up on) is forgotten."""
+        self._rows.clear()
         round_: list[Batch] = []
         count = 0
         for parts in steps:
