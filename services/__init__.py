@@ -33,16 +33,14 @@ the top-level ``tools`` package (``python -m tools.deploycheck``,
 from __future__ import annotations
 
 from ftrl_ps._kernels import one_blas_thread
+from ftrl_ps.core.memory import keep_freed_chunks  # imports no numpy
 
 # every service runs as ``python -m services.NAME``, which imports this package
 # first: numpy (imported by the service's modules) then starts one BLAS thread
 # instead of one per core, each spinning ~0.1 s (ftrl_ps._kernels.one_blas_thread)
 one_blas_thread()
-
 # ... and a reader's chunk arrays are reused from the heap, not faulted in anew for each
 # chunk (ftrl_ps.core.memory.keep_freed_chunks; a shard sets its own, server.run)
-from ftrl_ps.core.memory import keep_freed_chunks  # noqa: E402 (numpy after the BLAS setting)
-
 keep_freed_chunks()
 
 #: service modules in the order a run uses them
