@@ -285,7 +285,8 @@ FLAGS = ["--bits", "12", "--group-size", "64"]
 def processes() -> Iterator[list[str]]:
     """All real servers of this module, started in one parallel batch: the two
     shards of a cluster, then three SSP servers (s=2; s=0; s=1 with a 1 s
-    worker timeout), each expecting 3 workers."""
+    worker timeout), each expecting 3 workers, then two shards with a warm start
+    of 2 rounds for 2 workers."""
     ssp = [*FLAGS, "--num-workers", "3"]
     with real_servers([
         [*FLAGS, "--shard-index", "0", "--num-shards", "2"],
@@ -293,6 +294,8 @@ def processes() -> Iterator[list[str]]:
         [*ssp, "--staleness", "2"],
         [*ssp, "--staleness", "0"],
         [*ssp, "--staleness", "1", "--worker-timeout", "1"],
+        *([*FLAGS, "--shard-index", str(i), "--num-shards", "2", "--num-workers", "2",
+           "--staleness", "0", "--warm-rounds", "2"] for i in range(2)),
     ]) as servers:
         yield [s.url for s in servers]
 
@@ -304,7 +307,12 @@ def pair(processes: list[str]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def ssp_servers(processes: list[str]) -> list[str]:
-    return processes[2:]
+    return processes[2:5]
+
+
+@pytest.fixture(scope="module")
+def warm_pair(processes: list[str]) -> list[str]:
+    return processes[5:7]
 
 
 def test_round_trip_and_two_shards_equal_one_over_http(pair: list[str]):
@@ -481,3 +489,33 @@ def test_killed_worker_is_marked_dead_and_does_not_block(ssp_servers: list[str])
         ps.worker_id = workers[2]["worker_id"]
         with pytest.raises(WorkerStateError, match="declared dead"):
             ps.heartbeat()
+
+
+def test_the_lone_worker_lets_the_others_go_once_its_warm_push_is_in(warm_pair: list[str]):
+    """Two real shards with a warm start of 2 rounds: the held worker's turn comes
+    when the lone worker says its last warm push is in (:meth:`PSClient.warm_done`,
+    after the push reached both shards), not at its tick; it pulls that push."""
+    with PSClient(warm_pair) as a, PSClient(warm_pair) as b:
+        a.register(0, 2)
+        b.register(1, 2)
+        assert a.wait_turn() is True
+        turn: list[bool] = []
+        waiting = threading.Thread(target=lambda: turn.append(b.wait_turn()))
+        waiting.start()
+        keys, dn, dz = next(random_pushes(a.layout, 3, count=1))
+        assert a.layout.split_keys(keys)[1] not in (0, keys.size)  # on both shards
+        a.push(keys, dn, dz, position=300)
+        a.clock()  # the first of its two warm rounds
+        time.sleep(0.3)
+        assert not turn  # still held: the warm start is the lone worker's
+        a.push(keys, dn, dz, position=600)
+        a.warm_done()
+        waiting.join(timeout=10)
+        assert turn == [False]  # b goes on, and does not train alone
+        workers = {w["index"]: w for w in a.status()["clock"]["workers"]}
+        assert workers[0]["clock"] == 1  # before the lone worker's second tick
+        n, _ = b.pull(keys)
+        np.testing.assert_allclose(n, 2 * dn)
+        a.warm_done()  # again, or from the other worker: nothing changes
+        b.warm_done()
+        assert a.status()["clock"]["warm_start"] == {"rounds": 2, "worker": 0, "over": True}

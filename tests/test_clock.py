@@ -400,6 +400,33 @@ def test_warm_start_releases_a_waiter_blocked_on_the_server() -> None:
     assert got == [True]
 
 
+def test_the_lone_worker_ends_the_warm_start_before_its_tick() -> None:
+    """``warm_done``: the lone worker's warm pushes are all applied, so the held
+    workers go on at once, not after its tick (which an injected straggle, or a
+    slow network, may delay). Only the lone worker can end it, once."""
+    clock = SSPClock(0, num_workers=3, warm_rounds=2)
+    a, b, c = (clock.register(i, 3) for i in range(3))
+    assert clock.wait(a, timeout=0) and not clock.wait(b, timeout=0)
+    got: list[bool] = []
+    t = threading.Thread(target=lambda: got.append(clock.wait(b, timeout=5)))
+    t.start()
+    assert not clock.warm_done(c) and not clock.warm_done(b)  # not the lone worker
+    time.sleep(0.05)
+    assert not got and clock.warming and clock.alone(a)
+    clock.tick(a)  # one of its two rounds: still warming
+    assert clock.warming and clock.warm_done(a) and not clock.warming
+    t.join(timeout=5)
+    assert got == [True] and clock.wait(c, timeout=0) and not clock.alone(a)
+    assert not clock.warm_done(a)  # over already: nothing changes
+    assert clock.worker(a).clock == 1  # no tick implied: in BSP a now waits for b and c
+    assert not clock.wait(a, timeout=0)
+    with pytest.raises(UnknownWorkerError):
+        clock.warm_done(999)
+    clock.finish(c)
+    with pytest.raises(WorkerStateError, match="finished"):
+        clock.warm_done(c)
+
+
 def test_warm_start_passes_to_the_next_worker_when_the_first_dies() -> None:
     fake = FakeTime()
     clock = SSPClock(0, num_workers=2, worker_timeout=10, warm_rounds=3, time_source=fake)

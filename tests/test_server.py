@@ -395,6 +395,28 @@ def test_the_clock_answer_names_the_worker_training_alone():
             "alone": False}
 
 
+def test_warm_done_from_the_lone_worker_ends_the_warm_start():
+    """``POST /v1/workers/{id}/warm-done``: the lone worker's warm pushes are in,
+    the held worker goes on before the lone worker ticks; from another worker, or
+    once over, nothing changes; unknown (404) and finished (409) workers refused."""
+    with in_process(bits=12, group_size=64, staleness=0, warm_rounds=3,
+                    clock_wait_timeout=0.1) as c:
+        a, b = register(c, 0, 2), register(c, 1, 2)
+        assert c.post(f"/v1/workers/{a}/wait").json()["alone"] is True
+        assert c.post(f"/v1/workers/{b}/wait").json()["ready"] is False
+        assert c.post(f"/v1/workers/{b}/warm-done").json() == {"worker_id": b, "ended": False}
+        assert c.post(f"/v1/workers/{b}/wait").json()["ready"] is False
+        assert c.post(f"/v1/workers/{a}/warm-done").json() == {"worker_id": a, "ended": True}
+        held = c.post(f"/v1/workers/{b}/wait").json()
+        assert held["ready"] is True and held["alone"] is False and held["clock"] == 0
+        assert c.post(f"/v1/workers/{a}/warm-done").json()["ended"] is False
+        warm = c.get("/v1/status").json()["clock"]["warm_start"]
+        assert warm == {"rounds": 3, "worker": 0, "over": True}
+        assert_error(c.post("/v1/workers/999/warm-done"), 404, "UnknownWorkerError")
+        c.post(f"/v1/workers/{b}/finish")
+        assert_error(c.post(f"/v1/workers/{b}/warm-done"), 409, "WorkerStateError", "finished")
+
+
 def test_finish_carries_the_last_stats_and_validates_them():
     """A worker does not tick after its last push: the finish request brings its
     last progress to the status page (an empty body still finishes)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from ftrl_ps.errors import ConfigError
 from ftrl_ps.ps.layout import Layout
 from ftrl_ps.ps.local_client import LocalClient
 from ftrl_ps.ps.store import ParameterStore
+from ftrl_ps.ps.straggle import StraggleConfig, Straggler
 from ftrl_ps.ps.worker import Worker, WorkerConfig
 from tests.test_ftrl import random_rows
 
@@ -218,6 +220,55 @@ def test_the_warm_starts_lone_worker_pushes_as_one_worker(rule: str) -> None:
     worker.push()
     np.testing.assert_array_equal(idler.sent[0], shared.sent[0])
     assert worker.report.pushes_alone == 0
+
+
+def test_the_lone_worker_tells_the_servers_its_warm_start_is_in_before_its_tick() -> None:
+    """The push that ends the warm start (the one before the tick that reaches
+    ``alone_until``) is followed at once by ``warm_done``, before an injected
+    straggle and the tick, so the held workers do not wait for those; no other
+    push is, and no worker that does not train alone tells it."""
+    rng = np.random.default_rng(7)
+    data = random_rows(rng, 147, 64)  # 21 steps of 7 rows: 5 pushes and ticks, a last push
+
+    class Logged(MemoryServer):
+        def __init__(self) -> None:
+            super().__init__((1 << 6) + 1, "contraction")
+            self.events: list[str] = []
+
+        def push(self, keys, delta_n, delta_z, merge=None, **progress) -> None:  # type: ignore[no-untyped-def]
+            self.events.append("push")
+            super().push(keys, delta_n, delta_z, merge, **progress)
+
+        def warm_done(self) -> None:
+            self.events.append("warm done")
+
+        def clock(self, stats: dict[str, Any] | None = None) -> None:
+            self.events.append("tick")
+
+    class Sleeper(Straggler):
+        def before_tick(self) -> float:
+            server.events.append("straggle")
+            return 0.0
+
+    def events(alone_until: int) -> list[str]:
+        cfg = WorkerConfig(batch_size=7, fetch_step=4, push_step=4, num_workers=2)
+        worker = Worker(server, 6, FTRLParams(), cfg,
+                        Sleeper(StraggleConfig(prob=1.0, delay=0.0), 0))
+        worker.alone_until = alone_until
+        worker.train_batches(iter(as_batches(*data, per=35)))
+        worker.push(final=True)
+        return server.events
+
+    server = Logged()
+    one_round = ["push", "straggle", "tick"]
+    warm_round = ["push", "warm done", "straggle", "tick"]
+    assert events(2) == one_round + warm_round + one_round * 3 + ["push"]
+    server = Logged()
+    assert events(1) == warm_round + one_round * 4 + ["push"]
+    server = Logged()
+    assert events(0) == one_round * 5 + ["push"]
+    server = Logged()  # alone to the end: the finish, not this, ends the warm start
+    assert events(10) == one_round * 5 + ["push"]
 
 
 def test_the_lone_worker_pushes_every_warm_push_step_steps_while_alone() -> None:

@@ -271,6 +271,17 @@ class PSClient(StreamingPushes, Pulls):
         self._wait_ready(wid, answer, deadline, timeout)
         return target
 
+    def warm_done(self) -> None:
+        """Tell shard 0 that this worker, training alone in the warm start, has its
+        last warm push applied on every shard (:meth:`push` returned): the others
+        may pull now, not only after this worker's tick. A shard 0 that forgot this
+        epoch (it restarted) is not asked again: the tick ends the warm start too."""
+        wid = self._require_worker()
+        try:
+            self._net.post_json(0, f"/v1/workers/{wid}/warm-done", {}, idempotent=True)
+        except UnknownWorkerError:
+            pass
+
     def wait_turn(self) -> bool:
         """Block, without ticking, until the SSP clock lets this worker go on: before
         its first pull, while the servers' warm start has one worker train alone

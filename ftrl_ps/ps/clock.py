@@ -58,12 +58,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ftrl_ps.errors import (
-    ConfigError,
-    LayoutMismatchError,
-    UnknownWorkerError,
-    WorkerStateError,
-)
+from ftrl_ps.errors import ConfigError, LayoutMismatchError, UnknownWorkerError, WorkerStateError
 from ftrl_ps.ps.registry import DEAD, FINISHED, LIVE, RegistryState, WorkerInfo
 from ftrl_ps.ps.warmstart import WarmStart
 
@@ -97,16 +92,10 @@ class SSPClock(RegistryState):
         Rounds one worker trains alone at the start (see *Warm start*); 0: none.
     """
 
-    def __init__(
-        self,
-        staleness: int | float | None,
-        *,
-        num_workers: int | None = None,
-        worker_timeout: float = 30.0,
-        registration_timeout: float = 60.0,
-        time_source: Callable[[], float] = time.monotonic,
-        warm_rounds: int = 0,
-    ) -> None:
+    def __init__(self, staleness: int | float | None, *, num_workers: int | None = None,
+                 worker_timeout: float = 30.0, registration_timeout: float = 60.0,
+                 time_source: Callable[[], float] = time.monotonic,
+                 warm_rounds: int = 0) -> None:
         self.staleness = _check_staleness(staleness)
         self._warm = WarmStart(warm_rounds)  # its rounds, its lone worker
         if num_workers is not None:
@@ -289,6 +278,17 @@ class SSPClock(RegistryState):
         pushes while it does."""
         with self._cond:
             return self._warm.alone(worker_id, self._workers)
+
+    def warm_done(self, worker_id: int) -> bool:
+        """The warm start's lone worker has all its warm pushes on the servers: the
+        warm start is over (the waiters wake) without waiting for its tick. False
+        if it was over already or ``worker_id`` is another worker (ignored)."""
+        with self._cond:
+            self._live_worker(worker_id)
+            if not self._warm.end(worker_id, self._workers):
+                return False
+            self._cond.notify_all()
+            return True
 
     @property
     def warming(self) -> bool:

@@ -191,6 +191,9 @@ def warm_up() -> None:
         def clock(self, stats: dict[str, Any] | None = None) -> None:
             return None
 
+        def warm_done(self) -> None:
+            return None
+
     data = io.BytesIO(b"1 1:1 3:0.5\n0 2:1\n1 2:1\n")
     # the contraction rule: the one whose pushes call a kernel of their own
     worker = Worker(_Null(), 4, FTRLParams(), WorkerConfig(batch_size=1, fetch_step=2, push_step=1,

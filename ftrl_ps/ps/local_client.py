@@ -66,3 +66,6 @@ class LocalClient:
 
     def clock(self, stats: dict[str, Any] | None = None) -> None:
         self.clocks += 1
+
+    def warm_done(self) -> None:  # no warm start in one process
+        return None

@@ -99,6 +99,9 @@ class _Notifying:
     def clock(self, stats: dict[str, Any] | None = None) -> Any:
         return self._client.clock(stats) if self._clocked else None
 
+    def warm_done(self) -> None:  # a stream learner is never the warm start's lone worker
+        return None
+
 
 class StreamLearner:
     """Train a registered cluster client on submitted batches in a background thread."""

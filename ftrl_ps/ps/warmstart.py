@@ -6,7 +6,10 @@ reaches clock R (or finishes), :meth:`ftrl_ps.ps.clock.SSPClock.wait` lets
 through only the first live worker that asked; the others ask before their
 first pull and wait. Otherwise every worker would make the first, largest moves
 from the initial model on its own rows. If that worker dies, the next one to
-ask takes over. Nobody pushes alongside the lone worker, so its pushes are
+ask takes over. The lone worker may end it sooner, once its last push of the
+warm start is on every shard and before its tick (:meth:`WarmStart.end`), so
+that the others do not also wait for what delays that tick. Nobody pushes
+alongside the lone worker, so its pushes are
 merged as one worker's (:meth:`WarmStart.alone`; the clock routes answer
 ``"alone"``). Asynchronous workers tick after every push too, so the warm
 start counts their rounds alike.
@@ -54,6 +57,23 @@ class WarmStart:
             self._over = any(w.clock >= self.rounds or w.state == FINISHED
                              for w in workers.values())
         return self._over
+
+    def end(self, worker_id: int, workers: Mapping[int, WorkerInfo]) -> bool:
+        """The lone worker says its warm start's pushes are all applied: over now,
+        before its tick reaches ``rounds``. False (nothing changes) when it was
+        over already or ``worker_id`` is not the worker training alone.
+
+        >>> warm = WarmStart(3)
+        >>> a, b = (WorkerInfo(i, i, None, clock=0, last_seen=0.0) for i in (0, 1))
+        >>> warm.turn(a, {0: a, 1: b}), warm.end(1, {0: a, 1: b}), warm.end(0, {0: a, 1: b})
+        (True, False, True)
+        >>> warm.over({0: a, 1: b}), warm.turn(b, {0: a, 1: b})
+        (True, None)
+        """
+        if self.over(workers) or self.worker_id != worker_id:
+            return False
+        self._over = True
+        return True
 
     def turn(self, w: WorkerInfo, workers: Mapping[int, WorkerInfo]) -> bool | None:
         """The warm start's say on ``w``: None once it is over (SSP decides), True

@@ -52,12 +52,7 @@ from ftrl_ps.ps.steps import StepTracker
 from ftrl_ps.ps.straggle import Straggler
 from ftrl_ps.ps.workingset import KeyNumbering, PendingDeltas, WorkingSet
 
-__all__ = [
-    "ParamClient",
-    "Worker",
-    "WorkerConfig",
-    "WorkerReport",
-]
+__all__ = ["ParamClient", "Worker", "WorkerConfig", "WorkerReport"]
 
 
 class ParamClient(Protocol):
@@ -71,6 +66,8 @@ class ParamClient(Protocol):
              merge: Any = None, *, position: int = 0, loss_sum: float = 0.0) -> Any: ...
 
     def clock(self, stats: dict[str, Any] | None = None) -> Any: ...
+
+    def warm_done(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -284,8 +281,9 @@ class Worker:
             np.dtype(getattr(self.client, "dtype", np.float64)))
         self._sync()
         progress = {"position": self.report.rows, "loss_sum": self.report.loss_sum}
+        ends_warm = alone and tick and self._ticks + 1 >= self.alone_until
         self._sending = InFlight(self._send, todo.keys, delta_n, delta_z, merge, self.stats(),
-                                  progress, tick)
+                                  progress, tick, ends_warm)
         self._sending.rows = self.report.rows
         if rnd is not None:
             rnd.mark_pushed(None if part is None else part.keys)
@@ -304,9 +302,13 @@ class Worker:
         return unpushed_contraction(rnd, self.params, self.merge_rule)
 
     def _send(self, keys: np.ndarray, delta_n: np.ndarray, delta_z: np.ndarray, merge: Any,
-              stats: dict[str, Any], progress: dict[str, Any], tick: bool = True) -> float:
-        """Push, sleep if straggling, tick; the seconds the tick took (the SSP wait)."""
+              stats: dict[str, Any], progress: dict[str, Any], tick: bool = True,
+              ends_warm: bool = False) -> float:
+        """Push, sleep if straggling, tick; the seconds the tick took (the SSP wait).
+        ``ends_warm``: the warm start's last push, the others are told once it is in."""
         self.client.push(keys, delta_n, delta_z, *(() if merge is None else (merge,)), **progress)
+        if ends_warm:
+            self.client.warm_done()
         if not tick:
             return 0.0
         if self.straggler is not None and self.straggler.before_tick():
@@ -423,13 +425,8 @@ class Worker:
         self._push_async()
         return self.report.pushes > before
 
-    def run(
-        self,
-        source: str | os.PathLike[str],
-        byte_range: tuple[int, int] | None,
-        *,
-        started: Share | None = None,
-    ) -> WorkerReport:
+    def run(self, source: str | os.PathLike[str], byte_range: tuple[int, int] | None, *,
+            started: Share | None = None) -> WorkerReport:
         """Train ``epochs`` passes over ``byte_range`` of ``source``, pushing everything.
 
         ``started``, if given, is the first epoch's :func:`read_share` of the
@@ -438,8 +435,7 @@ class Worker:
         cfg = self.config
         for epoch in range(cfg.epochs):
             share = started if epoch == 0 and started is not None else read_share(
-                source, byte_range, self.bits, cfg
-            )
+                source, byte_range, self.bits, cfg)
             self.train_batches(share.batches)
             reader = share.reader
             self.report.bad_lines += reader.stats.bad_lines

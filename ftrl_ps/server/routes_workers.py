@@ -193,6 +193,16 @@ def heartbeat(worker_id: int, state: StateDep) -> dict[str, Any]:
     return {"worker_id": worker_id, "state": clock.worker(worker_id).state}
 
 
+@router.post("/{worker_id}/warm-done", summary="the lone worker's warm start is pushed")
+def warm_done(worker_id: int, state: StateDep) -> dict[str, Any]:
+    """The warm start's lone worker has every push of its warm start applied on
+    every shard: the warm start is over now, the held workers go on (before its
+    clock tick). From any other worker, or once over, nothing changes
+    (``"ended": false``). 404 unknown, 409 dead or finished."""
+    clock = state.require_clock()
+    return {"worker_id": worker_id, "ended": clock.warm_done(worker_id)}
+
+
 @router.post("/{worker_id}/finish", summary="the worker is done")
 def finish(worker_id: int, state: StateDep,
            req: FinishRequest = _EMPTY_FINISH) -> dict[str, Any]:
