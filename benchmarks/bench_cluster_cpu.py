@@ -16,6 +16,11 @@ every 10 ms: when it appeared, seconds after the start, and its CPU seconds);
 then the medians and the single/cluster wall ratio of every round. ``DIR``
 defaults to ``bench_single.py``'s cached 1M-row set in ``benchmarks/.data``.
 
+With ``--detail`` every run also prints each process's user and system CPU
+seconds, minor page faults and peak RSS (sampled the same way), one line per
+process: on a VM that takes idle memory back, a shard's system time is what
+shows whether its state's first touch was paid again (RESULTS, session 24).
+
 With ``--functions`` every cluster run also goes through ``_cpu_by_function.py``
 and each worker's CPU seconds by step are printed (parse, key numbering, fit,
 pull, push payload, push, tick: thread CPU time, not wall time on shared cores).
@@ -64,14 +69,33 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-warm-cache", action="store_true",
                    help="do not read the training file before every timed run (by default "
                         "it is, so that no run reads it from the disk: _harness.warm_page_cache)")
+    p.add_argument("--detail", action="store_true",
+                   help="also print each process's user and system CPU, page faults and "
+                        "peak RSS")
     p.add_argument("--functions", action="store_true",
                    help="also account each worker's CPU by step (_cpu_by_function.py)")
     return p.parse_args(argv)
 
 
-def _run(tree: Path, cmd: list[str], out: Path) -> tuple[float, float, str]:
+def _minor_faults(pid: int) -> int:
+    """Minor page faults of a process so far (Linux ``/proc``; 0 elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[7])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _detail(seen: dict[int, list[object]]) -> str:
+    """One line per process: user and system CPU s, minor page faults, peak RSS."""
+    return "\n".join(
+        f"    {n}@{s:.2f}: user {u:.2f} s  sys {y:.2f} s  faults {f:,}  peak RSS {r:,} MiB"
+        for n, s, _, u, y, f, r in seen.values())
+
+
+def _run(tree: Path, cmd: list[str], out: Path) -> tuple[float, float, str, str]:
     """Run ``cmd`` with ``tree`` first on the path; (wall s, CPU s of it and its
-    children, ``name@start:cpu`` of every process seen)."""
+    children, ``name@start:cpu`` of every process seen, :func:`_detail` of them)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     with open(out.with_suffix(".err"), "wb") as err:
@@ -86,9 +110,12 @@ def _run(tree: Path, cmd: list[str], out: Path) -> tuple[float, float, str]:
             procs = []
         for q in procs:
             try:
-                times = q.cpu_times()
-                entry = seen.setdefault(q.pid, [q.name(), time.perf_counter() - start, 0.0])
+                times, rss = q.cpu_times(), q.memory_info().rss >> 20
+                entry = seen.setdefault(q.pid, [q.name(), time.perf_counter() - start, 0.0,
+                                                0.0, 0.0, 0, 0])
                 entry[0], entry[2] = q.name(), times.user + times.system
+                entry[3:6] = times.user, times.system, _minor_faults(q.pid)
+                entry[6] = max(int(entry[6]), rss)  # type: ignore[call-overload]
             except psutil.Error:
                 pass
         time.sleep(0.01)
@@ -97,8 +124,8 @@ def _run(tree: Path, cmd: list[str], out: Path) -> tuple[float, float, str]:
     if proc.returncode != 0:
         raise SystemExit(f"{shlex.join(cmd)} failed:\n{out.with_suffix('.err').read_text()}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    procs_seen = " ".join(f"{n}@{s:.2f}:{c:.2f}" for n, s, c in seen.values())
-    return wall, cpu, procs_seen
+    procs_seen = " ".join(f"{n}@{s:.2f}:{c:.2f}" for n, s, c, *_ in seen.values())
+    return wall, cpu, procs_seen, _detail(seen)
 
 
 def _by_function(report: Path) -> str:
@@ -150,11 +177,13 @@ def main(argv: list[str] | None = None) -> int:
                             cmd[1:3] = [str(HERE / "_cpu_by_function.py")]
                     if not args.no_warm_cache:
                         h.warm_page_cache(train)
-                    wall, cpu, procs = _run(tree, cmd, model)
+                    wall, cpu, procs, detail = _run(tree, cmd, model)
                     ll = _logloss(tree, model, test)
                     results.setdefault((name, mode), []).append((wall, cpu, ll))
                     print(f"round {rnd + 1} {name:8s} {mode:7s} wall {wall:5.2f} s  "
                           f"cpu {cpu:5.2f} s  test logloss {ll:.5f}  {procs}", flush=True)
+                    if args.detail:
+                        print(detail, flush=True)
                     if report is not None and report.exists():
                         print(_by_function(report), flush=True)
     print(f"load average at the end: {os.getloadavg()}")

@@ -1,0 +1,44 @@
+"""benchmarks/bench_cluster_cpu.py's per-process accounting (``--detail``): what it
+reports of a process is what the process did (no test of the cluster figures)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_cluster_cpu.py"
+
+
+def _module():
+    sys.path.insert(0, str(SCRIPT.parent))  # its _harness import
+    try:
+        spec = importlib.util.spec_from_file_location("bench_cluster_cpu", SCRIPT)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="page faults from /proc")
+def test_detail_reports_a_processs_memory_and_faults(tmp_path: Path) -> None:
+    """A child that writes 64 MiB and sleeps: its peak RSS and page faults show it,
+    a child that writes nothing does not."""
+    bench = _module()
+    touch = ("import time; b = bytearray(64 << 20); b[::4096] = b'x' * len(b[::4096]); "
+             "time.sleep(0.3)")
+    results = {}
+    for name, code in (("touch", touch), ("idle", "import time; time.sleep(0.3)")):
+        wall, cpu, procs, detail = bench._run(tmp_path, [sys.executable, "-c", code],
+                                              tmp_path / name)
+        assert wall >= 0.3 and cpu > 0 and procs.startswith("python")
+        (line,) = detail.splitlines()
+        fields = line.split()
+        results[name] = (int(fields[fields.index("faults") + 1].replace(",", "")),
+                         int(fields[fields.index("RSS") + 1].replace(",", "")))
+    (touch_faults, touch_rss), (idle_faults, idle_rss) = results["touch"], results["idle"]
+    assert touch_rss >= idle_rss + 60 and touch_faults >= idle_faults + 60 * 256 // 2
