@@ -78,8 +78,9 @@ if [[ -n $DATA20 && -f $DATA20/train.svm ]]; then
             --bits 26 --data "$DATA20" --servers 2 --workers 2 ${warm[@]+"${warm[@]}"} \
             --json "$OUT/item6_cluster_$i.json"
     done
+    # both runs of a round on memory just faulted in (neither pays for the pause before)
     run item5_20m "$PY" benchmarks/bench_cluster_cpu.py --tree "checkout=$TREE" \
-        --data "$DATA20" --bits 26 --repeat 3
+        --data "$DATA20" --bits 26 --repeat 3 --warm-memory 2 --detail
 else
     log "== item 6 and item 5 at 20M rows skipped: no DATA20_DIR with train.svm given"
 fi

@@ -16,6 +16,12 @@ every 10 ms: when it appeared, seconds after the start, and its CPU seconds);
 then the medians and the single/cluster wall ratio of every round. ``DIR``
 defaults to ``bench_single.py``'s cached 1M-row set in ``benchmarks/.data``.
 
+With ``--warm-memory GIB`` that much memory is faulted in and freed right before
+every timed run (``_harness.warm_memory``): on a VM that takes idle memory back,
+whichever run follows a pause otherwise pays for faulting its memory in cold
+(at 20M rows, ``--bits 26``, seconds of system time), so the order of the runs
+would decide part of the ratio.
+
 With ``--detail`` every run also prints each process's user and system CPU
 seconds, minor page faults and peak RSS (sampled the same way), one line per
 process: on a VM that takes idle memory back, a shard's system time is what
@@ -69,6 +75,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-warm-cache", action="store_true",
                    help="do not read the training file before every timed run (by default "
                         "it is, so that no run reads it from the disk: _harness.warm_page_cache)")
+    p.add_argument("--warm-memory", type=float, default=0.0, metavar="GIB",
+                   help="fault in and free this much memory right before every timed run "
+                        "(default 0: none)")
     p.add_argument("--detail", action="store_true",
                    help="also print each process's user and system CPU, page faults and "
                         "peak RSS")
@@ -177,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
                             cmd[1:3] = [str(HERE / "_cpu_by_function.py")]
                     if not args.no_warm_cache:
                         h.warm_page_cache(train)
+                    h.warm_memory(args.warm_memory)  # last: the host takes it back in ~2 s
                     wall, cpu, procs, detail = _run(tree, cmd, model)
                     ll = _logloss(tree, model, test)
                     results.setdefault((name, mode), []).append((wall, cpu, ll))
