@@ -44,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -95,11 +96,29 @@ def _minor_faults(pid: int) -> int:
         return 0
 
 
-def _detail(seen: dict[int, list[object]]) -> str:
+@dataclass
+class _Seen:
+    """What was last sampled of one process (``start``: seconds after the command's)."""
+
+    name: str
+    start: float
+    user: float = 0.0
+    system: float = 0.0
+    faults: int = 0
+    peak_rss_mib: int = 0
+
+    def sample(self, q: psutil.Process) -> None:
+        times = q.cpu_times()
+        self.name, self.user, self.system = q.name(), times.user, times.system
+        self.faults = _minor_faults(q.pid)
+        self.peak_rss_mib = max(self.peak_rss_mib, q.memory_info().rss >> 20)
+
+
+def _detail(seen: dict[int, _Seen]) -> str:
     """One line per process: user and system CPU s, minor page faults, peak RSS."""
     return "\n".join(
-        f"    {n}@{s:.2f}: user {u:.2f} s  sys {y:.2f} s  faults {f:,}  peak RSS {r:,} MiB"
-        for n, s, _, u, y, f, r in seen.values())
+        f"    {p.name}@{p.start:.2f}: user {p.user:.2f} s  sys {p.system:.2f} s  "
+        f"faults {p.faults:,}  peak RSS {p.peak_rss_mib:,} MiB" for p in seen.values())
 
 
 def _run(tree: Path, cmd: list[str], out: Path) -> tuple[float, float, str, str]:
@@ -110,7 +129,7 @@ def _run(tree: Path, cmd: list[str], out: Path) -> tuple[float, float, str, str]
     with open(out.with_suffix(".err"), "wb") as err:
         proc = subprocess.Popen(cmd, env=dict(os.environ, PYTHONPATH=str(tree)), cwd=out.parent,
                                 stdout=subprocess.DEVNULL, stderr=err)
-    seen: dict[int, list[object]] = {}
+    seen: dict[int, _Seen] = {}
     root = psutil.Process(proc.pid)
     while proc.poll() is None:
         try:
@@ -119,12 +138,9 @@ def _run(tree: Path, cmd: list[str], out: Path) -> tuple[float, float, str, str]
             procs = []
         for q in procs:
             try:
-                times, rss = q.cpu_times(), q.memory_info().rss >> 20
-                entry = seen.setdefault(q.pid, [q.name(), time.perf_counter() - start, 0.0,
-                                                0.0, 0.0, 0, 0])
-                entry[0], entry[2] = q.name(), times.user + times.system
-                entry[3:6] = times.user, times.system, _minor_faults(q.pid)
-                entry[6] = max(int(entry[6]), rss)  # type: ignore[call-overload]
+                if q.pid not in seen:
+                    seen[q.pid] = _Seen(q.name(), time.perf_counter() - start)
+                seen[q.pid].sample(q)
             except psutil.Error:
                 pass
         time.sleep(0.01)
@@ -133,7 +149,8 @@ def _run(tree: Path, cmd: list[str], out: Path) -> tuple[float, float, str, str]
     if proc.returncode != 0:
         raise SystemExit(f"{shlex.join(cmd)} failed:\n{out.with_suffix('.err').read_text()}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    procs_seen = " ".join(f"{n}@{s:.2f}:{c:.2f}" for n, s, c, *_ in seen.values())
+    procs_seen = " ".join(f"{p.name}@{p.start:.2f}:{p.user + p.system:.2f}"
+                          for p in seen.values())
     return wall, cpu, procs_seen, _detail(seen)
 
 

@@ -18,6 +18,7 @@ def _module():
         spec = importlib.util.spec_from_file_location("bench_cluster_cpu", SCRIPT)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # its dataclass looks its module up there
         spec.loader.exec_module(module)
         return module
     finally:
