@@ -122,6 +122,9 @@ def _bursts(procs: list[psutil.Process], requests: list[Callable[[], None]], bur
             t = procs[i].cpu_times()
             if b:
                 out[i].append((t.user + t.system - cpu0) / n * 1e3)
+    if any(x == 0 for burst in out for x in burst):
+        print(f"warning: a server's CPU time did not advance in a {seconds:g} s burst (the "
+              "clock counts in ticks of 10 ms); give a longer --seconds", file=sys.stderr)
     return out
 
 
@@ -215,7 +218,8 @@ def main() -> None:
     for name, r, t in zip(names, rounds, ticks, strict=True):
         med = statistics.median(r)
         print(f"{name:40s} {med:9.3f} {min(r):9.3f} "
-              f"{args.keys * 4 / med / 1e3:10.2f} {statistics.median(t):8.3f} {min(t):9.3f}")
+              f"{args.keys * 4 / med / 1e3 if med else math.nan:10.2f} "
+              f"{statistics.median(t):8.3f} {min(t):9.3f}")
     paired = [b - a for a, b in zip(rounds[0], rounds[1], strict=True)]
     print(f"rounds, second minus first: median {statistics.median(paired):+.3f} ms, "
           f"lower in {sum(d < 0 for d in paired)}/{len(paired)} bursts")
