@@ -94,7 +94,9 @@ def test_stdin_input(tmp_path: Path) -> None:
     "args, message",
     [
         (["train"], "TRAIN"),
-        (["train", "missing.svm"], "not found"),
+        (["train", "missing.svm"], "training data: input file not found: missing.svm"),
+        (["train", "missing/*.svm"], "training data: no input files match missing/*.svm"),
+        (["train", "README.md", "--test", "missing.svm"], "test data: input file not found"),
         (["train", "README.md", "--bits", "0"], "bits"),
         (["train", "README.md", "--alpha", "-1"], "alpha"),
         (["train", "README.md", "--epochs", "0"], "positive integer"),

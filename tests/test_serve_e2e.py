@@ -84,7 +84,8 @@ def test_acceptance_model_file_equals_predict_and_reloads(a9a: tuple[Path, Path]
             answer = client.post("/v1/predict", content=test.read_bytes(), headers=TEXT).json()
             if answer["probabilities"] != first["probabilities"]:
                 break
-            assert time.monotonic() - replaced < 0.5 + 1.0, "not reloaded in time"
+            # (a reload every 0.5 s; the slack is for a busy CI machine)
+            assert time.monotonic() - replaced < 0.5 + 5.0, "not reloaded in time"
             time.sleep(0.05)
         assert answer["model_version"] == first["model_version"] + 1
 

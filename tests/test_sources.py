@@ -98,7 +98,8 @@ def test_no_files_is_a_clear_error(spec: str, tmp_path: Path) -> None:
         expand(spec)
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(ConfigError, match="no input files"):
+    (empty / ".hidden.svm").write_text("1 1:1\n")
+    with pytest.raises(ConfigError, match="no input files in the directory .*hidden ones"):
         expand(str(empty))
 
 

@@ -204,7 +204,7 @@ def check_input(path: str, what: str = "input") -> str:
     try:
         expand(path)
     except ConfigError as exc:
-        raise ConfigError(f"{what} {exc}") from None
+        raise ConfigError(f"{what}: {exc}") from None
     return path
 
 

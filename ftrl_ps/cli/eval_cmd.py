@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     from ftrl_ps.learn.training import evaluate
     from ftrl_ps.ps.kernels import load_kernels
 
-    c.check_input(args.test, "test")
+    c.check_input(args.test, "test data")
     load_kernels()  # on a fresh machine: compile every kernel now, once, and say so
     model = load_model(args.model).to_ftrl()
     ev = evaluate(

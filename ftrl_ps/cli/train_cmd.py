@@ -207,9 +207,9 @@ def apply_params_from(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    c.check_input(args.train, "training")
+    c.check_input(args.train, "training data")
     if args.test:
-        c.check_input(args.test, "test")
+        c.check_input(args.test, "test data")
     apply_params_from(args)
     if getattr(args, "workers", 0):
         from ftrl_ps.cluster.local import LocalClusterOptions, run_cluster

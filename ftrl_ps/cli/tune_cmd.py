@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     from ftrl_ps.learn.tune import TuneOptions, run_tune
     from ftrl_ps.ps.kernels import load_kernels
 
-    c.check_input(args.train, "training")
+    c.check_input(args.train, "training data")
     options = c.options_from(TuneOptions, args)
     load_kernels()  # a fresh machine compiles here, once, and says so
     return run_tune(options)

@@ -183,7 +183,9 @@ def expand(spec: str) -> list[Part]:
         names = _local_files(spec)
         sizes = [os.path.getsize(n) for n in names]
     if not names:
-        raise ConfigError(f"no input files match {spec}")
+        raise ConfigError(f"no input files in the directory {spec} (hidden ones are skipped)"
+                          if not is_url(spec) and os.path.isdir(spec)
+                          else f"no input files match {spec}")
     return [_part(n, s) for n, s in zip(names, sizes, strict=True)]
 
 
