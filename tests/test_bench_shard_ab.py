@@ -37,7 +37,7 @@ def test_a_folder_that_is_no_checkout_is_refused(tmp_path: Path) -> None:
 def test_the_floor_puts_the_shard_beside_a_bare_app_with_its_store() -> None:
     run = subprocess.run(
         [sys.executable, str(SCRIPT), str(REPO), "--floor", "--keys", "100", "--bits", "12",
-         "--bursts", "1", "--seconds", "0.05"],
+         "--bursts", "1", "--seconds", "0.3"],
         capture_output=True, text=True, timeout=180,
     )
     assert run.returncode == 0, run.stderr[-2000:]
