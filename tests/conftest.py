@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -16,7 +17,13 @@ DATA = REPO.parent / "shared" / "data"
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Build this machine's kernels once before any test (the ahead-of-time module
-    and numba's cache), so no test's timeout includes the first run's compile."""
+    and numba's cache), so no test's timeout includes the first run's compile.
+
+    Also undo an ignored SIGINT: a shell without job control starts background
+    commands (``cmd &`` in a script, ``nohup``) with SIGINT ignored, every child
+    inherits that, and the tests that press Ctrl-C on a child would fail."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     from ftrl_ps.ps.kernels import load_kernels
 
     load_kernels()

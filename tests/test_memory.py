@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import subprocess
 import sys
 import threading
@@ -16,7 +17,8 @@ from tests.conftest import rss_kib
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux madvise")
 def test_populate_makes_the_pages_resident_and_keeps_the_contents() -> None:
-    a = np.zeros(64 << 20, dtype=np.uint8)  # 64 MiB, never written
+    pages = mmap.mmap(-1, 64 << 20)  # fresh anonymous pages (see below)
+    a = np.frombuffer(pages, dtype=np.uint8)  # 64 MiB, never written
     a[12345] = 7
     before = rss_kib()
     done = populate(a)
@@ -29,8 +31,11 @@ def test_populate_makes_the_pages_resident_and_keeps_the_contents() -> None:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux madvise")
 @pytest.mark.parametrize("chunk", [4096, 3 << 20, 1 << 40])
 def test_populate_in_chunks_reaches_the_last_page(chunk: int) -> None:
-    # an odd size and an offset start: the chunks must cover [first page, last page)
-    a = np.zeros((40 << 20) + 12345, dtype=np.uint8)[777:]
+    # an odd size and an offset start: the chunks must cover [first page, last page).
+    # Fresh anonymous pages (not np.zeros: malloc may hand out resident heap pages
+    # that earlier tests freed, and then nothing is left to fault in)
+    pages = mmap.mmap(-1, (40 << 20) + 12345)
+    a = np.frombuffer(pages, dtype=np.uint8)[777:]
     a[-1] = 9
     before = rss_kib()
     if not populate(a, chunk=chunk):
