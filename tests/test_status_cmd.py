@@ -108,13 +108,18 @@ def test_watch_command_refreshes_until_ctrl_c() -> None:
              "0.2"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         # wait for two redraws (start-up takes seconds on a loaded machine), then Ctrl-C
         seen: list[str] = []
-        reader = threading.Thread(target=lambda: seen.extend(iter(proc.stdout.readline, "")))
+        reader = threading.Thread(target=lambda: seen.extend(iter(proc.stdout.readline, "")),
+                                  daemon=True)
         reader.start()
-        deadline = time.monotonic() + 60
-        while sum("cluster: " in line for line in seen) < 2 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=20)
+        try:
+            deadline = time.monotonic() + 60
+            while sum("cluster: " in line for line in seen) < 2 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=20)
+        finally:
+            if proc.poll() is None:  # (a failure here must not leave it running)
+                proc.kill()
         reader.join(timeout=20)
         err = proc.stderr.read()
     out = "".join(seen)
