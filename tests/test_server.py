@@ -328,6 +328,12 @@ def test_every_route_but_the_probes_needs_the_token(shard: Shard):
                  "ProtocolError", f"nested {limit + 1} levels")
     under = b"[" * limit + b"]" * limit
     assert "nested" not in shard.client.post("/v1/pull", content=under, headers=JSON).text
+    # no Content-Type: FastAPI would parse it as JSON, so it is measured; text is not
+    assert_error(shard.client.post("/v1/pull", content=deep), 400, "ProtocolError",
+                 "nested 5000 levels")
+    assert_error(shard.client.post("/v1/pull", content=deep,
+                                   headers={"Content-Type": "Text/Plain; charset=utf-8"}),
+                 400, "ProtocolError", "unsupported Content-Type 'text/plain'")
     assert shard.anon.get("/health").status_code == 200
     assert shard.anon.get("/ready").json()["status"] == "ready"
 
