@@ -35,9 +35,11 @@ Budget and cost model
 The budget is in *default runs*: ``budget=8`` (the default of ``ftrl-ps
 tune``) lets the whole run (start-up, parsing TRAIN once, the search and
 training the final model) cost at most 8 times one default ``ftrl-ps train
-TRAIN`` by the cost model below; measured wall times stay within 10 times
-(benchmarks/RESULTS.md), the rest is room for the model's error. Costs are counted,
-not timed, so the same data and budget give the same search on any machine,
+TRAIN`` by the cost model below; measured wall times stayed within 10 times
+when its constants were set (6.9x on 1M generated rows), the rest being room
+for the model's error. Default runs have since become ~3.5x faster and the
+constants were not changed: 22x there in session 26 (benchmarks/RESULTS.md).
+Costs are counted, not timed, so the same data and budget give the same search on any machine,
 in units of one model updating one feature (F = features of the rows,
 the bias included; measured on the 2-core development machine, where a unit
 is ~21 ns):
