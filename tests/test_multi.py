@@ -107,6 +107,28 @@ def test_split_and_join_keep_every_model() -> None:
     assert len(MultiFTRL(31, GRID[:1]).split(4)) == 1
 
 
+@pytest.mark.parametrize("parts", [1, 2, 3, 8])
+def test_regroup_is_join_keep_split(parts: int) -> None:
+    rng = np.random.default_rng(11)
+    labels, indptr, indices, values = random_rows(rng, 150, 30)
+    whole = MultiFTRL(31, GRID)
+    groups = whole.split(2)
+    for g in groups:
+        g.fit(labels, indptr, indices, values)
+    which = [0, 2, 3]  # models of both groups (sizes 2 and 3 or 3 and 2)
+    expected = MultiFTRL.join(groups)
+    expected.keep(which)
+    got = MultiFTRL.regroup(groups, which, parts)
+    assert [g.size for g in got] == [g.size for g in expected.split(parts)]
+    again = MultiFTRL.join(got)
+    assert again.params == expected.params == [GRID[0], GRID[2], GRID[3]]
+    np.testing.assert_array_equal(again.state, expected.state)
+    # the scores of the regrouped models are those of the kept ones
+    scores = np.concatenate([g.logloss(labels, indptr, indices, values) for g in got])
+    np.testing.assert_array_equal(scores, expected.logloss(labels, indptr, indices, values))
+    with pytest.raises(ConfigError, match="models to keep"):
+        MultiFTRL.regroup(groups, [5], parts)
+
 def test_rows_in_any_order_and_repeated() -> None:
     """order = [3, 0, 3, 1]: the same as training on those rows copied in that order."""
     rng = np.random.default_rng(8)

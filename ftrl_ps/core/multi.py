@@ -106,6 +106,9 @@ class MultiFTRL:
         self._set_hp()
         #: row i = key i: ``s = sqrt(n)`` of the K models, then their ``z``
         self.state = np.zeros((self.keys, 2, len(self.params)), dtype=dtype)
+        #: the weights :meth:`logloss` scores with, kept for the next call: a
+        #: new array of this size is new memory, which the kernel zeroes page by page
+        self._scratch: np.ndarray | None = None
 
     @property
     def size(self) -> int:
@@ -174,7 +177,12 @@ class MultiFTRL:
         order: np.ndarray,
     ) -> np.ndarray:
         loss = np.zeros(self.size, dtype=np.float64)
-        _k.logloss_many(self.weights(), labels, indptr, indices, values, order, loss)
+        out = self._scratch
+        if out is None or out.shape != (self.keys, self.size):
+            out = self._scratch = np.empty((self.keys, self.size), dtype=self.dtype)
+        alpha, beta, l1, _, alpha_l2 = self._hp()
+        _k.weights_many(self.state.reshape(-1), alpha, beta, l1, alpha_l2, out)
+        _k.logloss_many(out, labels, indptr, indices, values, order, loss)
         return loss
 
     def keep(self, which: Sequence[int]) -> None:
@@ -189,11 +197,33 @@ class MultiFTRL:
     def split(self, parts: int) -> list[MultiFTRL]:
         """The models in ``parts`` groups of about equal size (in order; fewer if K
         is smaller), each with its own copy of its models' state."""
-        bounds = np.linspace(0, self.size, min(parts, self.size) + 1).round().astype(int)
         out = []
-        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        for a, b in _bounds(self.size, parts):
             group = MultiFTRL(self.keys, self.params[a:b], dtype=self.dtype)
             group.state[:] = self.state[:, :, a:b]
+            out.append(group)
+        return out
+
+    @classmethod
+    def regroup(cls, groups: Sequence[MultiFTRL], which: Sequence[int],
+                parts: int) -> list[MultiFTRL]:
+        """The models ``which`` (positions among all the models of ``groups``, in
+        that order) in ``parts`` groups: what :meth:`join`, :meth:`keep` and
+        :meth:`split` give in a row, with one copy of each kept model's state
+        instead of three (each copy fills new memory, page by page)."""
+        if not groups or len({(g.keys, g.dtype) for g in groups}) != 1:
+            raise ConfigError("regroup needs groups of one key count and dtype")
+        models = [(g, k) for g in groups for k in range(g.size)]
+        idx = [int(i) for i in which]
+        if not idx or min(idx) < 0 or max(idx) >= len(models):
+            raise ConfigError(f"models to keep must be in [0, {len(models)}), got {idx}")
+        picked = [models[i] for i in idx]
+        out = []
+        for a, b in _bounds(len(picked), parts):
+            group = cls(groups[0].keys, [g.params[k] for g, k in picked[a:b]],
+                        dtype=groups[0].dtype)
+            for j, (g, k) in enumerate(picked[a:b]):
+                group.state[:, :, j] = g.state[:, :, k]
             out.append(group)
         return out
 
@@ -210,6 +240,13 @@ class MultiFTRL:
         """``(n, z)`` of model ``k``, float64, one entry per key (as :class:`FTRL` keeps them)."""
         s = self.state[:, 0, k].astype(np.float64)
         return s * s, self.state[:, 1, k].astype(np.float64)
+
+
+def _bounds(size: int, parts: int) -> list[tuple[int, int]]:
+    """``[a, b)`` ranges splitting ``size`` models in ``parts`` (at most ``size``)
+    groups of about equal size."""
+    edges = np.linspace(0, size, min(max(1, parts), size) + 1).round().astype(int)
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True)]
 
 
 def warm_up() -> None:

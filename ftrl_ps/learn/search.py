@@ -321,9 +321,6 @@ def successive_halving(
                 ranked = sorted(range(len(alive)),
                                 key=lambda k: (result.best_of(alive[k]).holdout_logloss, alive[k]))
                 chosen = sorted(ranked[:keep])
-                whole = MultiFTRL.join(groups)
-                whole.keep(chosen)
+                groups = MultiFTRL.regroup(groups, chosen, max(1, threads))
                 alive = [alive[k] for k in chosen]
-                groups = whole.split(max(1, threads))
-                del whole
     return result
