@@ -77,7 +77,9 @@ def _rows(count: int, seed: int, bad: bool = True) -> bytes:
 def _scenario() -> list[np.ndarray]:
     """Every compiled kernel with every compiled signature, through the wrappers."""
     from ftrl_ps.core.ftrl import FTRL, logloss_sum
+    from ftrl_ps.core.multi import MultiFTRL, compact_keys
     from ftrl_ps.core.params import FTRLParams
+    from ftrl_ps.data.batch import Batch
     from ftrl_ps.data.bodies import parse_text
     from ftrl_ps.data.hashing import slots_of
     from ftrl_ps.data.libsvm import LibsvmReader
@@ -100,6 +102,14 @@ def _scenario() -> list[np.ndarray]:
         out += [model.state.copy(), probs, model.weights(),
                 np.array([logloss_sum(batches[0].labels.astype(np.float64), probs)]),
                 keys, n, z, np.array([nonzero])]
+        whole = Batch.concat(batches)  # tune's K-model kernels on compact keys
+        slots, compact = compact_keys(whole.indices, 1 << 10)
+        grid = [FTRLParams(), FTRLParams(alpha=0.5, l1=0.1), FTRLParams(alpha=2.0, l2=3.0)]
+        multi = MultiFTRL(slots.size + 1, grid, dtype=dtype)
+        order = np.arange(whole.rows)[::-1].copy()
+        out += [multi.fit(whole.labels, whole.indptr, compact, whole.values, order),
+                multi.logloss(whole.labels, whole.indptr, compact, whole.values),
+                multi.state.copy()]
     out.append(slots_of(["user=1", "site", "x" * 40], 16))
     design = make_design(SynthConfig(rows=10, test_rows=1, bits=12, fields=4))
     out += [np.asarray(v) for v in vars(design).values() if isinstance(v, np.ndarray)]
@@ -343,7 +353,8 @@ def test_the_first_run_counts_only_what_numba_still_compiles(
     calls: list[int] = []
     monkeypatch.setattr(aot, "load", lambda: None)  # as on a fresh machine
     monkeypatch.setattr(kernel_loading, "_build_ahead_of_time", lambda: True)
-    monkeypatch.setattr(config, "uncached_kernels", lambda: ["ftrl.train_rows", "tune.train_many"])
+    monkeypatch.setattr(config, "uncached_kernels",
+                        lambda: ["ftrl.train_rows", "rowsort.sort_merge"])
     monkeypatch.setattr(kernel_loading, "warm_all", lambda: calls.append(1))
     caplog.set_level(logging.INFO, logger="ftrl_ps.kernels")
     assert kernel_loading.load_kernels() >= 0.0 and calls == [1]
@@ -360,6 +371,10 @@ def test_only_kernels_jitted_with_the_reproduced_options_are_compiled(jit_only: 
         aot_build._check_flags(export, dispatcher.targetoptions)
     from ftrl_ps._kernels import tune
 
-    with pytest.raises(ValueError, match="error_model"):  # tune's kernels: numba only
-        aot_build._check_flags(aot.Export("tune", "train_many", "void", ()),
-                               tune.train_many.targetoptions)
+    # tune's kernels: their "numpy" error model is reproduced, other options are not
+    assert aot_build._check_flags(aot.Export("tune", "train_many", "void", ()),
+                                  tune.train_many.targetoptions) == "numpy"
+    for odd in ({"fastmath": True}, {"error_model": "other"}, {"boundscheck": True}):
+        with pytest.raises(ValueError, match="reproduces"):
+            aot_build._check_flags(aot.Export("tune", "train_many", "void", ()),
+                                   {**tune.train_many.targetoptions, **odd})

@@ -128,6 +128,9 @@ def test_regroup_is_join_keep_split(parts: int) -> None:
     np.testing.assert_array_equal(scores, expected.logloss(labels, indptr, indices, values))
     with pytest.raises(ConfigError, match="models to keep"):
         MultiFTRL.regroup(groups, [5], parts)
+    fresh = MultiFTRL.fresh_groups(31, GRID, parts)
+    assert [g.params for g in fresh] == [g.params for g in MultiFTRL(31, GRID).split(parts)]
+    assert all(not g.state.any() for g in fresh)
 
 def test_rows_in_any_order_and_repeated() -> None:
     """order = [3, 0, 3, 1]: the same as training on those rows copied in that order."""

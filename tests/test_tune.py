@@ -63,7 +63,7 @@ def test_plan_stays_within_the_budget(budget: float, max_epochs: int, features: 
         p = search.plan(budget, max_epochs, features, train, held)
     except ConfigError:
         return
-    fixed = search.START + search.PARSE * features + p.rungs[-1] * features
+    fixed = search.fixed_cost(features, p.rungs[-1])
     assert fixed + p.cost(train, held) <= budget * search.default_run_cost(features) + 1e-6
     assert p.rungs[0] == 1 and p.rungs[-1] <= max_epochs
     assert 1 <= p.candidates <= search.MAX_CANDIDATES
@@ -71,7 +71,7 @@ def test_plan_stays_within_the_budget(budget: float, max_epochs: int, features: 
 
 def test_a_small_budget_tries_fewer_settings() -> None:
     big = search.plan(10, 16, 10**8, 8 * 10**7, 2 * 10**7)
-    small = search.plan(4, 16, 10**8, 8 * 10**7, 2 * 10**7)
+    small = search.plan(6, 16, 10**8, 8 * 10**7, 2 * 10**7)
     assert small.rungs[-1] * small.candidates < big.rungs[-1] * big.candidates
     with pytest.raises(ConfigError, match="too small"):
         search.plan(0.5, 4, 10**8, 8 * 10**7, 2 * 10**7)
@@ -166,7 +166,7 @@ def test_a_local_cluster_takes_the_tuned_settings(tmp_path: Path, synth_small: P
     train = synth_small / "train.svm"
     tuned = tmp_path / "tuned.ftrl"
     res = run_cli("tune", str(train), "--model", str(tuned), "--bits", "18", "-q",
-                  "--max-epochs", "2", "--budget", "4")
+                  "--max-epochs", "2", "--budget", "6")
     assert res.returncode == 0, res.stderr
     out = tmp_path / "cluster.ftrl"
     res = run_cli("train", str(train), "--params-from", str(tuned), "--workers", "2",

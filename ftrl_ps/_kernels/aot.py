@@ -119,10 +119,26 @@ def _ftrl() -> list[Export]:
     return out
 
 
-#: every compiled kernel signature: those of a training, serving or worker
-#: process (the ``tune`` kernels and scalar helpers stay with numba's JIT)
+def _tune() -> list[Export]:
+    """``ftrl-ps tune``'s K-model kernels: without them tune loads numba (~0.4 s),
+    four default runs' start-up on a small file."""
+    rows = (_a("i8"), _a("i4"), _a("f4"))  # indptr, indices, values
+    out: list[Export] = []
+    for s in ("f4", "f8"):
+        hp = (_a(s), _a(s), _a(s))  # alpha, beta, l1
+        out += [Export("tune", "train_many", "void",
+                       (_a(s, out=True), _a("f4"), *rows, _a("i8"), *hp, _a(s), _a(s),
+                        _a("f8", out=True))),
+                Export("tune", "weights_many", "void", (_a(s), *hp, _a(s), _a(s, 2, out=True))),
+                Export("tune", "logloss_many", "void",
+                       (_a(s, 2), _a("f4"), *rows, _a("i8"), _a("f8", out=True)))]
+    return out
+
+
+#: every compiled kernel signature (scalar helpers stay with numba's JIT)
 EXPORTS: tuple[Export, ...] = (
     *_ftrl(),
+    *_tune(),
     Export("ftrl", "logloss_sum", "f8", (_a("f8"), _a("f8"))),
     Export("parse", "parse_chunk", "Tuple((f4[:], i8[:], i4[:], f4[:], i8, i8, i8[:, :]))",
            (_a("u1"), I8, I8, B1, I8, B1)),

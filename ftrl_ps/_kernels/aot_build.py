@@ -2,11 +2,13 @@
 
 Uses numba's ahead-of-time compiler (``numba.pycc``) on the same Python
 functions the JIT compiles, with the JIT's flags: machine code for this host's
-CPU (as numba's cache), and the GIL released while a kernel runs (``nogil``:
-the parser threads and the store's lock stripes run kernels in parallel).
-pycc has no option for the latter, so its compile flags are extended for the
-duration of the build. Linking needs a C compiler; without one the build fails
-once, says why, and every kernel runs through numba's JIT as before.
+CPU (as numba's cache), the GIL released while a kernel runs (``nogil``:
+the parser threads and the store's lock stripes run kernels in parallel), and
+each kernel's ``error_model`` (``"numpy"`` for tune's K-model kernels, whose
+loops vectorise only without division checks). pycc has no option for either,
+so its compile flags are extended for the duration of the build. Linking needs
+a C compiler; without one the build fails once, says why, and every kernel runs
+through numba's JIT as before.
 """
 
 from __future__ import annotations
@@ -52,32 +54,51 @@ def _pycc() -> Any:
 
 
 @contextlib.contextmanager
-def _release_gil() -> Iterator[None]:
+def _jit_flags(error_models: dict[Any, str]) -> Iterator[None]:
+    """pycc compiles with the GIL released, and each function of ``error_models``
+    (Python function -> numba error model) with its error model."""
     import numba.pycc.compiler as pycc_compiler
 
-    base = pycc_compiler.Flags
+    base, compile_extra = pycc_compiler.Flags, pycc_compiler.compile_extra
 
     class NoGilFlags(base):  # type: ignore[misc, valid-type]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.release_gil = True  # what njit(nogil=True) sets
 
-    pycc_compiler.Flags = NoGilFlags  # type: ignore[misc]  # numba.pycc reads it here
+    def compile_with_model(typing: Any, target: Any, func: Any, args: Any, ret: Any,
+                           flags: Any, *rest: Any, **kwargs: Any) -> Any:
+        model = error_models.get(func)
+        if model is not None and model != flags.error_model:
+            flags = flags.copy()
+            flags.error_model = model
+        return compile_extra(typing, target, func, args, ret, flags, *rest, **kwargs)
+
+    pycc_compiler.Flags = NoGilFlags  # type: ignore[misc]  # numba.pycc reads both here
+    pycc_compiler.compile_extra = compile_with_model  # type: ignore[assignment]
     try:
         yield
     finally:
         pycc_compiler.Flags = base  # type: ignore[misc]
+        pycc_compiler.compile_extra = compile_extra
 
 
 #: the JIT options the build reproduces (nogil: the GIL released; the rest as pycc's
-#: defaults); a kernel with any other option is not compiled ahead of time
+#: defaults), besides ``error_model``; a kernel with any other option is not
+#: compiled ahead of time
 _SAME_FLAGS = {"nogil": True, "fastmath": False, "nopython": True, "boundscheck": None}
+_ERROR_MODELS = ("python", "numpy")
 
 
-def _check_flags(export: aot.Export, options: dict[str, Any]) -> None:
-    if options != _SAME_FLAGS:
+def _check_flags(export: aot.Export, options: dict[str, Any]) -> str:
+    """The kernel's error model, if its other options are those the build reproduces."""
+    rest = {k: v for k, v in options.items() if k != "error_model"}
+    model = options.get("error_model", "python")
+    if rest != _SAME_FLAGS or model not in _ERROR_MODELS:
         raise ValueError(f"{export.module}.{export.name} is jitted with {options}; the "
-                         f"ahead-of-time build reproduces {_SAME_FLAGS} only")
+                         f"ahead-of-time build reproduces {_SAME_FLAGS} (and an "
+                         f"error_model of {_ERROR_MODELS}) only")
+    return str(model)
 
 
 def build() -> str:
@@ -94,13 +115,14 @@ def build() -> str:
         cc = _pycc().CC(aot.module_name(), source_module=__name__)
         cc.output_dir = work
         cc.target_cpu = "host"
+        models: dict[Any, str] = {}
         for export in aot.EXPORTS:
             dispatcher = getattr(importlib.import_module(f"ftrl_ps._kernels.{export.module}"),
                                  export.name)
-            _check_flags(export, dispatcher.targetoptions)
+            models[dispatcher.py_func] = _check_flags(export, dispatcher.targetoptions)
             cc.export(export.symbol, export.signature)(dispatcher.py_func)
         sink = io.StringIO()  # the C compiler's command lines
-        with _release_gil(), contextlib.redirect_stdout(sink):
+        with _jit_flags(models), contextlib.redirect_stdout(sink):
             cc.compile()
         os.replace(os.path.join(work, cc.output_file), target)
     except Exception as exc:

@@ -39,7 +39,7 @@ with --workers N) trains with them again.
 examples:
   ftrl-ps tune data/train.svm --model tuned.ftrl
   ftrl-ps eval tuned.ftrl data/test.svm
-  ftrl-ps tune big.svm --model tuned.ftrl --budget 5 --max-epochs 4 --validation tail
+  ftrl-ps tune big.svm --model tuned.ftrl --budget 16 --max-epochs 4 --validation tail
   ftrl-ps train big.svm --params-from tuned.ftrl --workers 4 --model cluster.ftrl
 """
 

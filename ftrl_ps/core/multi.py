@@ -27,12 +27,14 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from ftrl_ps._kernels import tune as _k
+from ftrl_ps._kernels.aot import kernels
 from ftrl_ps.core.ftrl import check_rows
 from ftrl_ps.core.params import DTYPES, FTRLParams
 from ftrl_ps.errors import ConfigError, DataError
 
 __all__ = ["MultiFTRL", "check_order", "compact_keys", "warm_up"]
+
+_k = kernels("tune")
 
 
 def check_order(order: npt.ArrayLike | None, rows: int) -> np.ndarray:
@@ -203,6 +205,15 @@ class MultiFTRL:
             group.state[:] = self.state[:, :, a:b]
             out.append(group)
         return out
+
+    @classmethod
+    def fresh_groups(cls, keys: int, params: Sequence[FTRLParams], parts: int,
+                     dtype: str = "float32") -> list[MultiFTRL]:
+        """New models of ``params`` in ``parts`` groups: :meth:`split` of a new
+        MultiFTRL, without copying its zeros (new memory, page by page)."""
+        if not params:
+            raise ConfigError("MultiFTRL needs at least one setting")
+        return [cls(keys, params[a:b], dtype=dtype) for a, b in _bounds(len(params), parts)]
 
     @classmethod
     def regroup(cls, groups: Sequence[MultiFTRL], which: Sequence[int],

@@ -35,30 +35,32 @@ Budget and cost model
 The budget is in *default runs*: ``budget=8`` (the default of ``ftrl-ps
 tune``) lets the whole run (start-up, parsing TRAIN once, the search and
 training the final model) cost at most 8 times one default ``ftrl-ps train
-TRAIN`` by the cost model below; measured wall times stayed within 10 times
-when its constants were set (6.9x on 1M generated rows), the rest being room
-for the model's error. Default runs have since become ~3.5x faster and the
-constants were not changed: 22x there in session 26 (benchmarks/RESULTS.md).
-Costs are counted, not timed, so the same data and budget give the same search on any machine,
-in units of one model updating one feature (F = features of the rows,
-the bias included; measured on the 2-core development machine, where a unit
-is ~21 ns):
+TRAIN`` by the cost model below; the rest of a 10x allowance is room for the
+model's error (benchmarks/RESULTS.md). Costs are counted, not timed, so the
+same data and budget give the same search on any machine, in units of one
+model updating one feature (F = features of the rows, the bias included;
+measured on the 2-core development machine, where a unit is ~14 ns of wall
+time with the search's two threads):
 
 =====================================  =============================
 one default ``ftrl-ps train`` run      ``START + DEFAULT_PASS * F``
+tune's own start-up                    ``TUNE_START``
 parsing TRAIN once (into memory)       ``PARSE * F`` (and numbering its keys)
 one pass of K models over rows         ``(1.4 + K / 10) * F``
 scoring K models on rows               ``(0.9 + K / 20) * F``
-training the final model, one pass     ``F``
+training the final model, one pass     ``FINAL_PASS * F``
 =====================================  =============================
 
-with ``START`` = 2e7 (process start-up, ~0.45 s), ``DEFAULT_PASS`` = 2.2
-(parsing and training overlap on two threads) and ``PARSE`` = 2. The K-model
-figures are those measured for float32 state, rounded up (1M generated rows,
-37.7M features, CPU time per feature: 14, 30, 37, 46, 65, 113 ns for K = 1, 4,
-8, 16, 32, 64 against 20 ns for one pass of ``ftrl-ps train``'s kernel; a whole
-search of 45 settings cost 23 ns per unit).
-:func:`plan` reserves the final model's training (``max passes * F``) and
+with ``START`` = 9.3e6 (a default run's start-up: 0.13 s for 1,000 rows),
+``DEFAULT_PASS`` = 0.92 (parsing and training overlap on two threads: 0.62 s
+for 1M generated rows, 37.7M features), ``TUNE_START`` = 1.3e7 (0.18 s for
+1,000 rows, its K-model kernels compiled ahead of time), ``PARSE`` = 2 (0.6 s
+for the 1M rows on memory the process had just used, 2.2 s on memory this VM
+had to fault in) and ``FINAL_PASS`` = 1.2 (0.6 s a pass). The K-model figures
+were measured for float32 state and still hold: 13-14 ns per unit for K = 56,
+28 and 14 on the 1M rows (2026-12-03, session 26; the constants before it
+priced a default run at 2.2 s, ~3.5x what it costs now).
+:func:`plan` reserves the final model's training (``FINAL_PASS * max passes * F``) and
 picks the most passes (up to ``max_epochs``) that still let at least
 :data:`MIN_CANDIDATES` start, then as many candidates as fit (at most
 :data:`MAX_CANDIDATES`).
@@ -80,17 +82,20 @@ from ftrl_ps.errors import ConfigError
 
 __all__ = [
     "DEFAULT_PASS",
+    "FINAL_PASS",
     "MAX_CANDIDATES",
     "MIN_CANDIDATES",
     "PARSE",
     "RANGES",
     "START",
+    "TUNE_START",
     "VALIDATIONS",
     "Plan",
     "SearchResult",
     "Trial",
     "candidates",
     "default_run_cost",
+    "fixed_cost",
     "halton",
     "holdout_split",
     "plan",
@@ -110,15 +115,23 @@ RANGES: dict[str, tuple[float, float]] = {
 _BASES = (2, 3, 5, 7)
 MIN_CANDIDATES = 16
 MAX_CANDIDATES = 64
-START = 2e7
-DEFAULT_PASS = 2.2
+START = 9.3e6
+DEFAULT_PASS = 0.92
+TUNE_START = 1.3e7
 PARSE = 2.0
+FINAL_PASS = 1.2
 VALIDATIONS = ("every", "tail")
 
 
 def default_run_cost(features: int) -> float:
     """Cost of one default ``ftrl-ps train`` run (see the module docstring)."""
     return START + DEFAULT_PASS * features
+
+
+def fixed_cost(features: int, passes: int) -> float:
+    """Cost of a tune run beside its search: start-up, parsing TRAIN and training
+    the final model for ``passes`` passes."""
+    return TUNE_START + PARSE * features + FINAL_PASS * passes * features
 
 
 def train_cost(features: int, models: int) -> float:
@@ -216,18 +229,18 @@ def plan(budget: float, max_epochs: int, features: int, train_features: int,
     >>> p.rungs, p.candidates
     ((1, 2, 4, 8, 16), 64)
     >>> plan(10, 16, features=10**8, train_features=8 * 10**7, held_features=2 * 10**7)
-    Plan(candidates=64, rungs=(1, 2, 4))
+    Plan(candidates=22, rungs=(1, 2))
     """
     if budget <= 0 or max_epochs < 1:
         raise ConfigError("plan needs budget > 0 and max_epochs >= 1")
-    total = budget * default_run_cost(features) - START - PARSE * features
+    total = budget * default_run_cost(features)
     tops = [1]
     while tops[-1] < max_epochs:
         tops.append(min(2 * tops[-1], max_epochs))
     fallback: Plan | None = None
     for depth in range(len(tops), 0, -1):
         rungs = tuple(tops[:depth])
-        left = total - rungs[-1] * features  # the final model's training
+        left = total - fixed_cost(features, rungs[-1])
         fits = [n for n in range(1, MAX_CANDIDATES + 1)
                 if Plan(n, rungs).cost(train_features, held_features) <= left]
         if fits and fits[-1] >= MIN_CANDIDATES:
@@ -236,7 +249,7 @@ def plan(budget: float, max_epochs: int, features: int, train_features: int,
             fallback = Plan(fits[-1], rungs)
     if fallback is not None:
         return fallback
-    least = (START + PARSE * features + features
+    least = (fixed_cost(features, 1)
              + Plan(1, (1,)).cost(train_features, held_features)) / default_run_cost(features)
     raise ConfigError(f"budget {budget:g} is too small for even one setting and one pass "
                       f"(that takes {math.ceil(least * 10) / 10:g})")
@@ -291,15 +304,14 @@ def successive_halving(
     if schedule.candidates > len(settings):
         raise ConfigError(f"plan wants {schedule.candidates} settings, got {len(settings)}")
     result = SearchResult()
-    whole = MultiFTRL(keys, settings[: schedule.candidates], dtype=dtype)
-    labels, indptr, indices, values, train = whole._check(
+    groups = MultiFTRL.fresh_groups(keys, settings[: schedule.candidates], max(1, threads),
+                                    dtype=dtype)
+    labels, indptr, indices, values, train = groups[0]._check(
         rows.labels, rows.indptr, rows.indices, rows.values, train)
-    held = whole._check(labels, indptr, indices, values, held)[4]
+    held = groups[0]._check(labels, indptr, indices, values, held)[4]
     f_train = int(np.diff(indptr)[train].sum()) + train.size
     f_held = int(np.diff(indptr)[held].sum()) + held.size
-    alive = list(range(whole.size))
-    groups = whole.split(max(1, threads))
-    del whole
+    alive = list(range(schedule.candidates))
 
     def one_pass(group: MultiFTRL) -> np.ndarray:
         group._fit(labels, indptr, indices, values, train)

@@ -11,8 +11,9 @@ passes (exactly what ``ftrl-ps train TRAIN --params-from OUT`` does) and saves
 it. The model header records the choice under ``training.tuned``
 (:func:`tuned_settings` reads it back).
 
-This module loads no numba until :func:`run_tune` runs (the command line and
-``train --params-from`` import it before forking servers).
+This module loads no kernels until :func:`run_tune` runs (the command line and
+``train --params-from`` import it before forking servers); the K-model kernels
+are compiled ahead of time like the others, so tune starts without numba too.
 """
 
 from __future__ import annotations
@@ -166,8 +167,7 @@ def run_tune(opts: TuneOptions) -> int:
     loss_sum = 0.0  # as ftrl-ps train reports it: over every pass
     for _ in range(best.epochs):
         loss_sum += model._fit(data.labels, data.indptr, data.indices, data.values)
-    final_cost = best.epochs * features
-    cost = search.START + search.PARSE * features + result.cost + final_cost
+    cost = search.fixed_cost(features, best.epochs) + result.cost
     budget_cost = opts.budget * search.default_run_cost(features)
     tuned = {**best.params.as_dict(), "epochs": best.epochs,
              "holdout_logloss": best.holdout_logloss,
