@@ -109,7 +109,7 @@ class MultiFTRL:
         #: row i = key i: ``s = sqrt(n)`` of the K models, then their ``z``
         self.state = np.zeros((self.keys, 2, len(self.params)), dtype=dtype)
         #: the weights :meth:`logloss` scores with, kept for the next call: a
-        #: new array of this size is new memory, which the kernel zeroes page by page
+        #: new array of this size is new memory, which Linux zeroes page by page
         self._scratch: np.ndarray | None = None
 
     @property
