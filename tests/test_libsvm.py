@@ -131,6 +131,7 @@ def test_every_chunk_size_gives_the_same_rows(tmp_path: Path) -> None:
     for chunk in range(1, len(TRICKY) + 2):
         reader = LibsvmReader(path, 20, chunk_bytes=chunk)
         assert_same(Batch.concat(list(reader)), expected)
+        assert_same(Batch.collect(LibsvmReader(path, 20, chunk_bytes=chunk)), expected)
         assert reader.stats.lines == TRICKY.count(b"\n") + 1
         assert reader.stats.rows == expected.rows
         assert reader.stats.bytes_read == len(TRICKY)

@@ -80,7 +80,7 @@ def _read(opts: TuneOptions, bits: int) -> tuple[Any, int, list[Any]]:
 
     reader = LibsvmReader(opts.train, bits, chunk_bytes=opts.chunk_mb << 20,
                           skip_bad_lines=opts.skip_bad_lines, threads=PARSE_THREADS)
-    rows = Batch.concat(list(reader))
+    rows = Batch.collect(reader)  # chunk by chunk: the rows in fresh memory once
     return rows, reader.stats.bad_lines, reader.stats.bad_examples
 
 
