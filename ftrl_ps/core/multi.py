@@ -162,7 +162,9 @@ class MultiFTRL:
 
     def weights(self) -> np.ndarray:
         """Every model's weights, ``keys x K`` in the state's dtype (the bias last)."""
-        out = np.empty((self.keys, self.size), dtype=self.dtype)
+        return self._weights_into(np.empty((self.keys, self.size), dtype=self.dtype))
+
+    def _weights_into(self, out: np.ndarray) -> np.ndarray:
         alpha, beta, l1, _, alpha_l2 = self._hp()
         _k.weights_many(self.state.reshape(-1), alpha, beta, l1, alpha_l2, out)
         return out
@@ -182,9 +184,7 @@ class MultiFTRL:
         out = self._scratch
         if out is None or out.shape != (self.keys, self.size):
             out = self._scratch = np.empty((self.keys, self.size), dtype=self.dtype)
-        alpha, beta, l1, _, alpha_l2 = self._hp()
-        _k.weights_many(self.state.reshape(-1), alpha, beta, l1, alpha_l2, out)
-        _k.logloss_many(out, labels, indptr, indices, values, order, loss)
+        _k.logloss_many(self._weights_into(out), labels, indptr, indices, values, order, loss)
         return loss
 
     def keep(self, which: Sequence[int]) -> None:
@@ -199,12 +199,7 @@ class MultiFTRL:
     def split(self, parts: int) -> list[MultiFTRL]:
         """The models in ``parts`` groups of about equal size (in order; fewer if K
         is smaller), each with its own copy of its models' state."""
-        out = []
-        for a, b in _bounds(self.size, parts):
-            group = MultiFTRL(self.keys, self.params[a:b], dtype=self.dtype)
-            group.state[:] = self.state[:, :, a:b]
-            out.append(group)
-        return out
+        return MultiFTRL.regroup([self], range(self.size), parts)
 
     @classmethod
     def fresh_groups(cls, keys: int, params: Sequence[FTRLParams], parts: int,
@@ -222,8 +217,7 @@ class MultiFTRL:
         that order) in ``parts`` groups: what :meth:`join`, :meth:`keep` and
         :meth:`split` give in a row, with one copy of each kept model's state
         instead of three (each copy fills new memory, page by page)."""
-        if not groups or len({(g.keys, g.dtype) for g in groups}) != 1:
-            raise ConfigError("regroup needs groups of one key count and dtype")
+        _check_groups(groups, "regroup")
         models = [(g, k) for g in groups for k in range(g.size)]
         idx = [int(i) for i in which]
         if not idx or min(idx) < 0 or max(idx) >= len(models):
@@ -241,16 +235,18 @@ class MultiFTRL:
     @classmethod
     def join(cls, groups: Sequence[MultiFTRL]) -> MultiFTRL:
         """All models of ``groups``, in order, as one MultiFTRL (states copied)."""
-        if not groups or len({(g.keys, g.dtype) for g in groups}) != 1:
-            raise ConfigError("join needs groups of one key count and dtype")
-        whole = cls(groups[0].keys, [p for g in groups for p in g.params], dtype=groups[0].dtype)
-        whole.state[:] = np.concatenate([g.state for g in groups], axis=2)
-        return whole
+        _check_groups(groups, "join")
+        return cls.regroup(groups, range(sum(g.size for g in groups)), 1)[0]
 
     def state_of(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         """``(n, z)`` of model ``k``, float64, one entry per key (as :class:`FTRL` keeps them)."""
         s = self.state[:, 0, k].astype(np.float64)
         return s * s, self.state[:, 1, k].astype(np.float64)
+
+
+def _check_groups(groups: Sequence[MultiFTRL], what: str) -> None:
+    if not groups or len({(g.keys, g.dtype) for g in groups}) != 1:
+        raise ConfigError(f"{what} needs groups of one key count and dtype")
 
 
 def _bounds(size: int, parts: int) -> list[tuple[int, int]]:
