@@ -58,6 +58,41 @@ def test_kernel_matches_reference(params: FTRLParams, dtype: str) -> None:
     assert np.allclose(probs, ref_probs, rtol=tol, atol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_rows_longer_than_the_kernel_scratch_match_the_reference(dtype: str) -> None:
+    """The training loop keeps one row's weights in a scratch of ROW_SCRATCH
+    features and grows it for longer rows: short, long and longer rows mixed in
+    one batch give the reference's state, and the same bits as one row per call."""
+    from ftrl_ps._kernels.ftrl import ROW_SCRATCH
+
+    rng = np.random.default_rng(7)
+    bits = 12
+    lens = [3, ROW_SCRATCH + 1, 5, 0, 3 * ROW_SCRATCH, ROW_SCRATCH, 2, 5 * ROW_SCRATCH + 7, 1]
+    indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    indices = np.concatenate(
+        [np.sort(rng.choice(1 << bits, size=k, replace=False)) for k in lens]).astype(np.int32)
+    values = rng.normal(size=indices.size).astype(np.float32)
+    labels = np.array([1, 0, 1, 1, 0, 1, 0, 1, 0], dtype=np.float32)
+    params = FTRLParams(alpha=0.3, l1=0.01)
+    model = FTRL(bits, params, dtype=dtype)
+    loss = model.fit_rows(labels, indptr, indices, values)
+    one_by_one = FTRL(bits, params, dtype=dtype)
+    loss_1 = sum(one_by_one.fit_rows(labels[r:r + 1], indptr[r:r + 2] - indptr[r],
+                                     indices[indptr[r]:indptr[r + 1]],
+                                     values[indptr[r]:indptr[r + 1]]) for r in range(len(lens)))
+    assert loss == loss_1
+    assert np.array_equal(model.n, one_by_one.n) and np.array_equal(model.z, one_by_one.z)
+    ref = ReferenceFTRL(params.alpha, params.beta, params.l1, params.l2, bias_key=1 << bits)
+    ref_loss = sum(ref.update([(int(indices[j]), float(values[j]))
+                               for j in range(indptr[r], indptr[r + 1])], float(labels[r]))
+                   for r in range(len(lens)))
+    tol = 1e-4 if dtype == "float32" else 1e-10
+    assert loss == pytest.approx(ref_loss, rel=tol)
+    keys = sorted(ref.n)
+    assert np.allclose(model.n[keys], [ref.n[k] for k in keys], rtol=tol, atol=tol)
+    assert np.allclose(model.z[keys], [ref.z[k] for k in keys], rtol=tol, atol=tol)
+
+
 def test_l1_gives_sparse_weights_and_bias_learns_base_rate() -> None:
     rng = np.random.default_rng(2)
     labels, indptr, indices, values = random_rows(rng, 3000, 256)

@@ -26,6 +26,7 @@ __all__ = [
     "EPS",
     "MAX_MARGIN",
     "PREFETCH_ROWS",
+    "ROW_SCRATCH",
     "count_touched",
     "export_touched",
     "logloss_sum",
@@ -93,6 +94,8 @@ def _update(state, key, g, w, sqrt_n_old, inv_alpha):
 
 #: rows ahead whose state the training loop prefetches
 PREFETCH_ROWS = 2
+#: features per row the training loop's scratch holds at first (grown for longer rows)
+ROW_SCRATCH = 256
 
 
 @njit
@@ -103,13 +106,22 @@ def train_rows(state, labels, indptr, indices, values, bias_key, alpha, beta, l1
     one key's ``n`` and ``z`` share a cache line.
     """
     rows = labels.shape[0]
-    wbuf = np.empty(indices.shape[0], dtype=np.float64)  # weight used in the prediction
-    sbuf = np.empty(indices.shape[0], dtype=np.float64)  # sqrt(n) before the update
+    # per feature of the row being trained: the weight used in its prediction, and
+    # sqrt(n) before the update; a row's worth, so they stay in L1 (sized for the
+    # whole batch they were written to memory and read back, and a batch of millions
+    # of rows first faulted in gigabytes of fresh pages: 2.3x the time, measured)
+    cap = np.int64(ROW_SCRATCH)
+    wbuf = np.empty(cap, dtype=np.float64)
+    sbuf = np.empty(cap, dtype=np.float64)
     inv_alpha = 1.0 / alpha
     loss = 0.0
     for r in range(rows):
         start = indptr[r]
         end = indptr[r + 1]
+        if end - start > cap:
+            cap = max(end - start, 2 * cap)
+            wbuf = np.empty(cap, dtype=np.float64)
+            sbuf = np.empty(cap, dtype=np.float64)
         if r + PREFETCH_ROWS < rows:
             for j in range(indptr[r + PREFETCH_ROWS], indptr[r + PREFETCH_ROWS + 1]):
                 prefetch(state, 2 * np.int64(indices[j]))
@@ -122,12 +134,12 @@ def train_rows(state, labels, indptr, indices, values, bias_key, alpha, beta, l1
             key = 2 * np.int64(indices[j])
             zk = np.float64(state[key + 1])
             if abs(zk) <= l1:
-                wbuf[j] = 0.0
+                wbuf[j - start] = 0.0
             else:
                 sq = math.sqrt(np.float64(state[key]))
-                sbuf[j] = sq
+                sbuf[j - start] = sq
                 w = _weight_s(zk, sq, alpha, beta, l1, l2)
-                wbuf[j] = w
+                wbuf[j - start] = w
                 margin += w * np.float64(values[j])
         p = _sigmoid(margin)
         y = np.float64(labels[r])
@@ -136,8 +148,8 @@ def train_rows(state, labels, indptr, indices, values, bias_key, alpha, beta, l1
         # update: sigma * w vanishes when w == 0, so sqrt is only needed then
         _update(state, 2 * np.int64(bias_key), g, w_bias, sqb, inv_alpha)
         for j in range(start, end):
-            _update(state, 2 * np.int64(indices[j]), g * np.float64(values[j]), wbuf[j], sbuf[j],
-                    inv_alpha)
+            _update(state, 2 * np.int64(indices[j]), g * np.float64(values[j]), wbuf[j - start],
+                    sbuf[j - start], inv_alpha)
     return loss
 
 
