@@ -6,8 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ftrl_ps.core.ftrl import FTRL, FTRLParams
-from ftrl_ps.core.modelio import load_model, save_model
+from ftrl_ps.core.ftrl import FTRL, FTRLParams, fit_compact
+from ftrl_ps.core.modelio import SavedModel, load_model, save_model
+from ftrl_ps.core.multi import compact_keys
 from ftrl_ps.errors import ModelFormatError
 from tests.test_ftrl import random_rows
 
@@ -92,3 +93,32 @@ def test_a_valid_checksum_over_a_wrong_header_is_a_format_error(tmp_path: Path,
     path.write_bytes(new + modelio._CRC.pack(zlib.crc32(new)))
     with pytest.raises(ModelFormatError, match="'training' must be an object"):
         load_model(path)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_model_trained_on_compact_keys_is_the_model_trained_on_slots(tmp_path: Path,
+                                                                       dtype: str) -> None:
+    """``ftrl-ps tune``'s final model: trained on the compact keys of the rows
+    and saved through SavedModel.from_compact, it is the file an FTRL of
+    2**bits slots trained on the same rows saves, bit for bit."""
+    rng = np.random.default_rng(5)
+    labels, indptr, indices, values = random_rows(rng, 300, 1 << 12, max_nnz=12)
+    params = FTRLParams(alpha=0.2, l1=0.05)
+    full = FTRL(12, params, dtype=dtype)
+    for _ in range(2):
+        full.fit_rows(labels, indptr, indices, values)
+    compact = indices.copy()
+    slots, keys = compact_keys(compact, 1 << 12, in_place=True)
+    assert keys is compact and np.array_equal(slots[compact], indices)
+    state = np.zeros((slots.size + 1, 2), dtype=dtype)
+    for _ in range(2):
+        fit_compact(state, params, labels, indptr, compact, values)
+    a, b = tmp_path / "full.ftrl", tmp_path / "compact.ftrl"
+    save_model(a, full)
+    save_model(b, SavedModel.from_compact(12, params, state, slots))
+    one, two = load_model(a), load_model(b)
+    assert one.dtype == two.dtype == dtype
+    for name in ("keys", "n", "z"):
+        assert np.array_equal(getattr(one, name), getattr(two, name)), name
+    with pytest.raises(ModelFormatError, match="compact state"):
+        SavedModel.from_compact(12, params, state[:-1], slots)

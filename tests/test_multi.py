@@ -166,6 +166,25 @@ def test_compact_keys_keep_order(num_slots: int | None) -> None:
         compact_keys([5], num_slots=4)
 
 
+@pytest.mark.parametrize("num_slots", [None, 1024])
+def test_compact_keys_in_place_rewrites_the_indices(num_slots: int | None,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import ftrl_ps.core.multi as multi_mod
+
+    monkeypatch.setattr(multi_mod, "_IN_PLACE_STEP", 7)  # several steps and a short last one
+    rng = np.random.default_rng(4)
+    many = rng.integers(0, 1000, 100).astype(np.int32)
+    work = many.copy()
+    slots, compact = compact_keys(work, num_slots, in_place=True)
+    assert compact is work
+    expected = compact_keys(many, num_slots)
+    np.testing.assert_array_equal(slots, expected[0])
+    np.testing.assert_array_equal(compact, expected[1])
+    for bad in (many.astype(np.int64), [1, 2], many[::2]):
+        with pytest.raises(ConfigError, match="in_place"):
+            compact_keys(bad, num_slots, in_place=True)
+
+
 def test_bad_inputs_raise_clear_errors_and_leave_state_alone() -> None:
     multi = MultiFTRL(5, GRID[:2])
     labels = np.array([1.0], np.float32)

@@ -250,10 +250,12 @@ def fit_compact(
     indices: np.ndarray,
     values: np.ndarray,
 ) -> float:
-    """Train rows on a compact ``(k, 2)`` float64 state whose last row is the bias.
+    """Train rows on a compact ``(k, 2)`` state (float64 or float32) whose last row
+    is the bias.
 
-    Unchecked fast path for a worker's working set: ``indices`` are positions
-    in ``[0, k - 1)`` (not feature slots), inputs as the reader yields them.
+    Unchecked fast path for a worker's working set and ``ftrl-ps tune``'s final
+    model: ``indices`` are positions in ``[0, k - 1)`` (not feature slots),
+    inputs as the reader yields them.
     Returns the summed progressive log loss.
     """
     flat = state.reshape(-1)

@@ -89,6 +89,21 @@ class SavedModel:
             training=dict(training or {}),
         )
 
+    @classmethod
+    def from_compact(cls, bits: int, params: FTRLParams, state: np.ndarray, slots: np.ndarray,
+                     training: dict[str, Any] | None = None) -> SavedModel:
+        """The model of a compact ``(len(slots) + 1, 2)`` state (``n``, ``z`` per row):
+        row ``i`` is slot ``slots[i]`` (sorted), the last row the bias. Rows whose
+        state is zero are left out, as :meth:`FTRL.touched_state` leaves them."""
+        if state.ndim != 2 or state.shape != (slots.size + 1, 2):
+            raise ModelFormatError(f"a compact state of {slots.size} slots and the bias "
+                                   f"has shape ({slots.size + 1}, 2), got {state.shape}")
+        touched = (state != 0).any(axis=1)
+        keys = np.append(slots, 1 << bits)[touched].astype(np.uint32)
+        return cls(bits=bits, params=params, dtype=str(state.dtype), keys=keys,
+                   n=state[touched, 0].copy(), z=state[touched, 1].copy(),
+                   training=dict(training or {}))
+
 
 def save_model(path: str | os.PathLike[str], model: SavedModel | FTRL, **training: Any) -> Path:
     """Write ``model`` to ``path`` atomically; returns the path.

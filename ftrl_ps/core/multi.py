@@ -55,7 +55,7 @@ _TABLE_SLOTS = 1 << 26
 
 
 def compact_keys(
-    indices: npt.ArrayLike, num_slots: int | None = None
+    indices: npt.ArrayLike, num_slots: int | None = None, *, in_place: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(slots, compact)``: the sorted distinct slots of ``indices`` and every
     index replaced by its position among them (``slots[compact] == indices``).
@@ -63,10 +63,21 @@ def compact_keys(
     Positions keep the order of the slots, so rows sorted by slot stay sorted.
     Given ``num_slots`` (indices are below it, at most 2**26) a lookup table
     does it in linear time (37M indices: 0.5 s instead of 8 s for a sort).
+    ``in_place``: ``indices`` (a 1-D int32 array) is overwritten with the
+    positions and returned as ``compact``, so the rows' indices are held once
+    (``ftrl-ps tune`` holds every row of TRAIN).
 
     >>> [a.tolist() for a in compact_keys([7, 3, 1000, 3], num_slots=1024)]
     [[3, 7, 1000], [1, 0, 2, 0]]
     """
+    out = None
+    if in_place:
+        if not (isinstance(indices, np.ndarray) and indices.dtype == np.int32
+                and indices.ndim == 1 and indices.flags.c_contiguous
+                and indices.flags.writeable):
+            raise ConfigError("in_place needs a writeable 1-D C-contiguous int32 array "
+                              "of indices")
+        out = indices
     arr = np.asarray(indices).reshape(-1)
     if num_slots is not None and num_slots <= _TABLE_SLOTS:
         if arr.size and (arr.min() < 0 or arr.max() >= num_slots):
@@ -75,9 +86,22 @@ def compact_keys(
         present[arr] = True
         position = np.cumsum(present, dtype=np.int32)
         position -= 1
-        return np.flatnonzero(present).astype(np.int64), position[arr]
-    slots, compact = np.unique(arr, return_inverse=True)
-    return slots.astype(np.int64), compact.astype(np.int32).reshape(-1)
+        slots = np.flatnonzero(present).astype(np.int64)
+        if out is None:
+            return slots, position[arr]
+        for at in range(0, out.size, _IN_PLACE_STEP):  # a step's worth of temporaries
+            part = out[at:at + _IN_PLACE_STEP]
+            part[:] = position[part]
+        return slots, out
+    unique, compact = np.unique(arr, return_inverse=True)
+    if out is None:
+        return unique.astype(np.int64), compact.astype(np.int32).reshape(-1)
+    out[:] = compact.reshape(-1)
+    return unique.astype(np.int64), out
+
+
+#: :func:`compact_keys` in place rewrites this many indices at a time
+_IN_PLACE_STEP = 1 << 20
 
 
 class MultiFTRL:

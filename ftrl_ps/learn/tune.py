@@ -116,8 +116,10 @@ def _table(result: Any, best: Any, out: TextIO) -> list[dict[str, Any]]:
 
 def run_tune(opts: TuneOptions) -> int:
     """Run ``ftrl-ps tune``; see the module docstring. Returns the exit code (0)."""
-    from ftrl_ps.core.ftrl import FTRL
-    from ftrl_ps.core.modelio import save_model
+    import numpy as np
+
+    from ftrl_ps.core.ftrl import fit_compact
+    from ftrl_ps.core.modelio import SavedModel, save_model
     from ftrl_ps.core.multi import compact_keys
     from ftrl_ps.data.batch import Batch
     from ftrl_ps.learn import search
@@ -136,10 +138,13 @@ def run_tune(opts: TuneOptions) -> int:
     if data.rows < 2:
         raise DataError(f"{opts.train}: {data.rows} row(s); tune needs rows to train and score")
     parsed = time.perf_counter()
-    slots, compact = compact_keys(data.indices, 1 << bits)
+    # the rows' slots become compact keys in place: the search and the final model
+    # train on them, and the model file maps them back (indices held once)
+    slots, compact = compact_keys(data.indices, 1 << bits, in_place=True)
     rows = Batch(data.labels, data.indptr, compact, data.values)
-    train, held = search.holdout_split(data.rows, opts.holdout, opts.validation)
-    row_features = data.indptr[1:] - data.indptr[:-1] + 1
+    del data
+    train, held = search.holdout_split(rows.rows, opts.holdout, opts.validation)
+    row_features = rows.indptr[1:] - rows.indptr[:-1] + 1
     features = int(row_features.sum())
     schedule = search.plan(opts.budget, opts.max_epochs, features,
                            int(row_features[train].sum()), int(row_features[held].sum()))
@@ -147,7 +152,7 @@ def run_tune(opts: TuneOptions) -> int:
     what = (f"one row in {max(2, round(1 / opts.holdout))}" if opts.validation == "every"
             else f"the last {opts.holdout:.0%} of the rows")
     if not opts.quiet:
-        print(f"tuning on {data.rows:,} rows ({train.size:,} train, {held.size:,} held back: "
+        print(f"tuning on {rows.rows:,} rows ({train.size:,} train, {held.size:,} held back: "
               f"{what}); {schedule.candidates} settings, passes "
               f"{'/'.join(map(str, schedule.rungs))} (successive halving), budget "
               f"{opts.budget:g} default runs", file=sys.stderr)
@@ -163,10 +168,13 @@ def run_tune(opts: TuneOptions) -> int:
     searched = time.perf_counter()
     best = result.best
     table = _table(result, best, sys.stdout)
-    model = FTRL(bits, best.params, dtype=dtype)
+    # the final model on the compact keys: the same updates as an FTRL of 2**bits
+    # slots over the same rows, bit for bit, on a state of the slots that occur
+    state = np.zeros((slots.size + 1, 2), dtype=dtype)
     loss_sum = 0.0  # as ftrl-ps train reports it: over every pass
     for _ in range(best.epochs):
-        loss_sum += model._fit(data.labels, data.indptr, data.indices, data.values)
+        loss_sum += fit_compact(state, best.params, rows.labels, rows.indptr, rows.indices,
+                                rows.values)
     cost = search.fixed_cost(features, best.epochs) + result.cost
     budget_cost = opts.budget * search.default_run_cost(features)
     tuned = {**best.params.as_dict(), "epochs": best.epochs,
@@ -176,19 +184,20 @@ def run_tune(opts: TuneOptions) -> int:
              "candidates": schedule.candidates, "rungs": list(schedule.rungs),
              "trials": len(result.trials), "cost_default_runs": cost / search.default_run_cost(
                  features)}
-    path = save_model(opts.model, model, rows=data.rows * best.epochs, epochs=best.epochs,
+    model = SavedModel.from_compact(bits, best.params, state, slots)
+    path = save_model(opts.model, model, rows=rows.rows * best.epochs, epochs=best.epochs,
                       train=str(opts.train),
-                      progressive_logloss=loss_sum / (data.rows * best.epochs), tuned=tuned)
+                      progressive_logloss=loss_sum / (rows.rows * best.epochs), tuned=tuned)
     done = time.perf_counter()
     p = best.params
     print(f"best: alpha {p.alpha:g} beta {p.beta:g} l1 {p.l1:g} l2 {p.l2:g}, {best.epochs} "
           f"pass(es): held-out logloss {best.holdout_logloss:.5f} (defaults "
           f"{result.best_of(0).holdout_logloss:.5f}); {len(result.trials)} trials in "
           f"{searched - parsed:.2f} s, cost {cost / budget_cost:.0%} of the budget")
-    print(f"model trained on all {data.rows:,} rows x {best.epochs} pass(es) saved to {path} "
-          f"({model.touched_keys().size:,} keys with state); total {done - started:.2f} s")
+    print(f"model trained on all {rows.rows:,} rows x {best.epochs} pass(es) saved to {path} "
+          f"({model.keys.size:,} keys with state); total {done - started:.2f} s")
     write_json(opts.metrics_json, {
-        "rows": data.rows, "features": features, "bad_lines": bad_lines, "best": tuned,
+        "rows": rows.rows, "features": features, "bad_lines": bad_lines, "best": tuned,
         "table": table, "parse_seconds": parsed - started, "search_seconds": searched - parsed,
         "final_seconds": done - searched, "seconds": done - started, "bits": bits,
         "cost": cost, "budget_cost": budget_cost,
