@@ -18,7 +18,7 @@ from ftrl_ps.core.multi import compact_keys
 from ftrl_ps.core.params import FTRLParams
 from ftrl_ps.data.batch import Batch
 from ftrl_ps.data.libsvm import read_all
-from ftrl_ps.errors import ConfigError
+from ftrl_ps.errors import ConfigError, DataError
 from ftrl_ps.learn import search
 from ftrl_ps.learn.tune import tuned_settings
 from tests.conftest import run_cli
@@ -178,6 +178,69 @@ def test_a_local_cluster_takes_the_tuned_settings(tmp_path: Path, synth_small: P
     assert cluster.training["params_from"] == str(tuned)
 
 
+def test_max_rows_searches_the_first_rows_and_trains_on_all(tmp_path: Path,
+                                                            synth_small: Path) -> None:
+    """--max-rows: the search sees the first N rows only; the model is trained on all
+    of TRAIN, streamed, and is the model 'train --params-from' makes."""
+    train = synth_small / "train.svm"
+    tuned, report = tmp_path / "tuned.ftrl", tmp_path / "tune.json"
+    res = run_cli("tune", str(train), "--model", str(tuned), "--bits", "18", "--max-rows",
+                  "5000", "--max-epochs", "2", "--metrics-json", str(report))
+    assert res.returncode == 0, res.stderr
+    assert "tuning on the first 5,000 rows (4,000 train, 1,000 held back" in res.stderr
+    assert "training the model on all of" in res.stderr
+    out = json.loads(report.read_text())
+    assert out["rows_searched"] == 5000 and out["rows"] == 20000 and out["max_rows"] == 5000
+    saved = load_model(tuned)
+    assert saved.training["rows"] == 20000 * out["best"]["epochs"]
+    again = tmp_path / "again.ftrl"
+    res = run_cli("train", str(train), "--params-from", str(tuned), "--model", str(again), "-q")
+    assert res.returncode == 0, res.stderr
+    rebuilt = load_model(again)
+    for name in ("keys", "n", "z"):
+        np.testing.assert_array_equal(getattr(rebuilt, name), getattr(saved, name))
+    # N at or above TRAIN's rows: every row is searched, as without the flag
+    res = run_cli("tune", str(train), "--model", str(tmp_path / "all.ftrl"), "--bits", "18",
+                  "--max-rows", "20000", "--max-epochs", "1", "--budget", "4")
+    assert res.returncode == 0, res.stderr
+    assert "tuning on the 20,000 rows" in res.stderr
+    assert "training the model on all of" not in res.stderr
+
+
+def test_first_rows_cuts_batches_and_tells_what_was_left_out() -> None:
+    from ftrl_ps.learn.tune import _FirstRows
+
+    parts = [Batch(*random_rows(np.random.default_rng(seed), n, 50))
+             for seed, n in enumerate((7, 5, 9))]
+    for limit, rows, left_out in ((None, 21, False), (21, 21, False), (12, 12, True),
+                                  (10, 10, True), (3, 3, True), (40, 21, False)):
+        cut = _FirstRows(iter(parts), limit)
+        got = Batch.collect(cut)
+        assert got.rows == rows and cut.left_out == left_out, limit
+        whole = Batch.concat(parts)
+        np.testing.assert_array_equal(got.indices, whole.indices[:whole.indptr[rows]])
+        np.testing.assert_array_equal(got.labels, whole.labels[:rows])
+    with pytest.raises(DataError):
+        parts[0].head(8)
+
+
+def test_a_train_file_larger_than_the_memory_is_warned_about(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ftrl_ps.learn import tune
+
+    path = tmp_path / "t.svm"
+    path.write_text("1 1:1\n")
+    options = tune.TuneOptions(train=str(path), model=str(tmp_path / "m"))
+    tune._warn_if_too_big(options)
+    assert capsys.readouterr().err == ""  # 6 bytes: no warning
+    monkeypatch.setattr(tune.os.path, "getsize", lambda _p: 1 << 50)
+    tune._warn_if_too_big(options)
+    assert "may run out: --max-rows N" in capsys.readouterr().err
+    tune._warn_if_too_big(tune.TuneOptions(train=str(path), model="m", max_rows=10))
+    assert capsys.readouterr().err == ""  # --max-rows given: the user chose
+
+
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
@@ -185,6 +248,8 @@ def test_a_local_cluster_takes_the_tuned_settings(tmp_path: Path, synth_small: P
         (["--budget", "0"], 2, "positive number"),
         (["--validation", "random"], 2, "invalid choice"),
         (["--budget", "0.01"], 2, "too small"),
+        (["--max-rows", "1"], 2, "--max-rows must be >= 2"),
+        (["--max-rows", "0"], 2, "positive"),
     ],
 )
 def test_bad_tune_arguments(tmp_path: Path, synth_small: Path, args: list[str], code: int,

@@ -54,6 +54,14 @@ class Batch:
         """Number of stored features."""
         return len(self.indices)
 
+    def head(self, rows: int) -> Batch:
+        """The first ``rows`` rows (views of these arrays)."""
+        if not 0 <= rows <= self.rows:
+            raise DataError(f"head({rows}) of a batch of {self.rows} rows")
+        end = int(self.indptr[rows])
+        return Batch(self.labels[:rows], self.indptr[:rows + 1], self.indices[:end],
+                     self.values[:end])
+
     @classmethod
     def empty(cls) -> Batch:
         """A batch with no rows."""

@@ -1,14 +1,16 @@
 """``ftrl-ps tune``: find FTRL settings for a training file, then train the model with them.
 
 :func:`run_tune` takes :class:`TuneOptions`. It parses TRAIN once into memory
-(about 12 bytes per feature), searches alpha, beta, l1, l2 and the number of
+(about 8 bytes per feature; ``--max-rows N``: its first N rows), searches
+alpha, beta, l1, l2 and the number of
 passes with the validation scheme, candidates and successive halving of
 :mod:`ftrl_ps.learn.search` (held-back rows of TRAIN, never test data), all
 candidates trained in the same passes by the K-model kernel, prints the table
 of settings and held-back losses, then trains a fresh model with the winning
 setting on **all** rows of TRAIN, in file order, for the winning number of
-passes (exactly what ``ftrl-ps train TRAIN --params-from OUT`` does) and saves
-it. The model header records the choice under ``training.tuned``
+passes (exactly what ``ftrl-ps train TRAIN --params-from OUT`` does: on the
+rows in memory, or streamed from TRAIN when ``--max-rows`` left rows out) and
+saves it. The model header records the choice under ``training.tuned``
 (:func:`tuned_settings` reads it back).
 
 This module loads no kernels until :func:`run_tune` runs (the command line and
@@ -21,6 +23,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -49,6 +52,7 @@ class TuneOptions:
     metrics_json: str | None = None
     quiet: bool = False
     threads: int = 1
+    max_rows: int | None = None
 
 
 @dataclass(frozen=True)
@@ -73,15 +77,56 @@ def tuned_settings(path: str | os.PathLike[str]) -> TunedSettings:
     return TunedSettings(saved.params, epochs, saved.bits, saved.dtype, tuned is not None)
 
 
-def _read(opts: TuneOptions, bits: int) -> tuple[Any, int, list[Any]]:
+def _read(opts: TuneOptions, bits: int) -> tuple[Any, bool, int, list[Any]]:
+    """TRAIN's rows (its first ``opts.max_rows``), whether rows were left out,
+    and the bad lines skipped (count and examples)."""
     from ftrl_ps.data.batch import Batch
     from ftrl_ps.data.libsvm import LibsvmReader
     from ftrl_ps.learn.training import PARSE_THREADS
 
     reader = LibsvmReader(opts.train, bits, chunk_bytes=opts.chunk_mb << 20,
                           skip_bad_lines=opts.skip_bad_lines, threads=PARSE_THREADS)
-    rows = Batch.collect(reader)  # chunk by chunk: the rows in fresh memory once
-    return rows, reader.stats.bad_lines, reader.stats.bad_examples
+    cut = _FirstRows(reader, opts.max_rows)
+    rows = Batch.collect(cut)  # chunk by chunk: the rows in fresh memory once
+    return rows, cut.left_out, reader.stats.bad_lines, reader.stats.bad_examples
+
+
+class _FirstRows:
+    """The batches of ``batches`` up to ``limit`` rows in all (None: every row);
+    ``left_out`` tells afterwards whether rows were left out."""
+
+    def __init__(self, batches: Iterable[Any], limit: int | None) -> None:
+        self.batches, self.limit, self.left_out = batches, limit, False
+
+    def __iter__(self) -> Iterator[Any]:
+        seen = 0
+        for batch in self.batches:
+            if self.limit is not None and seen + batch.rows > self.limit:
+                self.left_out = True
+                if self.limit > seen:
+                    yield batch.head(self.limit - seen)
+                return
+            seen += batch.rows
+            yield batch
+
+
+def _warn_if_too_big(opts: TuneOptions) -> None:
+    """Warn when TRAIN's text alone is larger than the memory available (tune holds
+    its rows in memory; 7.4 GB of generated text took 7.2 GB)."""
+    if opts.max_rows is not None or opts.quiet:
+        return
+    try:
+        size = os.path.getsize(opts.train)
+        with open("/proc/meminfo") as f:
+            fields = dict(line.split(":", 1) for line in f)
+        available = int(fields["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return  # not a local file, or not Linux: nothing to compare
+    if size > available:
+        print(f"tune: warning: TRAIN is {size / 1e9:.1f} GB of text and {available / 1e9:.1f} "
+              "GB of memory is available; tune holds TRAIN's rows in memory (about the "
+              "text's size), so it may run out: --max-rows N searches on the first N rows "
+              "(the final model still trains on all of TRAIN)", file=sys.stderr)
 
 
 #: lines of the printed table (the JSON report has every candidate)
@@ -116,10 +161,7 @@ def _table(result: Any, best: Any, out: TextIO) -> list[dict[str, Any]]:
 
 def run_tune(opts: TuneOptions) -> int:
     """Run ``ftrl-ps tune``; see the module docstring. Returns the exit code (0)."""
-    import numpy as np
-
-    from ftrl_ps.core.ftrl import fit_compact
-    from ftrl_ps.core.modelio import SavedModel, save_model
+    from ftrl_ps.core.modelio import save_model
     from ftrl_ps.core.multi import compact_keys
     from ftrl_ps.data.batch import Batch
     from ftrl_ps.learn import search
@@ -129,11 +171,15 @@ def run_tune(opts: TuneOptions) -> int:
         raise ConfigError("tune reads TRAIN several times: give a file, not stdin")
     if opts.budget <= 0 or opts.max_epochs < 1:
         raise ConfigError("--budget must be > 0 and --max-epochs >= 1")
+    if opts.max_rows is not None and opts.max_rows < 2:
+        raise ConfigError(f"--max-rows must be >= 2 (rows to train and to score), "
+                          f"got {opts.max_rows}")
     search.holdout_split(10, opts.holdout, opts.validation)  # checks both before parsing
     bits = opts.bits if opts.bits is not None else DEFAULT_BITS
     dtype = opts.dtype or "float32"
+    _warn_if_too_big(opts)
     started = time.perf_counter()
-    data, bad_lines, bad_examples = _read(opts, bits)
+    data, left_out, bad_lines, bad_examples = _read(opts, bits)
     report_bad_lines(bad_lines, bad_examples)
     if data.rows < 2:
         raise DataError(f"{opts.train}: {data.rows} row(s); tune needs rows to train and score")
@@ -143,17 +189,20 @@ def run_tune(opts: TuneOptions) -> int:
     slots, compact = compact_keys(data.indices, 1 << bits, in_place=True)
     rows = Batch(data.labels, data.indptr, compact, data.values)
     del data
+    searched_rows = rows.rows
     train, held = search.holdout_split(rows.rows, opts.holdout, opts.validation)
     row_features = rows.indptr[1:] - rows.indptr[:-1] + 1
     features = int(row_features.sum())
     schedule = search.plan(opts.budget, opts.max_epochs, features,
                            int(row_features[train].sum()), int(row_features[held].sum()))
+
     settings = search.candidates(schedule.candidates)
     what = (f"one row in {max(2, round(1 / opts.holdout))}" if opts.validation == "every"
             else f"the last {opts.holdout:.0%} of the rows")
     if not opts.quiet:
-        print(f"tuning on {rows.rows:,} rows ({train.size:,} train, {held.size:,} held back: "
-              f"{what}); {schedule.candidates} settings, passes "
+        first = " first" if left_out else ""
+        print(f"tuning on the{first} {rows.rows:,} rows ({train.size:,} train, "
+              f"{held.size:,} held back: {what}); {schedule.candidates} settings, passes "
               f"{'/'.join(map(str, schedule.rungs))} (successive halving), budget "
               f"{opts.budget:g} default runs", file=sys.stderr)
 
@@ -168,13 +217,11 @@ def run_tune(opts: TuneOptions) -> int:
     searched = time.perf_counter()
     best = result.best
     table = _table(result, best, sys.stdout)
-    # the final model on the compact keys: the same updates as an FTRL of 2**bits
-    # slots over the same rows, bit for bit, on a state of the slots that occur
-    state = np.zeros((slots.size + 1, 2), dtype=dtype)
-    loss_sum = 0.0  # as ftrl-ps train reports it: over every pass
-    for _ in range(best.epochs):
-        loss_sum += fit_compact(state, best.params, rows.labels, rows.indptr, rows.indices,
-                                rows.values)
+    if left_out:  # the rows searched are freed before all of TRAIN is read again
+        del rows, compact, train, held, row_features
+        model, trained, loss_sum = _final_streamed(opts, best, bits, dtype)
+    else:
+        model, trained, loss_sum = _final_on_rows(best, rows, slots, bits, dtype)
     cost = search.fixed_cost(features, best.epochs) + result.cost
     budget_cost = opts.budget * search.default_run_cost(features)
     tuned = {**best.params.as_dict(), "epochs": best.epochs,
@@ -184,22 +231,57 @@ def run_tune(opts: TuneOptions) -> int:
              "candidates": schedule.candidates, "rungs": list(schedule.rungs),
              "trials": len(result.trials), "cost_default_runs": cost / search.default_run_cost(
                  features)}
-    model = SavedModel.from_compact(bits, best.params, state, slots)
-    path = save_model(opts.model, model, rows=rows.rows * best.epochs, epochs=best.epochs,
+    path = save_model(opts.model, model, rows=trained * best.epochs, epochs=best.epochs,
                       train=str(opts.train),
-                      progressive_logloss=loss_sum / (rows.rows * best.epochs), tuned=tuned)
+                      progressive_logloss=loss_sum / (trained * best.epochs), tuned=tuned)
     done = time.perf_counter()
     p = best.params
     print(f"best: alpha {p.alpha:g} beta {p.beta:g} l1 {p.l1:g} l2 {p.l2:g}, {best.epochs} "
           f"pass(es): held-out logloss {best.holdout_logloss:.5f} (defaults "
           f"{result.best_of(0).holdout_logloss:.5f}); {len(result.trials)} trials in "
           f"{searched - parsed:.2f} s, cost {cost / budget_cost:.0%} of the budget")
-    print(f"model trained on all {rows.rows:,} rows x {best.epochs} pass(es) saved to {path} "
+    print(f"model trained on all {trained:,} rows x {best.epochs} pass(es) saved to {path} "
           f"({model.keys.size:,} keys with state); total {done - started:.2f} s")
     write_json(opts.metrics_json, {
-        "rows": rows.rows, "features": features, "bad_lines": bad_lines, "best": tuned,
+        "rows": trained, "rows_searched": searched_rows, "max_rows": opts.max_rows,
+        "features": features, "bad_lines": bad_lines, "best": tuned,
         "table": table, "parse_seconds": parsed - started, "search_seconds": searched - parsed,
         "final_seconds": done - searched, "seconds": done - started, "bits": bits,
         "cost": cost, "budget_cost": budget_cost,
     })
     return 0
+
+
+def _final_streamed(opts: TuneOptions, best: Any, bits: int, dtype: str
+                    ) -> tuple[Any, int, float]:
+    """The winning setting's model on all of TRAIN, read as ``ftrl-ps train`` reads it
+    (``--max-rows`` left rows out of the search): ``(model, rows of a pass,
+    progressive log loss summed over every pass)``."""
+    from ftrl_ps.core.ftrl import FTRL
+    from ftrl_ps.core.modelio import SavedModel
+    from ftrl_ps.learn.training import train
+
+    if not opts.quiet:
+        print(f"tune: training the model on all of {opts.train} ({best.epochs} pass(es))",
+              file=sys.stderr, flush=True)
+    model = FTRL(bits, best.params, dtype=dtype)
+    report = train(model, opts.train, epochs=best.epochs, chunk_bytes=opts.chunk_mb << 20,
+                   skip_bad_lines=opts.skip_bad_lines)
+    return SavedModel.from_ftrl(model), report.rows // best.epochs, report.loss_sum
+
+
+def _final_on_rows(best: Any, rows: Any, slots: Any, bits: int, dtype: str
+                   ) -> tuple[Any, int, float]:
+    """The winning setting's model on the rows in memory, all of TRAIN: its compact
+    keys' state takes the same updates as an FTRL of 2**bits slots, bit for bit."""
+    import numpy as np
+
+    from ftrl_ps.core.ftrl import fit_compact
+    from ftrl_ps.core.modelio import SavedModel
+
+    state = np.zeros((slots.size + 1, 2), dtype=dtype)
+    loss_sum = 0.0
+    for _ in range(best.epochs):
+        loss_sum += fit_compact(state, best.params, rows.labels, rows.indptr, rows.indices,
+                                rows.values)
+    return SavedModel.from_compact(bits, best.params, state, slots), rows.rows, loss_sum
