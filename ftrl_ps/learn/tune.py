@@ -1,10 +1,10 @@
 """``ftrl-ps tune``: find FTRL settings for a training file, then train the model with them.
 
 :func:`run_tune` takes :class:`TuneOptions`. It parses TRAIN once into memory
-(about 8 bytes per feature; ``--max-rows N``: its first N rows), searches
-alpha, beta, l1, l2 and the number of
-passes with the validation scheme, candidates and successive halving of
-:mod:`ftrl_ps.learn.search` (held-back rows of TRAIN, never test data), all
+(about 8 bytes per feature; ``--max-rows N``: its first N rows), searches alpha,
+beta, l1, l2 and the number of passes with the validation scheme, candidates and
+successive halving of :mod:`ftrl_ps.learn.search` (held-back rows of TRAIN, never
+test data), all
 candidates trained in the same passes by the K-model kernel, prints the table
 of settings and held-back losses, then trains a fresh model with the winning
 setting on **all** rows of TRAIN, in file order, for the winning number of
@@ -113,7 +113,7 @@ class _FirstRows:
 def _warn_if_too_big(opts: TuneOptions) -> None:
     """Warn when TRAIN's text alone is larger than the memory available (tune holds
     its rows in memory; 7.4 GB of generated text took 7.2 GB)."""
-    if opts.max_rows is not None or opts.quiet:
+    if opts.max_rows is not None:
         return
     try:
         size = os.path.getsize(opts.train)
@@ -195,7 +195,6 @@ def run_tune(opts: TuneOptions) -> int:
     features = int(row_features.sum())
     schedule = search.plan(opts.budget, opts.max_epochs, features,
                            int(row_features[train].sum()), int(row_features[held].sum()))
-
     settings = search.candidates(schedule.candidates)
     what = (f"one row in {max(2, round(1 / opts.holdout))}" if opts.validation == "every"
             else f"the last {opts.holdout:.0%} of the rows")
