@@ -122,6 +122,7 @@ def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
     ok = run_cli("train", str(bad), "--bits", "4", "--skip-bad-lines", "-q")
     assert ok.returncode == 0, ok.stderr
     assert "trained 2 rows" in ok.stdout and "skipped 1" in ok.stderr
+    assert "  line 2: '2:x': feature value is not a decimal number" in ok.stderr
     corrupt = tmp_path / "corrupt.ftrl"
     corrupt.write_bytes(b"FTRLPSMD" + bytes(40))
     res = run_cli("eval", str(corrupt), str(bad))

@@ -207,6 +207,28 @@ def test_max_rows_searches_the_first_rows_and_trains_on_all(tmp_path: Path,
     assert "training the model on all of" not in res.stderr
 
 
+def test_max_rows_reports_the_bad_lines_of_all_of_train(tmp_path: Path,
+                                                        synth_small: Path) -> None:
+    """A malformed line after the first N rows: skipped and reported with
+    --skip-bad-lines (the final model's pass over all of TRAIN meets it; the bad
+    lines in the report are that pass's), an error without."""
+    lines = (synth_small / "train.svm").read_text().splitlines()[:600]
+    train = tmp_path / "bad.svm"
+    train.write_text("\n".join(lines[:500] + ["1 7:oops"] + lines[500:]) + "\n")
+    report = tmp_path / "tune.json"
+    res = run_cli("tune", str(train), "--model", str(tmp_path / "m.ftrl"), "--bits", "18",
+                  "--max-rows", "400", "--max-epochs", "1", "--budget", "4",
+                  "--skip-bad-lines", "--metrics-json", str(report))
+    assert res.returncode == 0, res.stderr
+    assert "skipped 1 malformed line(s)" in res.stderr and "line 501" in res.stderr
+    out = json.loads(report.read_text())
+    assert out["bad_lines"] == 1 and out["rows"] == 600 and out["rows_searched"] == 400
+    res = run_cli("tune", str(train), "--model", str(tmp_path / "n.ftrl"), "--bits", "18",
+                  "--max-rows", "400", "--max-epochs", "1", "--budget", "4")
+    assert res.returncode != 0 and "bad.svm:501: feature value" in res.stderr
+    assert not (tmp_path / "n.ftrl").exists()
+
+
 def test_first_rows_cuts_batches_and_tells_what_was_left_out() -> None:
     from ftrl_ps.learn.tune import _FirstRows
 

@@ -218,7 +218,7 @@ def run_tune(opts: TuneOptions) -> int:
     table = _table(result, best, sys.stdout)
     if left_out:  # the rows searched are freed before all of TRAIN is read again
         del rows, compact, train, held, row_features
-        model, trained, loss_sum = _final_streamed(opts, best, bits, dtype)
+        model, trained, loss_sum, bad_lines = _final_streamed(opts, best, bits, dtype)
     else:
         model, trained, loss_sum = _final_on_rows(best, rows, slots, bits, dtype)
     cost = search.fixed_cost(features, best.epochs) + result.cost
@@ -252,12 +252,14 @@ def run_tune(opts: TuneOptions) -> int:
 
 
 def _final_streamed(opts: TuneOptions, best: Any, bits: int, dtype: str
-                    ) -> tuple[Any, int, float]:
+                    ) -> tuple[Any, int, float, int]:
     """The winning setting's model on all of TRAIN, read as ``ftrl-ps train`` reads it
     (``--max-rows`` left rows out of the search): ``(model, rows of a pass,
-    progressive log loss summed over every pass)``."""
+    progressive log loss summed over every pass, bad lines skipped in a pass)``;
+    the bad lines are reported as ``ftrl-ps train`` reports them."""
     from ftrl_ps.core.ftrl import FTRL
     from ftrl_ps.core.modelio import SavedModel
+    from ftrl_ps.learn.progress import report_bad_lines
     from ftrl_ps.learn.training import train
 
     if not opts.quiet:
@@ -266,7 +268,9 @@ def _final_streamed(opts: TuneOptions, best: Any, bits: int, dtype: str
     model = FTRL(bits, best.params, dtype=dtype)
     report = train(model, opts.train, epochs=best.epochs, chunk_bytes=opts.chunk_mb << 20,
                    skip_bad_lines=opts.skip_bad_lines)
-    return SavedModel.from_ftrl(model), report.rows // best.epochs, report.loss_sum
+    bad_lines = report.bad_lines // best.epochs
+    report_bad_lines(bad_lines, report.bad_examples)  # the first ones: the first pass's
+    return SavedModel.from_ftrl(model), report.rows // best.epochs, report.loss_sum, bad_lines
 
 
 def _final_on_rows(best: Any, rows: Any, slots: Any, bits: int, dtype: str
