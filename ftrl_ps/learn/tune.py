@@ -180,7 +180,8 @@ def run_tune(opts: TuneOptions) -> int:
     _warn_if_too_big(opts)
     started = time.perf_counter()
     data, left_out, bad_lines, bad_examples = _read(opts, bits)
-    report_bad_lines(bad_lines, bad_examples)
+    if not left_out:  # else the final pass over all of TRAIN reports them
+        report_bad_lines(bad_lines, bad_examples)
     if data.rows < 2:
         raise DataError(f"{opts.train}: {data.rows} row(s); tune needs rows to train and score")
     parsed = time.perf_counter()
