@@ -230,6 +230,27 @@ def test_max_rows_reports_the_bad_lines_of_all_of_train(tmp_path: Path,
     assert not (tmp_path / "n.ftrl").exists()
 
 
+@pytest.mark.parametrize("max_rows", [None, 5000])
+def test_reading_train_shows_its_progress(synth_small: Path, max_rows: int | None) -> None:
+    """tune's read of TRAIN (~30 s for 20M rows) shows rows read and the share done:
+    of the file, or of --max-rows."""
+    import io
+
+    from ftrl_ps.learn.progress import Progress
+    from ftrl_ps.learn.tune import TuneOptions, _read
+
+    out = io.StringIO()
+    options = TuneOptions(train=str(synth_small / "train.svm"), model="m", chunk_mb=1,
+                          max_rows=max_rows)
+    rows, left_out, _, _ = _read(options, 18, Progress("reading", stream=out, log_interval=0))
+    lines = out.getvalue().splitlines()
+    assert rows.rows == (max_rows or 20000) and left_out == (max_rows is not None)
+    assert len(lines) >= 2 and all(line.startswith("reading: ") for line in lines)
+    shares = [int(line.rsplit(" ", 1)[1].rstrip("%")) for line in lines]
+    assert shares == sorted(shares) and shares[0] < 100 and shares[-1] == 100
+    assert lines[-1].startswith(f"reading: {rows.rows / 1000:.2f}k rows")
+
+
 def test_first_rows_cuts_batches_and_tells_what_was_left_out() -> None:
     from ftrl_ps.learn.tune import _FirstRows
 

@@ -77,17 +77,39 @@ def tuned_settings(path: str | os.PathLike[str]) -> TunedSettings:
     return TunedSettings(saved.params, epochs, saved.bits, saved.dtype, tuned is not None)
 
 
-def _read(opts: TuneOptions, bits: int) -> tuple[Any, bool, int, list[Any]]:
+def _read(opts: TuneOptions, bits: int, progress: Any = None
+          ) -> tuple[Any, bool, int, list[Any]]:
     """TRAIN's rows (its first ``opts.max_rows``), whether rows were left out,
-    and the bad lines skipped (count and examples)."""
+    and the bad lines skipped (count and examples); ``progress`` (default: a
+    line on stderr unless ``opts.quiet``) shows the rows read and the share
+    done."""
     from ftrl_ps.data.batch import Batch
     from ftrl_ps.data.libsvm import LibsvmReader
+    from ftrl_ps.learn.progress import Progress
     from ftrl_ps.learn.training import PARSE_THREADS
 
+    if progress is None:
+        progress = Progress("reading TRAIN", enabled=not opts.quiet)
     reader = LibsvmReader(opts.train, bits, chunk_bytes=opts.chunk_mb << 20,
                           skip_bad_lines=opts.skip_bad_lines, threads=PARSE_THREADS)
+    try:
+        size: int | None = os.path.getsize(opts.train)
+    except OSError:
+        size = None
     cut = _FirstRows(reader, opts.max_rows)
-    rows = Batch.collect(cut)  # chunk by chunk: the rows in fresh memory once
+
+    def shown() -> Iterator[Any]:
+        rows = 0
+        for batch in cut:
+            rows += batch.rows
+            done = (rows / opts.max_rows if opts.max_rows
+                    else reader.stats.bytes_read / size if size else None)
+            progress.update(rows, fraction=done)
+            yield batch
+        progress.update(rows, fraction=1.0, force=True)
+        progress.close()
+
+    rows = Batch.collect(shown())  # chunk by chunk: the rows in fresh memory once
     return rows, cut.left_out, reader.stats.bad_lines, reader.stats.bad_examples
 
 
@@ -260,7 +282,7 @@ def _final_streamed(opts: TuneOptions, best: Any, bits: int, dtype: str
     the bad lines are reported as ``ftrl-ps train`` reports them."""
     from ftrl_ps.core.ftrl import FTRL
     from ftrl_ps.core.modelio import SavedModel
-    from ftrl_ps.learn.progress import report_bad_lines
+    from ftrl_ps.learn.progress import Progress, report_bad_lines
     from ftrl_ps.learn.training import train
 
     if not opts.quiet:
@@ -268,7 +290,8 @@ def _final_streamed(opts: TuneOptions, best: Any, bits: int, dtype: str
               file=sys.stderr, flush=True)
     model = FTRL(bits, best.params, dtype=dtype)
     report = train(model, opts.train, epochs=best.epochs, chunk_bytes=opts.chunk_mb << 20,
-                   skip_bad_lines=opts.skip_bad_lines)
+                   skip_bad_lines=opts.skip_bad_lines,
+                   progress=Progress("final model", enabled=not opts.quiet))
     bad_lines = report.bad_lines // best.epochs
     report_bad_lines(bad_lines, report.bad_examples)  # the first ones: the first pass's
     return SavedModel.from_ftrl(model), report.rows // best.epochs, report.loss_sum, bad_lines
