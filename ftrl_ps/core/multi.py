@@ -213,12 +213,9 @@ class MultiFTRL:
 
     def keep(self, which: Sequence[int]) -> None:
         """Keep only the models ``which`` (in that order), with their state."""
-        idx = [int(i) for i in which]
-        if not idx or min(idx) < 0 or max(idx) >= self.size:
-            raise ConfigError(f"models to keep must be in [0, {self.size}), got {idx}")
-        self.params = [self.params[i] for i in idx]
+        kept = MultiFTRL.regroup([self], which, 1)[0]
+        self.params, self.state = kept.params, kept.state
         self._set_hp()
-        self.state = np.ascontiguousarray(self.state[:, :, idx])
 
     def split(self, parts: int) -> list[MultiFTRL]:
         """The models in ``parts`` groups of about equal size (in order; fewer if K
