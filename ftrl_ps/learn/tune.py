@@ -4,13 +4,12 @@
 (about 8 bytes per feature; ``--max-rows N``: its first N rows), searches alpha,
 beta, l1, l2 and the number of passes with the validation scheme, candidates and
 successive halving of :mod:`ftrl_ps.learn.search` (held-back rows of TRAIN, never
-test data), all
-candidates trained in the same passes by the K-model kernel, prints the table
-of settings and held-back losses, then trains a fresh model with the winning
-setting on **all** rows of TRAIN, in file order, for the winning number of
-passes (exactly what ``ftrl-ps train TRAIN --params-from OUT`` does: on the
-rows in memory, or streamed from TRAIN when ``--max-rows`` left rows out) and
-saves it. The model header records the choice under ``training.tuned``
+test data), all candidates trained in the same passes by the K-model kernel,
+prints the table of settings and held-back losses, then trains a fresh model
+with the winning setting on **all** rows of TRAIN, in file order, for the
+winning number of passes (exactly what ``ftrl-ps train TRAIN --params-from OUT``
+does: on the rows in memory, or streamed from TRAIN when ``--max-rows`` left
+rows out) and saves it. The model header records the choice under ``training.tuned``
 (:func:`tuned_settings` reads it back).
 
 This module loads no kernels until :func:`run_tune` runs (the command line and
