@@ -226,3 +226,31 @@ def test_sent_journal_entries_are_read_back_from_the_file(tmp_path: Path, dtype:
     entry = PushStream(memory).record(*sent[0], np.array([0, 150, 300]), position=1,
                                       loss_sum=0.0)
     assert not memory.spill(entry) and not _spilled(entry)
+
+
+def test_durable_writes_a_checkpoint_only_for_a_stream_changed_since_the_newest(
+        tmp_path: Path) -> None:
+    """Workers finishing together: the checkpoint written for the first one's
+    ``/durable`` already holds the second one's pushes, so the second one's is
+    answered without a write (and covers them); a stream that pushed since gets
+    a new one (docs/durability.md, section 4)."""
+    app = create_app(settings(tmp_path, num_workers=2))
+    with TestClient(app) as c:
+        ckpt = app.state.ftrl.checkpointer
+        one, two = (PSClient("http://testserver", http_clients=[c]) for _ in range(2))
+        one.register(0, 2)
+        two.register(1, 2)
+        one.push(KEYS, np.full(4, 0.5), np.arange(4.0), position=10)
+        two.push(KEYS, np.full(4, 0.25), np.arange(4.0), position=20)
+        written = ckpt.written
+        one.make_durable()
+        assert ckpt.written == written + 1
+        two.make_durable()  # its push was in before that checkpoint began
+        assert ckpt.written == written + 1
+        assert [s["durable_seq"] for s in c.get("/v1/streams").json()] == [1, 1]
+        two.push(KEYS, np.full(4, 0.25), np.arange(4.0), position=40)
+        two.make_durable()
+        assert ckpt.written == written + 2
+        one.make_durable()  # nothing of worker 0 changed since
+        assert ckpt.written == written + 2
+        assert [s["durable_seq"] for s in c.get("/v1/streams").json()] == [1, 2]

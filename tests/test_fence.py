@@ -137,3 +137,32 @@ def test_withdrawn_pushes_leave_the_journal_file_for_good(tmp_path) -> None:
         assert [e.seq for e in again.journal.entries] == [1, 2, 3]
     nxt = stream.record(keys, np.ones(2, np.float32), np.ones(2, np.float32), splits, 40, 4.0)
     assert nxt.seq == 4 and nxt.prev == [2, 2]  # a withdrawn seq is never reused
+
+
+def test_changed_at_moves_with_what_a_checkpoint_must_hold_only() -> None:
+    """``changed_at`` (make_durable writes a checkpoint only for a record changed
+    since the newest one began): a push, a new epoch, a fence, a withdrawal move
+    it; a retried push, a claim of the same epoch, a fence already held do not."""
+    dedup = PushDeduper(keep_undo=True)
+    assert dedup.changed_at(0) == -np.inf  # no record
+    marks = [dedup.changed_at(0)]
+
+    def moved() -> bool:
+        marks.append(dedup.changed_at(0))
+        return marks[-1] > marks[-2]
+
+    dedup.claim(0, epoch=5)
+    assert moved()  # a new epoch
+    dedup.claim(0, epoch=5)
+    assert not moved()
+    _push(dedup, 1, 0, 10, 1.0)
+    assert moved()
+    _push(dedup, 1, 0, 10, 1.0)  # the same push again: a retry, nothing applied
+    assert not moved()
+    _push(dedup, 2, 1, 20, 2.0)
+    assert moved()
+    dedup.fence(0, 5, 1, lambda *d: None)  # withdraws push 2
+    assert moved()
+    dedup.fence(0, 5, 1, lambda *d: None)  # already fenced
+    assert not moved()
+    assert dedup.fence_here(1, 3) is not None and dedup.changed_at(1) > -np.inf

@@ -24,7 +24,9 @@ shard 0.
 from __future__ import annotations
 
 import hashlib
+import math
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -96,6 +98,10 @@ class StreamRecord:
     fence_seq: int | None = None
     undo: Undo | None = field(default=None, repr=False)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    #: ``time.monotonic()`` right after the record last changed in a way a checkpoint
+    #: must hold (a push applied or withdrawn, a fence, a new epoch); not kept in
+    #: checkpoints (a restored record is what its checkpoint holds)
+    changed_at: float = field(default=-math.inf, repr=False, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready record (the digest as a hex string: JSON numbers lose bits)."""
@@ -174,7 +180,9 @@ class PushDeduper:
                     f"epoch {epoch} of worker {worker} was superseded by epoch {rec.epoch}"
                 )
             _check_not_fenced(rec, epoch)
-            rec.epoch = epoch
+            if epoch != rec.epoch:
+                rec.epoch = epoch
+                rec.changed_at = time.monotonic()
             return rec.as_dict()
 
     def apply(
@@ -213,6 +221,7 @@ class PushDeduper:
                 rec.recent.popitem(last=False)
             if self.durable_on_apply:
                 rec.durable_seq = rec.last_seq
+            rec.changed_at = time.monotonic()
             return True, rec.as_dict()
 
     @staticmethod
@@ -304,6 +313,7 @@ class PushDeduper:
                 with self._lock:
                     self._undos.pop(worker, None)
             rec.fenced, rec.fence_seq = epoch, seq
+            rec.changed_at = time.monotonic()
             return rec.as_dict()
 
     def fence_here(self, worker: int, epoch: int) -> dict[str, Any] | None:
@@ -316,6 +326,7 @@ class PushDeduper:
                 return None
             if epoch > rec.fenced:
                 rec.fenced, rec.fence_seq = epoch, rec.last_seq
+                rec.changed_at = time.monotonic()
             return rec.as_dict()
 
     def fences(self) -> list[dict[str, int]]:
@@ -325,6 +336,14 @@ class PushDeduper:
             recs = sorted(self._records.values(), key=lambda r: r.worker)
         return [{"worker": r.worker, "epoch": r.fenced, "seq": r.fence_seq}
                 for r in recs if r.fence_seq is not None]
+
+    def changed_at(self, worker: int) -> float:
+        """``time.monotonic()`` right after ``worker``'s record last changed in a way
+        a checkpoint must hold (``-inf``: not since this shard started or restored
+        it, or no record): a checkpoint whose cut is later holds the whole record."""
+        with self._lock:
+            rec = self._records.get(worker)
+        return -math.inf if rec is None else rec.changed_at
 
     def last_seq(self, worker: int) -> int:
         """Last applied sequence number of ``worker`` (0 if none)."""

@@ -206,16 +206,19 @@ class ServerState:
     def make_durable(self, worker: int, epoch: int) -> dict[str, Any]:
         """Persist every push of worker index ``worker`` applied so far; its record.
 
-        With a checkpoint dir: a checkpoint whose cut is later than this call
-        (:meth:`Checkpointer.ensure`), so the record's ``durable_seq`` covers
-        each push answered before it. A finishing worker asks every shard
-        (docs/durability.md, section 4). The epoch must be the index's current
-        one (as for :meth:`claim`).
+        With a checkpoint dir: a checkpoint whose cut is later than the record's
+        last change (:meth:`Checkpointer.ensure`), so the record's
+        ``durable_seq`` covers each push answered before this call. A finishing
+        worker asks every shard (docs/durability.md, section 4); when several
+        finish together, a checkpoint written for one already holds the others'
+        pushes, and none is written for them. The epoch must be the index's
+        current one (as for :meth:`claim`).
         """
-        requested = time.monotonic()
+        record = self.claim(worker, epoch)
         if self.checkpointer is not None:
-            self.checkpointer.ensure(requested)
-        return self.claim(worker, epoch)
+            self.checkpointer.ensure(self.dedup.changed_at(worker))
+            record = self.claim(worker, epoch)  # durable_seq as that checkpoint left it
+        return record
 
     def finish_worker(self, worker_id: int, stats: dict[str, float] | None = None) -> None:
         """Mark the worker finished (shard 0) with its last ``stats`` (if given) and,
