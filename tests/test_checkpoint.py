@@ -254,3 +254,26 @@ def test_durable_writes_a_checkpoint_only_for_a_stream_changed_since_the_newest(
         one.make_durable()  # nothing of worker 0 changed since
         assert ckpt.written == written + 2
         assert [s["durable_seq"] for s in c.get("/v1/streams").json()] == [1, 2]
+
+
+def test_finishing_worker_costs_shard_0_one_checkpoint_that_holds_its_pushes(
+        tmp_path: Path) -> None:
+    """finish() on one shard: no ``/durable`` there; the finish answer's
+    checkpoint says finished and holds the pushes (``durable_seq``), and the
+    answer carries the stream record."""
+    app = create_app(settings(tmp_path, num_workers=1))
+    with TestClient(app) as c:
+        ckpt = app.state.ftrl.checkpointer
+        ps = PSClient("http://testserver", http_clients=[c])
+        ps.register(0, 1)
+        for i in range(3):
+            ps.push(KEYS, np.full(4, 0.5), np.arange(4.0) - i, position=10 * (i + 1))
+        written = ckpt.written
+        ps.finish()
+        assert ckpt.written == written + 1
+        assert c.get("/v1/streams").json()[0]["durable_seq"] == 3
+        done = c.post(f"/v1/workers/{ps.worker_id}/finish", json={"sent": 3}).json()
+        assert done["state"] == "finished" and done["stream"]["durable_seq"] == 3
+        gap = c.post(f"/v1/workers/{ps.worker_id}/finish", json={"sent": 4})  # never sent
+        assert gap.status_code == 409 and gap.json()["error"] == "PushGapError"
+        assert ckpt.written == written + 2  # the repeated finish: one more, the gap none

@@ -255,3 +255,41 @@ def test_finish_replays_to_a_shard_that_restarted_before_it_could_checkpoint(
         rec = after[1][1][0]
         assert (rec["pushes"], rec["digest"]) == (sent[1][0], f"{sent[1][1]:016x}"), rec
         assert RunProgress.from_snapshot(after[2]).complete
+
+
+def test_finish_replays_to_shard_0_when_it_restarted_without_the_last_push(
+        tmp_path: Path) -> None:
+    """Shard 0's finish answer makes the worker's pushes there durable too (one
+    checkpoint, no separate ``/durable``): it first checks that it applied every
+    push up to the last seq the worker sent it. Shard 0 restored a checkpoint
+    that knows the registration but not the last push: the finish answers a
+    gap, the client replays that push, asks again; a later kill -9 of shard 0
+    loses nothing."""
+    with _shards(tmp_path / "ckpt", 1) as servers:
+        urls = [s.url for s in servers]
+        rng = np.random.default_rng(2)
+        with PSClient(urls, token=TOKEN, state_dir=tmp_path / "state") as client:
+            client.register(0, 1)
+            half = client.layout.num_keys // 2
+            for step in range(1, 4):
+                keys = np.unique(rng.integers(0, 2 * half, 120)).astype(np.uint32)
+                client.push(keys, rng.random(keys.size), rng.standard_normal(keys.size),
+                            position=step * 100)
+                if step == 2:
+                    client.make_durable()  # a checkpoint with the registration, pushes 1-2
+            before = _snapshot(urls)
+            servers[0] = _kill_and_restart(servers[0])  # back at push 2
+            assert client.streams(0)[0]["last_seq"] == 2
+            synced: list[int] = []
+            sync = client._sync_shard
+            client._sync_shard = lambda shard, record=None: (  # type: ignore[method-assign]
+                synced.append(shard), sync(shard, record))[1]
+            client.finish()
+            assert synced == [0]  # the gap answer's replay, not a new registration
+            sent = client.stream_totals()
+        servers[0] = _kill_and_restart(servers[0])
+        after = _snapshot(urls)
+        _same_state(before[0], after[0])
+        rec = after[1][0][0]
+        assert (rec["pushes"], rec["digest"]) == (sent[0][0], f"{sent[0][1]:016x}"), rec
+        assert RunProgress.from_snapshot(after[2]).complete

@@ -352,19 +352,18 @@ class PSClient(StreamingPushes, Pulls):
         """Tell shard 0 this worker is done (it stops holding back the others);
         ``stats``: its last progress, as a clock tick would carry it.
 
-        First every shard persists this worker's pushes (:meth:`make_durable`),
-        and shard 0 answers once a checkpoint says "finished": once this
-        returns, no shard restart can lose what the worker did.
+        First every other shard persists this worker's pushes
+        (:meth:`make_durable`), then shard 0 answers once one checkpoint says
+        "finished" and holds them: once this returns, no shard restart can lose
+        what the worker did.
         """
         self._require_worker()
         for attempt in range(3):
             try:
                 self.heartbeat()  # shard 0 still knows this epoch (else: register again)
-                self.make_durable()
+                self.make_durable(range(1, self.layout.num_shards))
                 self.stop_heartbeat()
-                body = {} if stats is None else {"stats": stats}
-                self._net.post_json(0, f"/v1/workers/{self.worker_id}/finish", body,
-                                    idempotent=True)
+                self._post_finish(stats)
                 return
             except UnknownWorkerError:  # shard 0 restarted and forgot this epoch
                 if attempt == 2:

@@ -351,6 +351,15 @@ class PushDeduper:
             rec = self._records.get(worker)
         return 0 if rec is None else rec.last_seq
 
+    def record(self, worker: int) -> dict[str, Any] | None:
+        """``worker``'s record (None if this shard has none)."""
+        with self._lock:
+            rec = self._records.get(worker)
+        if rec is None:
+            return None
+        with rec.lock:
+            return rec.as_dict()
+
     def records(self) -> list[dict[str, Any]]:
         """Every stream record, by worker index."""
         with self._lock:

@@ -205,18 +205,46 @@ class StreamingPushes:
         for entry in self.stream.plan(shard, int(record["last_seq"])):
             self._send_entry(shard, entry)
 
-    def make_durable(self) -> None:
-        """Wait until every shard holds this worker's pushes in a checkpoint.
+    def make_durable(self, shards: range | None = None) -> None:
+        """Wait until every shard (or those of ``shards``) holds this worker's
+        pushes in a checkpoint.
 
-        Called before :meth:`finish`: a finished worker exits and can no longer
-        replay its journal, so a shard that restarted afterwards from an older
-        checkpoint would miss its pushes for good. A shard that lost pushes
-        meanwhile (it restarted) gets them replayed first. Without a stream
-        (an unregistered client) there is nothing to do.
+        Called before :meth:`finish` (for every shard but 0, whose finish
+        answer does it): a finished worker exits and can no longer replay its
+        journal, so a shard that restarted afterwards from an older checkpoint
+        would miss its pushes for good. A shard that lost pushes meanwhile (it
+        restarted) gets them replayed first. Without a stream (an unregistered
+        client) there is nothing to do.
         """
         if self.stream is not None:
-            self._net.each(self._make_durable_shard, range(self.layout.num_shards))
+            todo = range(self.layout.num_shards) if shards is None else shards
+            self._net.each(self._make_durable_shard, todo)
             self.stream.release()
+
+    def _post_finish(self, stats: dict[str, Any] | None, attempts: int = 4) -> None:
+        """``POST /v1/workers/{id}/finish`` to shard 0 with the last seq sent to it:
+        one checkpoint there then says finished and holds this worker's pushes
+        (docs/durability.md, section 4). A shard 0 that restarted and lost some
+        answers a gap: they are replayed and it is asked again."""
+        body: dict[str, Any] = {} if stats is None else {"stats": stats}
+        for _ in range(attempts):
+            if self.stream is not None:
+                body["sent"] = self.stream.prev[0]
+            try:
+                answer = self._net.post_json(0, f"/v1/workers/{self.worker_id}/finish", body,
+                                             idempotent=True).json()
+            except PushGapError:
+                self._sync_shard(0)  # it restarted and lost pushes: replay, ask again
+                continue
+            record = answer.get("stream")
+            if self.stream is not None and record is not None:
+                self.stream.acknowledged(0, int(record["durable_seq"]))
+                self.stream.release()
+            return
+        raise UpdatesLostError(
+            f"shard 0 did not apply this worker's pushes up to seq {body.get('sent')} "
+            f"before its finish after {attempts} attempts"
+        )
 
     def _make_durable_shard(self, shard: int, attempts: int = 4) -> None:
         assert self.stream is not None

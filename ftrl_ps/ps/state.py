@@ -14,7 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from ftrl_ps.errors import ConfigError, ModelFormatError, ProtocolError, WorkerStateError
+from ftrl_ps.errors import (
+    ConfigError,
+    ModelFormatError,
+    ProtocolError,
+    PushGapError,
+    WorkerStateError,
+)
 from ftrl_ps.ps import wire
 from ftrl_ps.ps.checkpoint import Checkpointer, restore_latest
 from ftrl_ps.ps.clock import SSPClock
@@ -220,13 +226,32 @@ class ServerState:
             record = self.claim(worker, epoch)  # durable_seq as that checkpoint left it
         return record
 
-    def finish_worker(self, worker_id: int, stats: dict[str, float] | None = None) -> None:
+    def finish_worker(self, worker_id: int, stats: dict[str, float] | None = None,
+                      sent: int | None = None) -> dict[str, Any] | None:
         """Mark the worker finished (shard 0) with its last ``stats`` (if given) and,
         with a checkpoint dir, persist that before answering: a restarted shard 0
-        still knows the worker finished."""
-        self.require_clock().finish(worker_id, stats)
+        still knows the worker finished.
+
+        ``sent``: the last seq the worker sent to this shard. Its pushes up to
+        there must all be applied (else :class:`PushGapError`: this shard
+        restarted and lost some, the worker replays them first); the same
+        checkpoint then holds them, so the worker need not ask for
+        :meth:`make_durable` here, and its stream record is returned.
+        """
+        clock = self.require_clock()
+        index = None
+        if sent is not None:
+            index = clock.worker(worker_id).index
+            applied = self.dedup.last_seq(index)
+            if applied < sent:
+                raise PushGapError(
+                    f"worker {index} finishes after push {sent}, but this shard applied up "
+                    f"to seq {applied}: replay the missing pushes first"
+                )
+        clock.finish(worker_id, stats)
         if self.checkpointer is not None:
             self.checkpointer.ensure(time.monotonic())
+        return None if index is None else self.dedup.record(index)
 
 
 def load_initial_model(store: ParameterStore, path: str | Path) -> int:

@@ -22,6 +22,7 @@ from ftrl_ps.errors import LayoutMismatchError
 from ftrl_ps.ps.clock import SSPClock
 from ftrl_ps.ps.state import ServerState
 from ftrl_ps.server.deps import AuthDep, StateDep
+from ftrl_ps.server.fields import Count
 
 __all__ = ["ClockRequest", "answer_tick", "router"]
 
@@ -92,6 +93,12 @@ class FinishRequest(_Strict):
     stats: Stats | None = Field(
         default=None, description="the worker's last progress (as a clock tick's): a worker "
         "need not tick after its last push",
+    )
+    sent: Count | None = Field(
+        default=None, description="the last push seq the worker sent to this shard (0: "
+        "none): the checkpoint that says finished then holds those pushes too, and the "
+        "answer's `stream` is the worker index's record; 409 if they are not all applied "
+        "(replay them first)",
     )
 
 
@@ -207,6 +214,11 @@ def warm_done(worker_id: int, state: StateDep) -> dict[str, Any]:
 def finish(worker_id: int, state: StateDep,
            req: FinishRequest = _EMPTY_FINISH) -> dict[str, Any]:
     """Mark the worker finished: it no longer holds back the others. With a
-    checkpoint dir the answer comes once a checkpoint holds it (docs/durability.md)."""
-    state.finish_worker(worker_id, req.stats)
-    return {"worker_id": worker_id, "state": state.require_clock().worker(worker_id).state}
+    checkpoint dir the answer comes once a checkpoint holds it (docs/durability.md),
+    and with ``sent`` the worker's pushes to this shard too."""
+    record = state.finish_worker(worker_id, req.stats, req.sent)
+    answer: dict[str, Any] = {"worker_id": worker_id,
+                              "state": state.require_clock().worker(worker_id).state}
+    if record is not None:
+        answer["stream"] = record
+    return answer
