@@ -230,11 +230,17 @@ def test_restarted_worker_with_its_identity_takes_back_its_index_at_once(
 
 
 @pytest.mark.timeout(300)
-def test_finish_replays_to_a_shard_that_restarted_before_it_could_checkpoint(
-        tmp_path: Path) -> None:
-    """finish() asks shard 1 to make the pushes durable; shard 1 restarted empty
-    meanwhile: the client replays its journal there, asks again, and only then
-    finishes; a later kill -9 of shard 1 loses nothing."""
+@pytest.mark.parametrize("shard", [1, 0])
+def test_finish_replays_to_a_shard_that_lost_pushes(tmp_path: Path, shard: int) -> None:
+    """A shard restarted without some of the worker's pushes before it finishes.
+
+    Shard 1 restarted empty: finish() asks it to make the pushes durable, it
+    answers that it lacks them, the client replays its journal there and asks
+    again. Shard 0 restored a checkpoint that knows the registration but not
+    the last push: its finish answer (which makes the pushes there durable too,
+    no separate ``/durable``) first checks that it applied every push up to the
+    last seq the worker sent it, answers a gap, the client replays that push
+    and asks again. Either way a later kill -9 of that shard loses nothing."""
     with _shards(tmp_path / "ckpt", 1) as servers:
         urls = [s.url for s in servers]
         rng = np.random.default_rng(1)
@@ -245,51 +251,22 @@ def test_finish_replays_to_a_shard_that_restarted_before_it_could_checkpoint(
                 keys = np.unique(rng.integers(0, 2 * half, 120)).astype(np.uint32)
                 client.push(keys, rng.random(keys.size), rng.standard_normal(keys.size),
                             position=step * 100)
-            before = _snapshot(urls)
-            servers[1] = _kill_and_restart(servers[1])  # before any checkpoint: empty
-            client.finish()
-            sent = client.stream_totals()
-        servers[1] = _kill_and_restart(servers[1])
-        after = _snapshot(urls)
-        _same_state(before[0], after[0])
-        rec = after[1][1][0]
-        assert (rec["pushes"], rec["digest"]) == (sent[1][0], f"{sent[1][1]:016x}"), rec
-        assert RunProgress.from_snapshot(after[2]).complete
-
-
-def test_finish_replays_to_shard_0_when_it_restarted_without_the_last_push(
-        tmp_path: Path) -> None:
-    """Shard 0's finish answer makes the worker's pushes there durable too (one
-    checkpoint, no separate ``/durable``): it first checks that it applied every
-    push up to the last seq the worker sent it. Shard 0 restored a checkpoint
-    that knows the registration but not the last push: the finish answers a
-    gap, the client replays that push, asks again; a later kill -9 of shard 0
-    loses nothing."""
-    with _shards(tmp_path / "ckpt", 1) as servers:
-        urls = [s.url for s in servers]
-        rng = np.random.default_rng(2)
-        with PSClient(urls, token=TOKEN, state_dir=tmp_path / "state") as client:
-            client.register(0, 1)
-            half = client.layout.num_keys // 2
-            for step in range(1, 4):
-                keys = np.unique(rng.integers(0, 2 * half, 120)).astype(np.uint32)
-                client.push(keys, rng.random(keys.size), rng.standard_normal(keys.size),
-                            position=step * 100)
-                if step == 2:
+                if shard == 0 and step == 2:
                     client.make_durable()  # a checkpoint with the registration, pushes 1-2
             before = _snapshot(urls)
-            servers[0] = _kill_and_restart(servers[0])  # back at push 2
-            assert client.streams(0)[0]["last_seq"] == 2
+            servers[shard] = _kill_and_restart(servers[shard])
+            lost = [r["last_seq"] for r in client.streams(shard)]
+            assert lost == ([2] if shard == 0 else [])  # shard 1 restarted empty
             synced: list[int] = []
             sync = client._sync_shard
-            client._sync_shard = lambda shard, record=None: (  # type: ignore[method-assign]
-                synced.append(shard), sync(shard, record))[1]
+            client._sync_shard = lambda i, record=None: (  # type: ignore[method-assign]
+                synced.append(i), sync(i, record))[1]
             client.finish()
-            assert synced == [0]  # the gap answer's replay, not a new registration
+            assert synced == [shard]  # the replay there, not a new registration
             sent = client.stream_totals()
-        servers[0] = _kill_and_restart(servers[0])
+        servers[shard] = _kill_and_restart(servers[shard])
         after = _snapshot(urls)
         _same_state(before[0], after[0])
-        rec = after[1][0][0]
-        assert (rec["pushes"], rec["digest"]) == (sent[0][0], f"{sent[0][1]:016x}"), rec
+        rec = after[1][shard][0]
+        assert (rec["pushes"], rec["digest"]) == (sent[shard][0], f"{sent[shard][1]:016x}"), rec
         assert RunProgress.from_snapshot(after[2]).complete
