@@ -4,8 +4,10 @@
 #
 # usage: bash benchmarks/accept_issue12.sh OUT_DIR [DATA20_DIR]
 #
-#   OUT_DIR     created; one file per item (item5.txt, shard.txt, ...) and OUT_DIR/log
-#               with each command's start, end, exit code and the load average
+#   OUT_DIR     created; one file per item (item5.txt, shard.txt, ...), their JSON
+#               (item5.json, ...), OUT_DIR/log with each command's start, end, exit code
+#               and the load average, and OUT_DIR/summary.txt: every goal, its figure and
+#               whether this run met it (benchmarks/accept_summary.py, printed at the end)
 #   DATA20_DIR  the 20M-row set at --bits 26 (train.svm, test.svm), made once with
 #               `ftrl-ps gen DIR --rows 20000000 --test-rows 100000 --bits 26` (7.4 GB,
 #               about a minute); without it item 6 and item 5 at 20M rows are skipped
@@ -20,7 +22,7 @@
 set -uo pipefail
 
 if [[ $# -lt 1 || $1 == -h || $1 == --help ]]; then
-    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 fi
 OUT=$(mkdir -p "$1" && cd "$1" && pwd)
@@ -60,10 +62,12 @@ run() {
 log "checkout $TREE at $(git -C "$TREE" log --oneline -1), python $PY"
 log "real data sets: ${BENCH_SHARED_DATA:-$TREE/../shared/data (bench_merge.py skips those absent)}"
 run item5 "$PY" benchmarks/bench_cluster.py --repeat 3 --staleness 3 --json "$OUT/item5.json"
-run item5_5m "$PY" benchmarks/bench_cluster.py --rows 5000000 --repeat 3 --staleness 3
-run shard "$PY" benchmarks/bench_wire.py --sizes 34000 100000 --seconds 1 --repeats 3
+run item5_5m "$PY" benchmarks/bench_cluster.py --rows 5000000 --repeat 3 --staleness 3 \
+    --json "$OUT/item5_5m.json"
+run shard "$PY" benchmarks/bench_wire.py --sizes 34000 100000 --seconds 1 --repeats 3 \
+    --json "$OUT/shard.json"
 run item3 "$PY" benchmarks/bench_ssp.py --scenarios transient --staleness 0,3 --repeat 2 \
-    --figures "$OUT/figures"
+    --figures "$OUT/figures" --json "$OUT/item3.json"
 run item4 "$PY" benchmarks/bench_handout.py --staleness 3 --splits units --repeat 3 \
     --json "$OUT/item4.json"
 if [[ -n $DATA20 && -f $DATA20/train.svm ]]; then
@@ -80,10 +84,14 @@ if [[ -n $DATA20 && -f $DATA20/train.svm ]]; then
     done
     # both runs of a round on memory just faulted in (neither pays for the pause before)
     run item5_20m "$PY" benchmarks/bench_cluster_cpu.py --tree "checkout=$TREE" \
-        --data "$DATA20" --bits 26 --repeat 3 --warm-memory 2 --detail
+        --data "$DATA20" --bits 26 --repeat 3 --warm-memory 2 --detail \
+        --json "$OUT/item5_20m.json"
 else
     log "== item 6 and item 5 at 20M rows skipped: no DATA20_DIR with train.svm given"
 fi
 run item1 "$PY" benchmarks/bench_merge.py --rules contraction --workers 2,4,8 \
     --staleness 0,3,inf --orders 3 --repeat 1 --json "$OUT/item1.json"
+# every goal side by side, from the JSON files above (benchmarks/accept_summary.py)
+run summary "$PY" benchmarks/accept_summary.py "$OUT"
+cat "$OUT/summary.txt"
 log "== done $(date +%T)"

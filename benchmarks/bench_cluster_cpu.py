@@ -84,6 +84,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
                         "peak RSS")
     p.add_argument("--functions", action="store_true",
                    help="also account each worker's CPU by step (_cpu_by_function.py)")
+    p.add_argument("--json", type=Path,
+                   help="also write every run's wall, CPU and test logloss, per checkout and "
+                        "mode, in round order, to this file")
     return p.parse_args(argv)
 
 
@@ -225,6 +228,13 @@ def main(argv: list[str] | None = None) -> int:
                                                    results[name, "cluster"], strict=True)]
             print(f"  {name}: single wall / cluster wall per round "
                   f"{' '.join(f'{r:.2f}' for r in ratios)}, median {statistics.median(ratios):.2f}")
+    if args.json:
+        runs_json: dict[str, dict[str, list[dict[str, float]]]] = {}
+        for (name, mode), runs in results.items():
+            runs_json.setdefault(name, {})[mode] = [
+                {"wall_seconds": w, "cpu_seconds": c, "test_logloss": ll} for w, c, ll in runs]
+        args.json.write_text(json.dumps({"rows_file": str(train), "bits": args.bits,
+                                         "trees": runs_json}, indent=1) + "\n")
     return 0
 
 

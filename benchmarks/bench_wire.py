@@ -24,8 +24,10 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
+from pathlib import Path
 
 import numpy as np
 import psutil
@@ -92,6 +94,8 @@ def main() -> None:
     parser.add_argument("--compose-url",
                         help="with --url and --compose: a running shard of a versioned merge "
                         "rule (e.g. --merge-rule compose) for the compose rounds")
+    parser.add_argument("--json", type=Path,
+                        help="also write the table's cells to this file (a list of objects)")
     args = parser.parse_args()
     if args.compose and args.url and not args.compose_url:
         parser.error("--compose with --url needs --compose-url: the compose rounds carry "
@@ -144,6 +148,11 @@ def main() -> None:
     by = {(s, f): r for s, f, r, _, _, _ in rows}
     for size in args.sizes:
         print(f"binary/json speed-up at {size} keys: {by[size, 'binary'] / by[size, 'json']:.1f}x")
+    if args.json:
+        args.json.write_text(json.dumps([
+            {"keys": size, "format": fmt, "requests_per_s": rps, "mkv_per_s": mkv,
+             "ms_per_round": ms, "server_mkv_per_cpu_s": srv}
+            for size, fmt, rps, mkv, ms, srv in rows], indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -43,3 +43,29 @@ def test_detail_reports_a_processs_memory_and_faults(tmp_path: Path) -> None:
                          int(fields[fields.index("RSS") + 1].replace(",", "")))
     (touch_faults, touch_rss), (idle_faults, idle_rss) = results["touch"], results["idle"]
     assert touch_rss >= idle_rss + 60 and touch_faults >= idle_faults + 60 * 256 // 2
+
+
+def test_json_has_every_run_of_every_checkout_and_mode(tmp_path: Path) -> None:
+    """A tiny end-to-end run (one round, one process and a 2-worker cluster): the
+    ``--json`` file holds each run's wall, CPU and test logloss, as printed."""
+    import json
+    import subprocess
+
+    from tests.conftest import REPO, run_cli
+
+    data = tmp_path / "data"
+    res = run_cli("gen", str(data), "--rows", "3000", "--test-rows", "300", "--bits", "14",
+                  "--quiet")
+    assert res.returncode == 0, res.stderr
+    out = tmp_path / "runs.json"
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), "--tree", f"here={REPO}", "--data", str(data),
+         "--bits", "14", "--repeat", "1", "--no-warm-cache", "--json", str(out)],
+        capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    runs = json.loads(out.read_text())["trees"]["here"]
+    assert sorted(runs) == ["cluster", "single"]
+    for mode, (one,) in runs.items():
+        assert one["wall_seconds"] > 0 and one["cpu_seconds"] > 0, mode
+        assert 0 < one["test_logloss"] < 1, mode
+        assert f"wall {one['wall_seconds']:5.2f} s" in run.stdout
