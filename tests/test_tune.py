@@ -237,12 +237,13 @@ def test_reading_train_shows_its_progress(synth_small: Path, max_rows: int | Non
     import io
 
     from ftrl_ps.learn.progress import Progress
-    from ftrl_ps.learn.tune import TuneOptions, _read
+    from ftrl_ps.learn.tune import TuneOptions, _read, _size
 
     out = io.StringIO()
     options = TuneOptions(train=str(synth_small / "train.svm"), model="m", chunk_mb=1,
                           max_rows=max_rows)
-    rows, left_out, _, _ = _read(options, 18, Progress("reading", stream=out, log_interval=0))
+    rows, left_out, _, _ = _read(options, 18, _size(options.train),
+                                 Progress("reading", stream=out, log_interval=0))
     lines = out.getvalue().splitlines()
     assert rows.rows == (max_rows or 20000) and left_out == (max_rows is not None)
     assert len(lines) >= 2 and all(line.startswith("reading: ") for line in lines)
@@ -276,12 +277,12 @@ def test_a_train_file_larger_than_the_memory_is_warned_about(
     path = tmp_path / "t.svm"
     path.write_text("1 1:1\n")
     options = tune.TuneOptions(train=str(path), model=str(tmp_path / "m"))
-    tune._warn_if_too_big(options)
+    tune._warn_if_too_big(options, tune._size(options.train))
     assert capsys.readouterr().err == ""  # 6 bytes: no warning
     monkeypatch.setattr(tune.os.path, "getsize", lambda _p: 1 << 50)
-    tune._warn_if_too_big(options)
+    tune._warn_if_too_big(options, tune._size(options.train))
     assert "may run out: --max-rows N" in capsys.readouterr().err
-    tune._warn_if_too_big(tune.TuneOptions(train=str(path), model="m", max_rows=10))
+    tune._warn_if_too_big(tune.TuneOptions(train=str(path), model="m", max_rows=10), 1 << 50)
     assert capsys.readouterr().err == ""  # --max-rows given: the user chose
 
 

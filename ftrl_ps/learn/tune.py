@@ -76,12 +76,20 @@ def tuned_settings(path: str | os.PathLike[str]) -> TunedSettings:
     return TunedSettings(saved.params, epochs, saved.bits, saved.dtype, tuned is not None)
 
 
-def _read(opts: TuneOptions, bits: int, progress: Any = None
+def _size(path: str) -> int | None:
+    """Bytes of the file ``path`` (None if it cannot be told)."""
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return None
+
+
+def _read(opts: TuneOptions, bits: int, size: int | None, progress: Any = None
           ) -> tuple[Any, bool, int, list[Any]]:
     """TRAIN's rows (its first ``opts.max_rows``), whether rows were left out,
     and the bad lines skipped (count and examples); ``progress`` (default: a
     line on stderr unless ``opts.quiet``) shows the rows read and the share
-    done."""
+    done of ``size`` bytes (or of ``opts.max_rows``)."""
     from ftrl_ps.data.batch import Batch
     from ftrl_ps.data.libsvm import LibsvmReader
     from ftrl_ps.learn.progress import Progress
@@ -91,10 +99,6 @@ def _read(opts: TuneOptions, bits: int, progress: Any = None
         progress = Progress("reading TRAIN", enabled=not opts.quiet)
     reader = LibsvmReader(opts.train, bits, chunk_bytes=opts.chunk_mb << 20,
                           skip_bad_lines=opts.skip_bad_lines, threads=PARSE_THREADS)
-    try:
-        size: int | None = os.path.getsize(opts.train)
-    except OSError:
-        size = None
     cut = _FirstRows(reader, opts.max_rows)
 
     def shown() -> Iterator[Any]:
@@ -131,18 +135,17 @@ class _FirstRows:
             yield batch
 
 
-def _warn_if_too_big(opts: TuneOptions) -> None:
-    """Warn when TRAIN's text alone is larger than the memory available (tune holds
-    its rows in memory; 7.4 GB of generated text took 7.2 GB)."""
-    if opts.max_rows is not None:
+def _warn_if_too_big(opts: TuneOptions, size: int | None) -> None:
+    """Warn when TRAIN's text alone (``size`` bytes) is larger than the memory
+    available (tune holds its rows in memory; 7.4 GB of generated text took 7.2 GB)."""
+    if opts.max_rows is not None or size is None:
         return
     try:
-        size = os.path.getsize(opts.train)
         with open("/proc/meminfo") as f:
             fields = dict(line.split(":", 1) for line in f)
         available = int(fields["MemAvailable"].split()[0]) * 1024
     except (OSError, KeyError, ValueError):
-        return  # not a local file, or not Linux: nothing to compare
+        return  # not Linux: nothing to compare
     if size > available:
         print(f"tune: warning: TRAIN is {size / 1e9:.1f} GB of text and {available / 1e9:.1f} "
               "GB of memory is available; tune holds TRAIN's rows in memory (about the "
@@ -198,9 +201,10 @@ def run_tune(opts: TuneOptions) -> int:
     search.holdout_split(10, opts.holdout, opts.validation)  # checks both before parsing
     bits = opts.bits if opts.bits is not None else DEFAULT_BITS
     dtype = opts.dtype or "float32"
-    _warn_if_too_big(opts)
+    size = _size(opts.train)
+    _warn_if_too_big(opts, size)
     started = time.perf_counter()
-    data, left_out, bad_lines, bad_examples = _read(opts, bits)
+    data, left_out, bad_lines, bad_examples = _read(opts, bits, size)
     if not left_out:  # else the final pass over all of TRAIN reports them
         report_bad_lines(bad_lines, bad_examples)
     if data.rows < 2:
