@@ -244,11 +244,12 @@ def vw_progressive_loss(stderr: Path) -> float:
     return float(found[-1]) if found else float("nan")
 
 
-def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """Plain-text table; floats are shown as given (format them before)."""
+def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]], text: int = 1) -> str:
+    """Plain-text table; floats are shown as given (format them before). The first
+    ``text`` columns are aligned left (words), the others right (numbers)."""
     cells = [list(map(str, header))] + [[str(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(
-        zip(row, widths, strict=True))) for row in cells]
+    lines = ["  ".join(c.rjust(w) if i >= text else c.ljust(w) for i, (c, w) in enumerate(
+        zip(row, widths, strict=True))).rstrip() for row in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)

@@ -39,6 +39,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _harness as h  # noqa: E402
+
 #: the goals' thresholds (issue 12)
 LOGLOSS_TOLERANCE = 0.001
 SSP_SPEEDUP = 1.5
@@ -156,37 +160,38 @@ def item6(data: dict[str, Any], label: str) -> list[Row]:
              f"{1 - TENTHS_WITHIN:.1f} to {1 + TENTHS_WITHIN:.1f}", _verdict(ok))]
 
 
-#: (JSON file in OUT, what it is, how to read it)
-SOURCES: tuple[tuple[str, str, Callable[[Any], list[Row]]], ...] = (
-    ("item1.json", "item 1 (bench_merge.py)", item1),
-    ("item3.json", "item 3 (bench_ssp.py)", item3),
-    ("item4.json", "item 4 (bench_handout.py)", item4),
-    ("shard.json", "item 5, shard (bench_wire.py)", item5_shard),
-    ("item5.json", "item 5, 1M rows (bench_cluster.py)",
+#: (JSON file in OUT, the item, what it is, how to read it)
+SOURCES: tuple[tuple[str, str, str, Callable[[Any], list[Row]]], ...] = (
+    ("item1.json", "1", "bench_merge.py", item1),
+    ("item3.json", "3", "bench_ssp.py", item3),
+    ("item4.json", "4", "bench_handout.py", item4),
+    ("shard.json", "5", "shard (bench_wire.py)", item5_shard),
+    ("item5.json", "5", "1M rows (bench_cluster.py)",
      lambda d: item5_cluster(d, "1M rows", True)),
-    ("item5_5m.json", "item 5, 5M rows (bench_cluster.py)",
+    ("item5_5m.json", "5", "5M rows (bench_cluster.py)",
      lambda d: item5_cluster(d, "5M rows", True)),
-    ("item5_20m.json", "item 5, 20M rows (bench_cluster_cpu.py)", item5_20m),
-    ("item6_single_1.json", "item 6", lambda d: item6(d, "one process, run 1")),
-    ("item6_cluster_1.json", "item 6", lambda d: item6(d, "2 shards + 2 workers, run 1")),
-    ("item6_single_2.json", "item 6", lambda d: item6(d, "one process, run 2")),
-    ("item6_cluster_2.json", "item 6", lambda d: item6(d, "2 shards + 2 workers, run 2")),
+    ("item5_20m.json", "5", "20M rows (bench_cluster_cpu.py)", item5_20m),
+    ("item6_single_1.json", "6", "bench_scale.py", lambda d: item6(d, "one process, run 1")),
+    ("item6_cluster_1.json", "6", "bench_scale.py",
+     lambda d: item6(d, "2 shards + 2 workers, run 1")),
+    ("item6_single_2.json", "6", "bench_scale.py", lambda d: item6(d, "one process, run 2")),
+    ("item6_cluster_2.json", "6", "bench_scale.py",
+     lambda d: item6(d, "2 shards + 2 workers, run 2")),
 )
 
 
 def summary(out: Path) -> list[Row]:
     """Every goal's row, in the issue's order of items."""
     rows: list[Row] = []
-    for name, what, read in SOURCES:
+    for name, item, what, read in SOURCES:
         try:
             data = _load(out, name)
             if data is None:
-                rows.append((what.split()[1].rstrip(","), what, f"no {name}", "", "not run"))
+                rows.append((item, what, f"no {name}", "", "not run"))
                 continue
             rows.extend(read(data))
         except (OSError, KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
-            rows.append((what.split()[1].rstrip(","), what, f"{name} unreadable: {exc!r}",
-                         "", "not run"))
+            rows.append((item, what, f"{name} unreadable: {exc!r}", "", "not run"))
     return sorted(rows, key=lambda r: r[0])
 
 
@@ -196,11 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if not args.out.is_dir():
         p.error(f"{args.out} is not a folder")
-    rows = summary(args.out)
     header = ("item", "what", "figure", "goal", "this run")
-    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
-    for r in (header, tuple("-" * w for w in widths), *rows):
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    print(h.format_table(header, summary(args.out), text=len(header)))
     return 0
 
 

@@ -43,7 +43,7 @@ def test_every_item_runs_with_its_command_and_the_log_says_so(tmp_path: Path) ->
     assert log.count("   rc 0 ") == 11 and log.count("   rc 3 ") == 1  # bench_wire failed
     # every benchmark that has a summary row writes its JSON where the summary reads it
     from benchmarks.accept_summary import SOURCES
-    for name, _, _ in SOURCES:
+    for name, *_ in SOURCES:
         assert f"--json {out / name}" in calls.read_text(), name
     assert "ran benchmarks/accept_summary.py\n== done" in res.stdout  # summary.txt, shown
     assert (out / "item5.txt").read_text().startswith("ran benchmarks/bench_cluster.py")
