@@ -88,14 +88,21 @@ def shuffled(train_file: Path, seed: int, folder: Path) -> Path:
     return out
 
 
-def order_summary(per_order: list[list[float]]) -> list[str]:
-    """Mean and standard error over orders of each order's median, worst run, orders above
-    +0.001."""
+def order_figures(per_order: list[list[float]]) -> tuple[float, float, float, int, int]:
+    """Mean and standard error over orders of each order's median (of its runs'
+    differences), the worst run, how many orders' medians are above +0.001, and
+    how many orders (also benchmarks/accept_summary.py's item 1)."""
     medians = [statistics.median(d) for d in per_order]
     se = statistics.stdev(medians) / len(medians) ** 0.5 if len(medians) > 1 else 0.0
     above = sum(m > 0.001 for m in medians)
-    return [f"{statistics.mean(medians):+.4f}", f"{se:.4f}",
-            f"{max(max(d) for d in per_order):+.4f}", f"{above}/{len(medians)}"]
+    return (statistics.mean(medians), se, max(max(d) for d in per_order), above,
+            len(medians))
+
+
+def order_summary(per_order: list[list[float]]) -> list[str]:
+    """:func:`order_figures` as the table's cells."""
+    mean, se, worst, above, orders = order_figures(per_order)
+    return [f"{mean:+.4f}", f"{se:.4f}", f"{worst:+.4f}", f"{above}/{orders}"]
 
 
 def main(argv: list[str] | None = None) -> int:
