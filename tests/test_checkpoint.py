@@ -276,4 +276,4 @@ def test_finishing_worker_costs_shard_0_one_checkpoint_that_holds_its_pushes(
         assert done["state"] == "finished" and done["stream"]["durable_seq"] == 3
         gap = c.post(f"/v1/workers/{ps.worker_id}/finish", json={"sent": 4})  # never sent
         assert gap.status_code == 409 and gap.json()["error"] == "PushGapError"
-        assert ckpt.written == written + 2  # the repeated finish: one more, the gap none
+        assert ckpt.written == written + 1  # the repeated finish and the gap: none

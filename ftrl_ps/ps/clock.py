@@ -301,19 +301,20 @@ class SSPClock(RegistryState):
         with self._cond:
             self._live_worker(worker_id)
 
-    def finish(self, worker_id: int, stats: dict[str, float] | None = None) -> None:
-        """Mark the worker finished: it leaves the minimum (idempotent). ``stats``:
-        its last progress for the status page (a worker need not tick after its
-        last push)."""
+    def finish(self, worker_id: int, stats: dict[str, float] | None = None) -> bool:
+        """Mark the worker finished: it leaves the minimum (idempotent: False when it
+        had finished already). ``stats``: its last progress for the status page (a
+        worker need not tick after its last push)."""
         with self._cond:
             w = self._get(worker_id)
             if w.state == FINISHED:
-                return
+                return False
             self._live_worker(worker_id)
             if stats is not None:
                 w.stats = dict(stats)
             w.state = FINISHED
             self._cond.notify_all()
+            return True
 
     # --- cluster-wide ---------------------------------------------------------------
     def sweep(self) -> list[int]:

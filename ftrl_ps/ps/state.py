@@ -113,6 +113,8 @@ class ServerState:
         #: the checkpoint file this shard was restored from (None: started empty)
         self.restored_from: str | None = None
         self.checkpointer: Checkpointer | None = None
+        #: when (time.monotonic()) each worker id was marked finished here
+        self._finished_at: dict[int, float] = {}
         self._closed = False
         if settings.checkpoint_dir is not None:
             self.checkpointer = Checkpointer(self, settings.checkpoint_dir,
@@ -248,9 +250,16 @@ class ServerState:
                     f"worker {index} finishes after push {sent}, but this shard applied up "
                     f"to seq {applied}: replay the missing pushes first"
                 )
-        clock.finish(worker_id, stats)
+        if clock.finish(worker_id, stats):
+            self._finished_at[worker_id] = time.monotonic()
         if self.checkpointer is not None:
-            self.checkpointer.ensure(time.monotonic())
+            # a checkpoint begun after the mark (a repeated finish: the one written
+            # for the first, unless the stream changed since); not marked here (a
+            # shard restored finished, or the first call not done yet): a new one
+            changed = self._finished_at.get(worker_id, time.monotonic())
+            if index is not None:
+                changed = max(changed, self.dedup.changed_at(index))
+            self.checkpointer.ensure(changed)
         return None if index is None else self.dedup.record(index)
 
 
