@@ -213,7 +213,7 @@ def test_numba_s_answer_for_arguments_the_module_does_not_take(module: Any) -> N
 
 def test_compiled_kernels_release_the_gil(module: Any) -> None:
     buf = np.frombuffer(b"1 3:1 17:0.5 99:2 1234:1\n" * 3_000_000, np.uint8).copy()
-    args = (buf, buf.size, 20, False, 1, False)
+    args = (buf, buf.size, 20, False, 1, False, 0, 0)
     fn = aot.kernels("parse").parse_chunk.compiled_for(args)
     assert fn is not None
     done = threading.Event()

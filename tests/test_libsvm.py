@@ -521,3 +521,37 @@ def test_the_densest_text_fits_the_capacity_from_its_length(label_optional: bool
             assert not got[0].any()
         else:
             assert_same(Batch(*got[:4]), naive_parse(text, 10))
+
+
+@pytest.mark.parametrize("room", [(1, 1), (5, 2), (300, 40)])
+def test_arrays_made_for_fewer_rows_and_features_grow_to_the_same_parse(
+        room: tuple[int, int]) -> None:
+    """``capacity``/``row_capacity`` (the reader's guess from the chunk before)
+    below what a chunk holds: the arrays grow as lines need, in the fast path
+    and the general scanner alike, and the parse is the worst-case sized one's,
+    exactly (rows, values, line and bad-line counts, bad examples)."""
+    rng = np.random.default_rng(3)
+    lines = _plain_lines(rng, 500)
+    plain = "\n".join(lines).encode()
+    texts = [TRICKY, plain, plain + b"\n", "\n".join(line.replace(" ", "\t", 1)
+                                                     for line in lines).encode(),
+             b"1 1 2 3 4 5 6 7 8 9", b"\n".join([b"1", b"0 5", b"-1 1 2", b"+1"] * 300),
+             b"1 3:1\n0 x:y:z\n1 4:bad\n\n# c\n0 9:2\n" * 50]
+    for text in texts:
+        arr = np.frombuffer(text, np.uint8)
+        for skip in (False, True):
+            ref = kernels.parse_chunk(arr, len(text), 20, skip, 4)
+            got = kernels.parse_chunk(arr, len(text), 20, skip, 4, False, *room)
+            for a, b in zip(got, ref, strict=True):
+                np.testing.assert_array_equal(a, b)
+
+
+def test_a_reader_whose_chunks_grow_denser_reads_every_row(tmp_path: Path) -> None:
+    """The reader makes a chunk's arrays for the last chunk's density: sparse
+    lines first, then ones with ten times the features, read as the reference."""
+    sparse = [f"{i % 2} {i}:1" for i in range(2000)]
+    dense = [f"{i % 2} " + " ".join(f"{j}:1" for j in range(i % 7, 40, 3)) for i in range(2000)]
+    text = "\n".join(sparse + dense + sparse).encode()
+    path = write(tmp_path, text)
+    for chunk in (4096, 65536):
+        assert_same(read_all(path, bits=16, chunk_bytes=chunk), naive_parse(text, 16))

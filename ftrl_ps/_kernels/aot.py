@@ -141,7 +141,7 @@ EXPORTS: tuple[Export, ...] = (
     *_tune(),
     Export("ftrl", "logloss_sum", "f8", (_a("f8"), _a("f8"))),
     Export("parse", "parse_chunk", "Tuple((f4[:], i8[:], i4[:], f4[:], i8, i8, i8[:, :]))",
-           (_a("u1"), I8, I8, B1, I8, B1)),
+           (_a("u1"), I8, I8, B1, I8, B1, I8, I8)),
     Export("parse", "slots_of_names", "i8[:]", (_a("u1"), _a("i8"), I8)),
     Export("mix", "mix64_array", "u8[:]", (_a("u8"),)),
     Export("synth", "format_block_kernel", "i8",
@@ -156,7 +156,7 @@ EXPORTS: tuple[Export, ...] = (
 )
 
 #: trailing arguments a kernel may be called without (as its Python default)
-DEFAULTS: dict[tuple[str, str], tuple[Any, ...]] = {("parse", "parse_chunk"): (False,)}
+DEFAULTS: dict[tuple[str, str], tuple[Any, ...]] = {("parse", "parse_chunk"): (False, 0, 0)}
 
 
 def enabled() -> bool:

@@ -189,14 +189,27 @@ for _c in b" \t\r\n#":
 
 
 @njit
+def _grown(a: np.ndarray, used: int, size: int) -> np.ndarray:
+    """A new array of ``size`` entries of ``a``'s dtype beginning with ``a[:used]``."""
+    out = np.empty(size, dtype=a.dtype)
+    out[:used] = a[:used]
+    return out
+
+
+@njit
 def parse_chunk(buf: np.ndarray, n: int, bits: int, skip_bad: bool,
-                max_examples: int, label_optional: bool = False
+                max_examples: int, label_optional: bool = False, capacity: int = 0,
+                row_capacity: int = 0
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int, np.ndarray]:
     """Parse the whole lines in ``buf[:n]``.
 
     With ``label_optional`` (rows to score) a first token with ``:`` or that is
     not a number starts the features, and a numeric first token is a label of
     any value (ignored: labels come out 0).
+
+    ``capacity`` and ``row_capacity``: the features and rows to make room for
+    first (a guess from the chunk before: the reader's), doubled whenever a
+    line needs more; 0 makes room for the most the text could hold.
 
     Returns ``(labels f32, indptr i64, indices i32, values f32, n_lines,
     n_bad, bad)`` where ``bad[k] = (line_index, token_start, token_end,
@@ -209,9 +222,15 @@ def parse_chunk(buf: np.ndarray, n: int, bits: int, skip_bad: bool,
     # (itself, and a separator or line end before it, but for the data's first
     # token). Only the entries written are memory (pages never written are never
     # mapped); counting the lines and separators first cost 13 % of a parse.
-    cap = n // 2 + 2
-    labels = np.empty(cap, dtype=np.float32)
-    indptr = np.empty(cap + 1, dtype=np.int64)
+    # Memory: arrays that large are mapped on their own, and a chunk's written
+    # pages land where the previous chunks' arrays had pages never written, so a
+    # reader holding many chunks (a worker parses 64 MiB ahead) grew by ~100 MiB
+    # after warm-up; the reader's guess from the chunk before keeps them small.
+    worst = n // 2 + 2
+    cap = worst if capacity <= 0 else min(capacity, worst)
+    row_cap = worst if row_capacity <= 0 else min(row_capacity, worst)
+    labels = np.empty(row_cap, dtype=np.float32)
+    indptr = np.empty(row_cap + 1, dtype=np.int64)
     idx = np.empty(cap, dtype=np.int32)
     vals = np.empty(cap, dtype=np.float32)
     bad = np.zeros((max(max_examples, 1), 4), dtype=np.int64)
@@ -233,7 +252,7 @@ def parse_chunk(buf: np.ndarray, n: int, bits: int, skip_bad: bool,
         if not label_optional and pos <= last_nl:
             before = rows
             pos, nnz, rows = plain_lines(buf, pos, last_nl, idx, vals, labels, indptr, nnz,
-                                         rows, size, mask)
+                                         rows, size, mask, cap, row_cap)
             n_lines += rows - before
             if pos >= n:
                 break
@@ -349,6 +368,10 @@ def parse_chunk(buf: np.ndarray, n: int, bits: int, skip_bad: bool,
                 slot = slot_of_bytes(buf, ts, ne, bits)
             else:
                 slot = np.int64(mix64(fnv1a64(buf, ts, ne)) & mask)
+            if nnz >= cap:  # (the plain lines leave a line that does not fit to here)
+                cap = min(2 * cap + 1024, worst)
+                idx = _grown(idx, nnz, cap)
+                vals = _grown(vals, nnz, cap)
             idx[nnz] = slot
             vals[nnz] = v
             nnz += 1
@@ -375,6 +398,10 @@ def parse_chunk(buf: np.ndarray, n: int, bits: int, skip_bad: bool,
             continue
         if not have_label:
             continue  # blank or comment-only line
+        if rows >= row_cap:
+            row_cap = min(2 * row_cap + 1024, worst)
+            labels = _grown(labels, rows, row_cap)
+            indptr = _grown(indptr, rows + 1, row_cap + 1)
         labels[rows] = label
         rows += 1
         indptr[rows] = nnz

@@ -35,14 +35,17 @@ _POW10 = np.array([10.0**k for k in range(MAX_VALUE_DIGITS + 1)], dtype=np.float
 @njit
 def plain_lines(buf: np.ndarray, pos: int, last_nl: int, idx: np.ndarray, vals: np.ndarray,
                 labels: np.ndarray, indptr: np.ndarray, nnz: int, rows: int,
-                size: np.uint64, mask: np.uint64) -> tuple[int | np.int64, int, int]:
+                size: np.uint64, mask: np.uint64, cap: int,
+                row_cap: int) -> tuple[int | np.int64, int, int]:
     """Parse the *plain* lines from ``buf[pos]`` on, as long as they are plain and
     begin at or before ``last_nl`` (the position of the data's last ``\n``);
     ``(pos, nnz, rows)`` after them: ``pos`` is the start of the first line not
     taken (a line that is not plain, or the data's unterminated last line).
 
     Each line is a row: its label goes to ``labels[rows]``, its slots and values
-    to ``idx``/``vals`` from ``nnz`` on, and ``indptr[rows + 1]`` ends it.
+    to ``idx``/``vals`` from ``nnz`` on, and ``indptr[rows + 1]`` ends it. A line
+    that would write past ``cap`` entries or ``row_cap`` rows is not taken either
+    (the caller makes the arrays larger).
 
     One call parses a whole chunk of plain lines: a call per line (an inlined
     helper) made numba take and drop a reference to each of the three arrays
@@ -65,7 +68,7 @@ def plain_lines(buf: np.ndarray, pos: int, last_nl: int, idx: np.ndarray, vals: 
     """
     last = np.uint64(last_nl)
     line = np.uint64(pos)
-    while line <= last:
+    while line <= last and rows < row_cap:
         p = line
         c = buf[p]
         if c == 49:  # 1
@@ -140,6 +143,9 @@ def plain_lines(buf: np.ndarray, pos: int, last_nl: int, idx: np.ndarray, vals: 
             if slot <= prev:
                 in_order = False  # hashed, out of order or repeated: sorted and merged below
             prev = slot
+            if k >= cap:  # the arrays are full: the caller grows them
+                plain = False
+                break
             idx[k] = slot
             vals[k] = float(m) if frac == _ZERO else float(m) / _POW10[frac]
             k += 1

@@ -130,9 +130,11 @@ def keep_freed_chunks() -> bool:
     """:func:`keep_freed_buffers` for a process that reads libsvm input: the
     command line's (``ftrl-ps``, the services) before it works.
 
-    The parser makes a chunk's arrays for the densest text the chunk could
-    hold (at ``--chunk-mb 4``: 8-16 MiB each, 40 MiB in all) and writes the
-    ~3.5 MiB its rows need. glibc maps arrays that large on their own and, once
+    The parser made a chunk's arrays for the densest text the chunk could
+    hold (at ``--chunk-mb 4``: 8-16 MiB each, 40 MiB in all) and wrote the
+    ~3.5 MiB its rows need (since session 29 the reader sizes them from the
+    chunk before, ~1.25x what they need; the first chunk is still sized so).
+    glibc maps arrays that large on their own and, once
     the first few were freed, serves them from a heap whose top it trims beyond
     twice the largest (32 MiB): a chunk's 40 MiB freed together are given back,
     and the next chunk faults its pages in anew. Measured on 20M rows in one

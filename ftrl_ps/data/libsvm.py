@@ -83,6 +83,16 @@ _REASONS = {
 }
 
 
+def _room(per_byte: float, n: int) -> int:
+    """Entries to make room for in a chunk of ``n`` bytes that may be a little
+    denser than the last (0: as many as the text could hold).
+
+    >>> _room(0.0, 1000), _room(0.1, 1000)
+    (0, 1149)
+    """
+    return int(per_byte * n * 1.25) + 1024 if per_byte > 0 else 0
+
+
 @dataclass
 class ReaderStats:
     """Counters of one pass of a :class:`LibsvmReader`, updated as it goes.
@@ -157,6 +167,9 @@ class LibsvmReader:
             raise ConfigError(f"chunk_bytes must be a positive integer, got {chunk_bytes!r}")
         self.chunk_bytes = chunk_bytes
         self.skip_bad_lines = bool(skip_bad_lines)
+        #: features and rows per byte of the last chunk parsed: the next chunk's
+        #: arrays are made for that much (and grown if a chunk has more)
+        self._density = (0.0, 0.0)
         self.source = source
         self.is_path = isinstance(source, str | os.PathLike)
         if self.is_path:
@@ -339,8 +352,12 @@ class LibsvmReader:
                 return
 
     def _kernel(self, arr: np.ndarray, n: int) -> tuple[Any, ...]:
+        features, rows = self._density  # 0: room for the most the text could hold
         result: tuple[Any, ...] = kernels("parse").parse_chunk(
-            arr, n, self.bits, self.skip_bad_lines, MAX_BAD_EXAMPLES)
+            arr, n, self.bits, self.skip_bad_lines, MAX_BAD_EXAMPLES, False,
+            _room(features, n), _room(rows, n))
+        if n:
+            self._density = (result[2].size / n, result[0].size / n)
         return result
 
     def _finish_pending(self, item: tuple[np.ndarray, Future[Any], bytearray], line_base: int,
