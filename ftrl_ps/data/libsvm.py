@@ -84,12 +84,7 @@ _REASONS = {
 
 
 def _room(per_byte: float, n: int) -> int:
-    """Entries to make room for in a chunk of ``n`` bytes that may be a little
-    denser than the last (0: as many as the text could hold).
-
-    >>> _room(0.0, 1000), _room(0.1, 1000)
-    (0, 1149)
-    """
+    """Entries for ``n`` bytes 1.25x as dense as the last chunk (0: as dense as text can be)."""
     return int(per_byte * n * 1.25) + 1024 if per_byte > 0 else 0
 
 
@@ -167,9 +162,7 @@ class LibsvmReader:
             raise ConfigError(f"chunk_bytes must be a positive integer, got {chunk_bytes!r}")
         self.chunk_bytes = chunk_bytes
         self.skip_bad_lines = bool(skip_bad_lines)
-        #: features and rows per byte of the last chunk parsed: the next chunk's
-        #: arrays are made for that much (and grown if a chunk has more)
-        self._density = (0.0, 0.0)
+        self._density = (0.0, 0.0)  # features, rows per byte of the last chunk parsed
         self.source = source
         self.is_path = isinstance(source, str | os.PathLike)
         if self.is_path:
