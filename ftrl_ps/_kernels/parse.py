@@ -217,15 +217,14 @@ def parse_chunk(buf: np.ndarray, n: int, bits: int, skip_bad: bool,
     0-based within the chunk). Without ``skip_bad`` the parse stops at the
     first bad line (``n_bad == 1``) and the arrays are not meaningful.
     """
-    # Capacity, from the length alone: a row takes at least two bytes (a label and
-    # the end of its line, but for the data's last line), a feature at least two
-    # (itself, and a separator or line end before it, but for the data's first
-    # token). Only the entries written are memory (pages never written are never
-    # mapped); counting the lines and separators first cost 13 % of a parse.
-    # Memory: arrays that large are mapped on their own, and a chunk's written
-    # pages land where the previous chunks' arrays had pages never written, so a
-    # reader holding many chunks (a worker parses 64 MiB ahead) grew by ~100 MiB
-    # after warm-up; the reader's guess from the chunk before keeps them small.
+    # The most the text can hold, from its length alone: a row takes at least two
+    # bytes (a label and the end of its line, but for the data's last line), a
+    # feature at least two (itself, and a separator or line end before it, but for
+    # the data's first token); counting the lines and separators first cost 13 % of
+    # a parse. Arrays that large (40 MiB for 4 MiB of text, ~3.5 MiB written) were
+    # reused at other offsets once freed, so each chunk wrote pages never written
+    # before: a worker parsing 64 MiB ahead grew by 122-283 MiB after 20 % of a
+    # 20M-row run. The reader's room from the chunk before keeps them small.
     worst = n // 2 + 2
     cap = worst if capacity <= 0 else min(capacity, worst)
     row_cap = worst if row_capacity <= 0 else min(row_capacity, worst)
