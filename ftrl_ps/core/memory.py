@@ -130,14 +130,14 @@ def keep_freed_chunks() -> bool:
     """:func:`keep_freed_buffers` for a process that reads libsvm input: the
     command line's (``ftrl-ps``, the services) before it works.
 
-    The parser made a chunk's arrays for the densest text the chunk could
-    hold (at ``--chunk-mb 4``: 8-16 MiB each, 40 MiB in all) and wrote the
-    ~3.5 MiB its rows need (since session 29 the reader sizes them from the
-    chunk before, ~1.25x what they need; the first chunk is still sized so).
-    glibc maps arrays that large on their own and, once
-    the first few were freed, serves them from a heap whose top it trims beyond
-    twice the largest (32 MiB): a chunk's 40 MiB freed together are given back,
-    and the next chunk faults its pages in anew. Measured on 20M rows in one
+    The reader sizes a chunk's arrays from the chunk before (~1.25x what its
+    rows need); the first chunk's, and a request body's, are made for the
+    densest text it could hold (at ``--chunk-mb 4``: 8-16 MiB each, 40 MiB in
+    all, of which ~3.5 MiB are written). glibc maps arrays that large on their
+    own and, once the first few were freed, serves them from a heap whose top
+    it trims beyond twice the largest (32 MiB): a chunk's 40 MiB freed together
+    are given back, and the next chunk faults its pages in anew. Measured when
+    every chunk's arrays were that large (before session 29), on 20M rows in one
     process (4 runs each, alternated): 84,000-153,000 page faults -> 42,000-86,000;
     parsing 5M rows alone, 0.36-0.38 -> 0.21-0.28 s of system time (one
     baseline run 0.14 s: glibc's own thresholds sometimes fit). Wall time was
