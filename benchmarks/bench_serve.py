@@ -139,7 +139,7 @@ def bench_batch(url: str, bodies: list[bytes], clients: int, rounds: int) -> flo
 
 
 def bench_predict_in_process(model: FTRL, test: Path, repeats: int) -> float:
-    rows = predict(model, test, io.StringIO())
+    rows = predict(model, test, io.StringIO()).rows
     times = []
     for _ in range(repeats):
         t = time.perf_counter()

@@ -13,6 +13,7 @@ the client; the client also maps transport failures to :class:`TransportError`.
     ├── DataError              malformed training/test input or request rows (400)
     │   └── ParseError             one bad line: file, line number, token
     ├── ModelFormatError       corrupt, truncated or foreign model file
+    ├── OutputError            an output file cannot be written there
     ├── ProtocolError          a request body that fails validation        (400)
     │   └── PayloadTooLargeError   body over the size limit                 (413)
     ├── AuthError              missing or wrong token                      (401)
@@ -72,6 +73,10 @@ class ParseError(DataError):
 
 class ModelFormatError(FTRLPSError, ValueError):
     """A model file is corrupt, truncated, or not an ftrl-ps model."""
+
+
+class OutputError(FTRLPSError):
+    """An output file (model, predictions, report) cannot be written where asked."""
 
 
 class ProtocolError(FTRLPSError, ValueError):

@@ -65,6 +65,10 @@ def test_json_rows_hash_names_like_the_reader() -> None:
     (b'{"rows": [{"features": {"a": "x"}}]}', "rows[0].features['a']: value must be a number"),
     (b'{"rows": [{"features": {"a": 1}}, {"features": {"b": true}}]}', "rows[1].features['b']"),
     (b'{"rows": [{"features": {"a": 1e39}}]}', "beyond float32"),
+    # these two answered 500 (OverflowError, UnicodeEncodeError)
+    (b'{"rows": [{"features": {"a": ' + b"9" * 400 + b'}}]}', "beyond float32"),
+    (b'{"rows": [{"features": {"a": 1}}, {"features": {"b": 1, "\\ud800": 2}}]}',
+     "rows[1].features['\\\\ud800']: feature name is not valid Unicode"),
     (b'{"rows": [{"features": {"": 1}}]}', "empty feature name"),
     (b'{"rows": [{"feature": {"a": 1}}]}', "rows[0]"),
     (b'{"row": []}', '{"rows": [...]}'),

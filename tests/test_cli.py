@@ -178,3 +178,81 @@ def test_train_loads_only_what_it_needs(tmp_path: Path) -> None:
     assert "serve_cmd" not in cli_modules and "tune_cmd" not in cli_modules
     assert "train_cmd" in cli_modules
     assert heavy == "[]"
+
+
+def test_predict_output_is_written_whole_even_over_its_own_input(
+    synth_small: Path, tmp_path: Path
+) -> None:
+    test = synth_small / "test.svm"
+    model = tmp_path / "m.ftrl"
+    assert run_cli("train", str(synth_small / "train.svm"), "--bits", "18", "--model",
+                   str(model), "-q").returncode == 0
+    expected = run_cli("predict", str(model), str(test)).stdout
+    victim = tmp_path / "victim.svm"
+    victim.write_bytes(test.read_bytes())
+    res = run_cli("predict", str(model), str(victim), "-o", str(victim))
+    assert res.returncode == 0, res.stderr
+    assert victim.read_text() == expected  # read whole before it was replaced
+    # a bad line ends the run: the old output stays as it was, nothing half-written
+    bad = tmp_path / "bad.svm"
+    bad.write_text(test.read_text() + "oops\n")
+    res = run_cli("predict", str(model), str(bad), "-o", str(victim))
+    assert res.returncode == 1 and "label must be" in res.stderr
+    assert victim.read_text() == expected
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.svm", "m.ftrl", "victim.svm"]
+    # skipped lines have no output line: said, with where the first one was
+    res = run_cli("predict", str(model), str(bad), "--skip-bad-lines", "-o", "-")
+    assert res.returncode == 0 and res.stdout == expected
+    assert "skipped 1 malformed line" in res.stderr and "do not match" in res.stderr
+
+
+def test_outputs_are_checked_before_the_run_and_errors_are_one_line(
+    synth_small: Path, tmp_path: Path
+) -> None:
+    train, test = str(synth_small / "train.svm"), str(synth_small / "test.svm")
+    for args in (["train", train, "--model", str(tmp_path)],  # a folder
+                 ["train", train, "--metrics-json", str(tmp_path / "nodir" / "m.json")],
+                 ["predict", str(tmp_path / "none.ftrl"), test, "-o", str(tmp_path)]):
+        res = run_cli(*args)
+        assert res.returncode == 1, (args, res.stderr)
+        assert "Traceback" not in res.stderr and "trained" not in res.stdout
+        assert "cannot" in res.stderr.splitlines()[-1], res.stderr
+    # a bad --test file no longer costs the model: it is saved first
+    bad = tmp_path / "bad.svm"
+    bad.write_text("nonsense\n")
+    model = tmp_path / "m.ftrl"
+    res = run_cli("train", train, "--bits", "18", "-q", "--model", str(model), "--test", str(bad))
+    assert res.returncode == 1 and "label must be" in res.stderr
+    assert load_model(model).bits == 18
+    # JSON alone on stdout with '-': it parses; the summary line went to stderr
+    res = run_cli("eval", str(model), test, "--json", "-")
+    assert json.loads(res.stdout)["rows"] == 5000 and "logloss" in res.stderr
+    res = run_cli("train", train, "--bits", "18", "-q", "--metrics-json", "-")
+    assert json.loads(res.stdout)["rows"] == 20000 and "trained" in res.stderr
+    empty = tmp_path / "empty.svm"
+    empty.write_text("")
+    res = run_cli("eval", str(model), str(empty))
+    assert res.returncode == 1 and "no rows to evaluate" in res.stderr
+
+
+def test_a_closed_stdout_pipe_ends_quietly(synth_small: Path, tmp_path: Path) -> None:
+    model = tmp_path / "m.ftrl"
+    assert run_cli("train", str(synth_small / "train.svm"), "--bits", "18", "--model",
+                   str(model), "-q").returncode == 0
+    proc = subprocess.Popen(  # `ftrl-ps predict ... | head -0`
+        [sys.executable, "-m", "ftrl_ps", "predict", str(model), str(synth_small / "train.svm")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    proc.stdout.close()  # the reader is gone before the first line
+    _, err = proc.communicate(timeout=120)
+    assert err == b"" and proc.returncode == 141  # as a program killed by SIGPIPE
+
+
+def test_a_state_that_overflowed_is_not_saved(tmp_path: Path) -> None:
+    data = tmp_path / "ts.svm"  # nanosecond timestamps as feature values
+    data.write_text("".join(f"{i % 2} 1:{1.7e18 + i * 1e9:.6e} 2:1\n" for i in range(2000)))
+    model = tmp_path / "ts.ftrl"
+    res = run_cli("train", str(data), "--bits", "10", "-q", "--model", str(model))
+    assert res.returncode == 1 and "--dtype float64" in res.stderr
+    assert not model.exists()

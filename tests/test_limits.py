@@ -143,3 +143,38 @@ def test_a_restarted_worker_whose_index_finished_exits_while_others_train(tmp_pa
             with pytest.raises(WorkerStateError, match="no free worker index"):
                 run_worker(WorkerOptions(server=server.url, input=str(data), num_workers=2,
                                          token=TOKEN, quiet=True, identity="box-c"))
+
+
+def _nested(depth: int, text: str) -> object:
+    value: object = text
+    for level in range(depth):
+        value = [value, text] if level % 2 else {text: value}
+    return value
+
+
+@pytest.mark.parametrize("chunk", [3, 7, 1 << 20])
+def test_json_depth_counts_brackets_outside_strings_only(monkeypatch, chunk: int) -> None:
+    import json
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from ftrl_ps.server import limits
+
+    monkeypatch.setattr(limits, "_DEPTH_CHUNK", chunk)  # state carried across steps
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.integers(0, 12), st.text(alphabet='[]{}"\\ab', max_size=12))
+    def check(depth: int, text: str) -> None:
+        body = json.dumps(_nested(depth, text)).encode()
+        assert limits.json_depth(body) == depth, body
+
+    check()
+
+
+def test_json_depth_of_an_unclosed_string_of_escaped_quotes() -> None:
+    from ftrl_ps.server.limits import json_depth
+
+    # 2 MB: the regular expression used before took quadratic time (10 s at 48 KB)
+    body = b"[" * 40 + b'"' + b'\\"' * 1_000_000
+    assert json_depth(body) == 40

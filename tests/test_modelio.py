@@ -122,3 +122,18 @@ def test_a_model_trained_on_compact_keys_is_the_model_trained_on_slots(tmp_path:
         assert np.array_equal(getattr(one, name), getattr(two, name)), name
     with pytest.raises(ModelFormatError, match="compact state"):
         SavedModel.from_compact(12, params, state[:-1], slots)
+
+
+def test_a_big_sparse_model_loads_without_writing_its_empty_slots() -> None:
+    import psutil
+
+    saved = SavedModel(bits=28, params=FTRLParams(), dtype="float32",
+                       keys=np.array([3, 1 << 28], dtype=np.uint32),
+                       n=np.array([1.0, 2.0], dtype=np.float32),
+                       z=np.array([0.5, -0.5], dtype=np.float32))
+    rss = psutil.Process().memory_info().rss
+    model = saved.to_ftrl()  # a (2**28 + 1, 2) float32 state: 2 GiB of address space
+    grown = psutil.Process().memory_info().rss - rss
+    assert model.state[3, 1] == 0.5 and model.state[1 << 28, 0] == 2.0
+    assert model.state[4].sum() == 0
+    assert grown < 64 << 20, grown  # was 2 GiB: the whole state was zeroed again

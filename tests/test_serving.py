@@ -142,6 +142,11 @@ def test_learn_from_cluster_reflects_in_predictions_and_shutdown_pushes() -> Non
             bad = client.post("/v1/learn", content=b"1 3:1 7:1\n1 3:z\n", headers=auth)
             assert_error(bad, 400, "ParseError", "body:2:")
             assert service.learner is not None and service.learner.status()["requests"] == 0
+            # no rows: nothing to learn, and the learner goes on (it used to die here)
+            for empty in ({"content": b"", "headers": auth},
+                          {"json": {"rows": []}, "headers": {"Authorization": "Bearer tok"}}):
+                answer = client.post("/v1/learn", **empty)
+                assert answer.status_code == 200 and answer.json()["accepted"] == 0
             answer = client.post("/v1/learn", content=b"1 3:1 7:1\n" * 200, headers=auth)
             assert answer.status_code == 200 and answer.json()["accepted"] == 200
             wait_until(lambda: client.post("/v1/predict", content=b"3:1 7:1\n", headers=TEXT)

@@ -122,6 +122,9 @@ BAD_PUSHES = [
     ("nan", [3, 4], [1.0, float("nan")], [1.0, 1.0], "finite"),
     ("inf", [3, 4], [1.0, 1.0], [float("inf"), 1.0], "finite"),
     ("overflow", [3, 4], [1.0, 1.0], [1e300, 1.0], "finite"),  # inf once cast to float32
+    # two of these took a float32 key to inf (an unsaveable model); the limit is 3.2e32
+    ("too large n", [3, 4], [1.0, 3e38], [1.0, 1.0], "too large for the float32 state"),
+    ("too large z", [3, 4], [1.0, 1.0], [-1e33, 1.0], "too large"),
     ("negative n", [3, 4], [1.0, -0.5], [1.0, 1.0], "negative"),
     ("float keys", [3.0, 4.0], [1.0, 1.0], [1.0, 1.0], "integers"),
     ("2-D keys", [[3, 4]], [1.0, 1.0], [1.0, 1.0], "one-dimensional"),
@@ -141,6 +144,18 @@ def test_bad_push_raises_and_changes_nothing(case, keys, dn, dz, message):
     for x, y in zip(before, store.dump(), strict=True):
         np.testing.assert_array_equal(x, y)
     assert store.counters() == counters
+
+
+def test_deltas_up_to_the_limit_are_applied_and_the_state_stays_finite():
+    from ftrl_ps.ps.validate import delta_limit
+
+    store = ParameterStore(Layout(bits=10, group_size=4))
+    top = delta_limit(np.dtype(np.float32))
+    for _ in range(3):
+        store.push(np.array([3]), np.array([top]), np.array([-top]))
+    keys, n, z = store.dump()
+    assert keys.tolist() == [3] and np.isfinite(n).all() and np.isfinite(z).all()
+    assert n[0] == pytest.approx(3 * top)
 
 
 def test_merge_sections_on_a_shard_of_another_rule_are_refused_and_change_nothing():

@@ -166,7 +166,7 @@ def test_design_spans_cardinalities_and_power_law() -> None:
 @pytest.mark.parametrize(
     "kwargs",
     [{"rows": 0}, {"test_rows": -1}, {"bits": 7}, {"bits": 31}, {"fields": 1},
-     {"positive_rate": 0.0}, {"seed": -1}],
+     {"positive_rate": 0.0}, {"seed": -1}, {"bits": 8, "fields": 1000}],
 )
 def test_config_rejects_bad_values(kwargs: dict) -> None:
     with pytest.raises(ConfigError):
@@ -180,6 +180,26 @@ def test_cli_writes_files_and_reports_bayes_logloss(tmp_path: Path, capsys) -> N
     out = capsys.readouterr()
     assert "logloss" in out.out and out.err == ""
     assert {p.name for p in tmp_path.iterdir()} == {"train.svm", "test.svm", "truth.json"}
+
+
+def test_an_interrupted_run_leaves_the_old_set_whole(tmp_path: Path, monkeypatch) -> None:
+    generate(tmp_path, SynthConfig(rows=300, test_rows=200, bits=12, seed=0))
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    import ftrl_ps.data.synth as synth
+
+    real = synth._write_split
+
+    def write_then_stop(design, path, split, rows, progress, keep):
+        result = real(design, path, split, rows, progress, keep)
+        if path.name == "test.svm":  # train.svm's new part is written by now
+            raise KeyboardInterrupt
+        return result
+
+    monkeypatch.setattr(synth, "_write_split", write_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        generate(tmp_path, SynthConfig(rows=300, test_rows=200, bits=12, seed=7))
+    # no seed-7 train.svm beside seed-0 test.svm and truth, and no parts left
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
 
 
 @pytest.mark.parametrize(

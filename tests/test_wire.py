@@ -155,6 +155,12 @@ def test_json_nan_parses_but_stays_nan():
     assert np.isnan(msg.delta_n[0]) and np.isinf(msg.delta_z[0])
 
 
+def test_json_integer_beyond_float64_is_a_protocol_error():
+    body = b'{"keys": [1], "delta_n": [' + b"9" * 400 + b'], "delta_z": [0]}'
+    with pytest.raises(ProtocolError, match="beyond float64"):  # was an OverflowError: 500
+        wire.decode_json(body, wire.PUSH)
+
+
 def test_json_push_with_worker_fields():
     msg = wire.decode_json(
         b'{"keys": [1, 2], "delta_n": [1, 2], "delta_z": [0.5, 0], "worker": 4, "epoch": 2, '

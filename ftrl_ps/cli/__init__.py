@@ -7,8 +7,9 @@ Each sub-command lives in its own module under ``ftrl_ps.cli`` and exposes
 * ``run(args: argparse.Namespace) -> int`` (the exit code).
 
 Bad arguments exit with code 2 and a one-line message (argparse's convention);
-an :class:`~ftrl_ps.errors.FTRLPSError` raised while running exits with code 1
-and its message, never a traceback.
+an :class:`~ftrl_ps.errors.FTRLPSError` or a file error (``OSError``) raised
+while running exits with code 1 and its message, never a traceback; a closed
+stdout pipe (``| head``) exits quietly with 141, as for SIGPIPE.
 """
 
 from __future__ import annotations
@@ -143,7 +144,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         log.warning("interrupted")
         return 130
+    except BrokenPipeError:  # `ftrl-ps predict ... | head`: the reader has what it wanted
+        return _stdout_gone()
+    except OSError as exc:  # a file the system refused: one line, as for our own errors
+        log.debug("traceback", exc_info=True)
+        where = f"{exc.filename}: " if exc.filename else ""
+        log.error("error: %s%s", where, exc.strerror or exc)
+        return 1
     return code
+
+
+def _stdout_gone() -> int:
+    """Stdout's reader closed the pipe: send what is left to /dev/null (so the final
+    flush does not fail again) and exit as a program killed by SIGPIPE does (141)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + 13
 
 
 def console_main() -> None:
@@ -170,7 +187,9 @@ def console_main() -> None:
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-    except (OSError, ValueError):  # e.g. stdout was a pipe that closed
+    except BrokenPipeError:  # stdout was a pipe that closed
+        code = code or _stdout_gone()
+    except (OSError, ValueError):
         code = code or 1
     os._exit(code)
 

@@ -25,7 +25,9 @@ __all__ = [
     "add_server_arguments",
     "add_start_timeout_argument",
     "bits_arg",
+    "chunk_mb_arg",
     "check_input",
+    "check_outputs",
     "finite_float",
     "non_negative_float",
     "non_negative_int",
@@ -52,6 +54,14 @@ def _int_at_least(text: str, minimum: int, expected: str) -> int:
 
 def positive_int(text: str) -> int:
     return _int_at_least(text, 1, "a positive integer")
+
+
+def chunk_mb_arg(text: str) -> int:
+    """``--chunk-mb``: 1..1024 (each chunk is held, with its parsed arrays, in memory)."""
+    value = positive_int(text)
+    if value > 1024:
+        raise argparse.ArgumentTypeError(f"expected at most 1024 (MiB), got {text!r}")
+    return value
 
 
 def non_negative_int(text: str) -> int:
@@ -161,9 +171,10 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--chunk-mb",
-        type=positive_int,
+        type=chunk_mb_arg,
         default=4,
-        help="read the input in chunks of this many MiB (default 4); memory stays bounded",
+        help="read the input in chunks of this many MiB, 1..1024 (default 4); memory "
+        "stays bounded",
     )
 
 
@@ -206,6 +217,16 @@ def check_input(path: str, what: str = "input") -> str:
     except ConfigError as exc:
         raise ConfigError(f"{what}: {exc}") from None
     return path
+
+
+def check_outputs(*outputs: tuple[str | None, str]) -> None:
+    """Each ``(path, flag)`` given can be written (folders made as the model file's
+    writer makes them): a wrong path fails now, not after the run it would save."""
+    from ftrl_ps.core.outfile import check_writable
+
+    for path, flag in outputs:
+        if path:
+            check_writable(path, flag, make_parents=flag == "--model")
 
 
 def options_from(cls: type[T], args: argparse.Namespace, **overrides: Any) -> T:

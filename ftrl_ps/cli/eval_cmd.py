@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from ftrl_ps.cli import _common as c
 from ftrl_ps.core.jsonfile import write_json
+from ftrl_ps.errors import DataError
 
 __all__ = ["DESCRIPTION", "HELP", "NAME", "add_arguments", "run"]
 
@@ -31,18 +33,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ftrl_ps.core.modelio import load_model
+    from ftrl_ps.core.outfile import check_writable
     from ftrl_ps.learn.training import evaluate
     from ftrl_ps.ps.kernels import load_kernels
 
     c.check_input(args.test, "test data")
+    if args.json:
+        check_writable(args.json, "--json")
     load_kernels()  # on a fresh machine: compile every kernel now, once, and say so
     model = load_model(args.model).to_ftrl()
     ev = evaluate(
         model, args.test, chunk_bytes=args.chunk_mb << 20, skip_bad_lines=args.skip_bad_lines
     )
-    print(
+    if ev["bad_lines"]:
+        print(f"skipped {ev['bad_lines']:,} malformed line(s)", file=sys.stderr)
+    if not ev["rows"]:
+        raise DataError(f"{args.test}: no rows to evaluate")
+    print(  # beside JSON on stdout (--json -), the summary goes to stderr
         f"logloss {ev['logloss']:.5f}  AUC {ev['auc']:.5f}  rows {ev['rows']:,}  "
-        f"positive rate {ev['positive_rate']:.4f}"
+        f"positive rate {ev['positive_rate']:.4f}",
+        file=sys.stderr if args.json == "-" else sys.stdout,
     )
     write_json(args.json, ev)
     return 0

@@ -61,5 +61,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ftrl_ps.ps.export import ExportOptions, run_export
 
+    c.check_outputs((args.model, "--model"), (args.metrics_json, "--metrics-json"))
     run_export(c.options_from(ExportOptions, args))
     return 0

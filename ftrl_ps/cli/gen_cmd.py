@@ -40,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="fields per row; a third are numeric (default: %(default)s)")
     parser.add_argument("--positive-rate", type=float, default=0.2,
                         help="expected share of positive labels, 0.01..0.99 (default: %(default)s)")
-    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument("--quiet", "-q", action="store_true",
+                        help="no progress lines on stderr")
 
 
 def run(args: argparse.Namespace) -> int:

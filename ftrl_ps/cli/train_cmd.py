@@ -210,6 +210,7 @@ def run(args: argparse.Namespace) -> int:
     c.check_input(args.train, "training data")
     if args.test:
         c.check_input(args.test, "test data")
+    c.check_outputs((args.model, "--model"), (args.metrics_json, "--metrics-json"))
     apply_params_from(args)
     if getattr(args, "workers", 0):
         from ftrl_ps.cluster.local import LocalClusterOptions, run_cluster
@@ -235,10 +236,12 @@ def run(args: argparse.Namespace) -> int:
         progress=progress,
     )
     report_bad_lines(report.bad_lines, report.bad_examples)
+    out = sys.stderr if args.metrics_json == "-" else sys.stdout  # JSON alone on stdout
     print(
         f"trained {report.rows:,} rows x {report.epochs} epoch(s) in {report.seconds:.2f} s "
         f"({report.rows_per_second:,.0f} rows/s); progressive logloss "
-        f"{report.progressive_logloss:.5f}"
+        f"{report.progressive_logloss:.5f}",
+        file=out,
     )
     results: dict[str, object] = {
         "rows": report.rows,
@@ -253,14 +256,7 @@ def run(args: argparse.Namespace) -> int:
     # the keys with state, found once (a pass over all 2**bits keys): for the count of
     # non-zero weights and for the model file
     keys, n, z, results["nonzero_weights"] = model.touched_state()
-    if args.test:
-        ev = evaluate(model, args.test, chunk_bytes=chunk, skip_bad_lines=args.skip_bad_lines)
-        print(
-            f"test {args.test}: logloss {ev['logloss']:.5f}  AUC {ev['auc']:.5f}  "
-            f"rows {ev['rows']:,}  positive rate {ev['positive_rate']:.4f}"
-        )
-        results.update({f"test_{k}": v for k, v in ev.items()})
-    if args.model:
+    if args.model:  # saved first: a bad --test file must not cost the training
         t_save = time.perf_counter()
         saved = SavedModel.from_ftrl(model, touched=(keys, n, z))
         path = save_model(
@@ -273,7 +269,15 @@ def run(args: argparse.Namespace) -> int:
             **({"params_from": str(args.params_from)} if args.params_from else {}),
         )
         results["save_seconds"] = time.perf_counter() - t_save
-        print(f"model saved to {path} ({saved.keys.size:,} keys with state)")
+        print(f"model saved to {path} ({saved.keys.size:,} keys with state)", file=out)
+    if args.test:
+        ev = evaluate(model, args.test, chunk_bytes=chunk, skip_bad_lines=args.skip_bad_lines)
+        print(
+            f"test {args.test}: logloss {ev['logloss']:.5f}  AUC {ev['auc']:.5f}  "
+            f"rows {ev['rows']:,}  positive rate {ev['positive_rate']:.4f}",
+            file=out,
+        )
+        results.update({f"test_{k}": v for k, v in ev.items()})
     write_json(args.metrics_json, results)
     sys.stdout.flush()
     return 0

@@ -18,7 +18,7 @@ once into memory; every candidate setting is trained in the same passes over
 it by a kernel that updates all of them at once.
 
 Validation: every 5th row of TRAIN (with --holdout 0.2) is held back and only
-scored; the others train, in file order. With --validation tail the last 20 %%
+scored; the others train, in file order. With --validation tail the last 20 %
 of the rows are held back instead (for time-ordered logs). After each pass each
 candidate's log loss on the held-back rows is recorded; the best (setting,
 passes) wins. The candidates are the defaults plus a Halton sequence over
@@ -94,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
     from ftrl_ps.ps.kernels import load_kernels
 
     c.check_input(args.train, "training data")
+    c.check_outputs((args.model, "--model"), (args.metrics_json, "--metrics-json"))
     options = c.options_from(TuneOptions, args)
     load_kernels()  # a fresh machine compiles here, once, and says so
     return run_tune(options)

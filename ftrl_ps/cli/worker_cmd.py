@@ -221,5 +221,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ftrl_ps.ps.worker_main import WorkerOptions, run_worker
 
+    c.check_outputs((args.metrics_json, "--metrics-json"))
     run_worker(c.options_from(WorkerOptions, args))
     return 0

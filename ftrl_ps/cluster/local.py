@@ -373,6 +373,7 @@ def _finish(
     started: float,
 ) -> dict[str, Any]:
     plog = loss_sum / rows if rows else float("nan")
+    out = sys.stderr if args.metrics_json == "-" else sys.stdout  # JSON alone on stdout
     pushed = sum(int(r.get("keys_pushed", 0)) for r in reports)
     pulled = sum(int(r.get("keys_pulled", 0)) for r in reports)
     span = workers_span(reports)
@@ -383,7 +384,8 @@ def _finish(
     print(
         f"trained {rows:,} rows with {args.workers} workers and {args.servers} server(s) "
         f"in {seconds:.2f} s from launch to state read back "
-        f"({rows / max(seconds, 1e-9):,.0f} rows/s){during}; progressive logloss {plog:.5f}"
+        f"({rows / max(seconds, 1e-9):,.0f} rows/s){during}; progressive logloss {plog:.5f}",
+        file=out,
     )
     snap = status.get("clock") or {}
     results: dict[str, Any] = {
@@ -416,7 +418,7 @@ def _finish(
             progressive_logloss=plog,
             **({"params_from": str(args.params_from)} if args.params_from else {}),
         )
-        print(f"model saved to {path} ({saved.keys.size:,} keys with state)")
+        print(f"model saved to {path} ({saved.keys.size:,} keys with state)", file=out)
         results["saved_seconds"] = time.perf_counter() - started
     if args.test:
         from ftrl_ps.learn.training import evaluate
@@ -429,7 +431,7 @@ def _finish(
         )
         print(
             f"test {args.test}: logloss {ev['logloss']:.5f}  AUC {ev['auc']:.5f}  "
-            f"rows {ev['rows']:,}  positive rate {ev['positive_rate']:.4f}"
+            f"rows {ev['rows']:,}  positive rate {ev['positive_rate']:.4f}", file=out
         )
         results.update({f"test_{k}": v for k, v in ev.items()})
     return results

@@ -227,8 +227,14 @@ class FTRL:
         _k.weights(np.ascontiguousarray(self.state[keys]).reshape(-1), *self._hp(), w)
         return int(np.count_nonzero(w))
 
-    def load_state(self, keys: npt.ArrayLike, n: npt.ArrayLike, z: npt.ArrayLike) -> None:
-        """Set the state of ``keys`` (all other keys are reset to zero)."""
+    def load_state(self, keys: npt.ArrayLike, n: npt.ArrayLike, z: npt.ArrayLike, *,
+                   reset: bool = True) -> None:
+        """Set the state of ``keys`` (all other keys are reset to zero).
+
+        ``reset=False`` skips that reset for a model known to be all zero (a new
+        one): its untouched pages then stay unallocated (a 2**30-slot model holding
+        a few keys loads in a moment, not after writing 8 GiB of zeros).
+        """
         keys = np.asarray(keys)
         n = np.asarray(n)
         z = np.asarray(z)
@@ -237,7 +243,8 @@ class FTRL:
         size = self.state.shape[0]
         if keys.size and (keys.min() < 0 or keys.max() >= size):
             raise DataError(f"keys must be in [0, {size})")
-        self.state[:] = 0
+        if reset:
+            self.state[:] = 0
         self.state[keys, 0] = n
         self.state[keys, 1] = z
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
-from pathlib import Path
 from typing import Any
+
+from ftrl_ps.core.outfile import replacing
 
 __all__ = ["write_json"]
 
@@ -15,15 +17,30 @@ def write_json(path: str | os.PathLike[str] | None, data: dict[str, Any]) -> Non
     """Write ``data`` as sorted, indented JSON to ``path`` (nothing if None or empty).
 
     ``"-"`` writes to stdout; a file is written to a temporary name beside it
-    and renamed, so a reader never sees half a report.
+    and renamed, so a reader never sees half a report. NaN and infinities (e.g.
+    the log loss of no rows) are written as null: JSON has neither.
+
+    >>> write_json("-", {"rows": 0, "logloss": float("nan")})
+    {
+      "logloss": null,
+      "rows": 0
+    }
     """
     if not path:
         return
+    text = json.dumps(_finite(data), indent=2, sort_keys=True, allow_nan=False) + "\n"
     if str(path) == "-":
-        json.dump(data, sys.stdout, indent=2, sort_keys=True)
-        sys.stdout.write("\n")
+        sys.stdout.write(text)
         return
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, target)
+    with replacing(path) as f:
+        f.write(text)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value

@@ -29,7 +29,6 @@ import datetime as _dt
 import json
 import os
 import struct
-import tempfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ftrl_ps import __version__
+from ftrl_ps.core.outfile import replacing
 from ftrl_ps.core.params import DTYPES, FTRLParams, check_bits, num_keys
 from ftrl_ps.errors import ModelFormatError
 
@@ -70,7 +70,7 @@ class SavedModel:
         from ftrl_ps.core.ftrl import FTRL
 
         model = FTRL(self.bits, self.params, dtype=self.dtype)
-        model.load_state(self.keys, self.n, self.z)
+        model.load_state(self.keys, self.n, self.z, reset=False)  # new: all zero
         return model
 
     @classmethod
@@ -117,6 +117,13 @@ def save_model(path: str | os.PathLike[str], model: SavedModel | FTRL, **trainin
     z = np.ascontiguousarray(saved.z, dtype=np.dtype(saved.dtype).newbyteorder("<"))
     if not keys.shape == n.shape == z.shape:
         raise ModelFormatError("keys, n and z must have one length")
+    bad = int(np.count_nonzero(~(np.isfinite(n) & np.isfinite(z) & (n >= 0))))
+    if bad:  # load_model would refuse the file: say why now, and write nothing
+        raise ModelFormatError(
+            f"not saving {path}: {bad:,} of {keys.size:,} keys have a NaN or infinite state "
+            f"(the training overflowed {saved.dtype}: feature values or --alpha too large? "
+            "scale the features, or train with --dtype float64)"
+        )
     header = {
         "format": "ftrl-ps model",
         "bits": saved.bits,
@@ -131,21 +138,13 @@ def save_model(path: str | os.PathLike[str], model: SavedModel | FTRL, **trainin
     head = json.dumps(header, sort_keys=True).encode()
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            crc = 0
-            for chunk in (_PREFIX.pack(MAGIC, FORMAT_VERSION, len(head)), head, keys, n, z):
-                data = chunk.data.cast("B") if isinstance(chunk, np.ndarray) else chunk
-                crc = zlib.crc32(data, crc)
-                f.write(data)
-            f.write(_CRC.pack(crc))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with replacing(target, "wb", fsync=True) as f:
+        crc = 0
+        for chunk in (_PREFIX.pack(MAGIC, FORMAT_VERSION, len(head)), head, keys, n, z):
+            data = chunk.data.cast("B") if isinstance(chunk, np.ndarray) else chunk
+            crc = zlib.crc32(data, crc)
+            f.write(data)
+        f.write(_CRC.pack(crc))
     return target
 
 

@@ -32,7 +32,6 @@ array([1.], dtype=float32)
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 import numpy as np
@@ -106,16 +105,34 @@ def parse_json_rows(body: bytes | str, bits: int, *, labels: bool) -> Batch:
                 raise _fail(i, ".features: empty feature name")
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise _fail(i, f".features[{name!r}]: value must be a number, got {value!r}")
-            if not (math.isfinite(value) and abs(value) < F32_LIMIT):
+            if not (abs(value) < F32_LIMIT):  # (no float() of a 400-digit integer)
                 raise _fail(i, f".features[{name!r}]: value is NaN, infinite or beyond "
-                               f"float32 range: {value!r}")
+                               f"float32 range: {_short(value)}")
             names.append(name)
             vals.append(value)
         counts[i] = len(row["features"])
-    slots = slots_of(names, bits) if names else np.zeros(0, np.int64)
+    try:
+        slots = slots_of(names, bits) if names else np.zeros(0, np.int64)
+    except UnicodeEncodeError:  # a lone surrogate ("\ud800"): no UTF-8 text to hash
+        i, name = next((int(np.searchsorted(np.cumsum(counts), k, side="right")), name)
+                       for k, name in enumerate(names) if _not_utf8(name))
+        raise _fail(i, f".features[{name!r}]: feature name is not valid Unicode text") from None
     indptr = np.zeros(len(rows) + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
     return canonical_batch(y, indptr, slots, np.asarray(vals, dtype=np.float64))
+
+
+def _short(value: float) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
+
+
+def _not_utf8(name: str) -> bool:
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def canonical_batch(labels: np.ndarray, indptr: np.ndarray, slots: np.ndarray,

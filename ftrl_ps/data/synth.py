@@ -117,6 +117,12 @@ class SynthConfig:
             raise ConfigError(f"bits must be in [8, 30], got {self.bits}")
         if not 2 <= self.fields <= 1000:
             raise ConfigError(f"fields must be in [2, 1000], got {self.fields}")
+        if 2 * self.n_numeric > 1 << self.bits:  # numeric slots first, categories after
+            raise ConfigError(
+                f"{self.fields} fields need more than 2**{self.bits} slots: each of the "
+                f"{self.n_numeric} numeric ones (a third) has a slot of its own, and the "
+                "categories hash into the rest; raise bits or lower fields"
+            )
         if not 0.01 <= self.positive_rate <= 0.99:
             raise ConfigError(f"positive rate must be in [0.01, 0.99], got {self.positive_rate}")
 
@@ -264,7 +270,8 @@ def format_rows(labels: np.ndarray, numeric_milli: np.ndarray, cat_slots: np.nda
 def _write_split(
     design: Design, path: Path, split: int, rows: int, progress: TextIO | None, keep: bool
 ) -> dict[str, Any]:
-    """Write one split; return positives, feature count and (if ``keep``) labels/scores."""
+    """Write one split to ``path`` + ".part" (:func:`generate` renames it); return
+    positives, feature count and (if ``keep``) labels/scores."""
     part = path.with_name(path.name + ".part")
     positives = features = 0
     kept: list[tuple[np.ndarray, np.ndarray]] = []
@@ -285,7 +292,6 @@ def _write_split(
                 print(f"gen: {path.name}: {done:,}/{rows:,} rows, "
                       f"{done / (now - start):,.0f} rows/s", file=progress, flush=True)
                 last = now
-    os.replace(part, path)
     seconds = time.perf_counter() - start
     result: dict[str, Any] = {"positives": positives, "features": features, "seconds": seconds}
     if keep:
@@ -308,6 +314,23 @@ def generate(outdir: str | os.PathLike[str], config: SynthConfig,
     design = make_design(config)
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
+    names = ("train.svm", "test.svm", "truth.json")
+    parts = [out / f"{name}.part" for name in names]
+    try:  # all three files renamed at the end: never a mix of two data sets
+        truth = _generate(out, design, config, progress)
+        parts[2].write_text(json.dumps(truth, indent=1) + "\n")
+        for part, name in zip(parts, names, strict=True):
+            os.replace(part, out / name)
+    except BaseException:
+        for part in parts:
+            part.unlink(missing_ok=True)
+        raise
+    return {**truth, "seconds": time.perf_counter() - start}
+
+
+def _generate(out: Path, design: Design, config: SynthConfig,
+              progress: TextIO | None) -> dict[str, Any]:
+    """Write both splits' parts; the content of ``truth.json``."""
     train = _write_split(design, out / "train.svm", _TRAIN, config.rows, progress, keep=False)
     test = _write_split(design, out / "test.svm", _TEST, config.test_rows, progress, keep=True)
     y, prob = test["labels"], _sigmoid(test["scores"])
@@ -347,7 +370,4 @@ def generate(outdir: str | os.PathLike[str], config: SynthConfig,
             "constant_test_logloss": logloss(y, np.full(y.shape, test_rate)),
         },
     }
-    part = out / "truth.json.part"
-    part.write_text(json.dumps(truth, indent=1) + "\n")
-    os.replace(part, out / "truth.json")
-    return {**truth, "seconds": time.perf_counter() - start}
+    return truth

@@ -9,13 +9,14 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, TextIO
+from typing import IO, Any, BinaryIO
 
 import numpy as np
 
 from ftrl_ps.core.ftrl import FTRL
 from ftrl_ps.core.metrics import Evaluation
 from ftrl_ps.data.inputs import InputReader
+from ftrl_ps.data.libsvm import ReaderStats
 from ftrl_ps.data.prefetch import prefetch
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.progress import Progress
@@ -120,17 +121,16 @@ def evaluate(
 def predict(
     model: FTRL,
     source: Source,
-    out: TextIO,
+    out: IO[str],
     *,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     skip_bad_lines: bool = False,
-) -> int:
-    """Write one probability per input row to ``out``; returns the row count."""
-    rows = 0
+) -> ReaderStats:
+    """Write one probability per input row to ``out``; returns the reader's counters
+    (``rows``; with ``skip_bad_lines``, the lines skipped, which have no output line)."""
     reader = _reader(source, model.bits, chunk_bytes, skip_bad_lines)
     for batch in prefetch(reader, depth=2):
         probs = model._predict(batch.indptr, batch.indices, batch.values)
         if probs.size:
             out.write("\n".join(np.char.mod("%.6g", probs).tolist()) + "\n")
-        rows += batch.rows
-    return rows
+    return reader.stats

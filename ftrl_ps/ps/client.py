@@ -184,8 +184,8 @@ class PSClient(StreamingPushes, Pulls):
         returned): only retried when the connection could not be made.
         """
         k = self._check_keys(keys)
-        dn = check_values(delta_n, "delta_n", k.size, self.dtype, non_negative=True)
-        dz = check_values(delta_z, "delta_z", k.size, self.dtype)
+        dn = check_values(delta_n, "delta_n", k.size, self.dtype, non_negative=True, delta=True)
+        dz = check_values(delta_z, "delta_z", k.size, self.dtype, delta=True)
         mg = None if merge is None else check_merge(merge, k.size, self.dtype)
         splits = self.layout.split_keys(k)
         shards = [i for i in range(self.layout.num_shards) if splits[i + 1] > splits[i]]

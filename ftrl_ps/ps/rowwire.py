@@ -1,7 +1,7 @@
 """Binary bodies of the prediction service: rows to score or learn, probabilities back.
 
 Same media type and 24-byte header as :mod:`ftrl_ps.ps.wire` (magic ``FTPS``,
-version 1), two more kinds. All little-endian::
+version 2, ``wire.VERSION``), two more kinds. All little-endian::
 
     ROWS (kind 6), a request      count = rows; flags bit 0: values float64
                                   (else float32), bit 2: labels present

@@ -218,8 +218,9 @@ class ParameterStore:
         :class:`~ftrl_ps.errors.ProtocolError` nothing is changed.
         """
         arr = check_keys(keys, self.begin, self.end)
-        dn = check_values(delta_n, "delta_n", arr.size, self.dtype, non_negative=True)
-        dz = check_values(delta_z, "delta_z", arr.size, self.dtype)
+        dn = check_values(delta_n, "delta_n", arr.size, self.dtype, non_negative=True,
+                          delta=True)
+        dz = check_values(delta_z, "delta_z", arr.size, self.dtype, delta=True)
         local = arr.astype(np.int64) - self.begin
         if merge is not None:
             self.require_versions("a push with merge sections (versions, rows, rho)")

@@ -152,10 +152,15 @@ class StreamLearner:
         """Queue ``batch`` (labels 0/1) for training; its ticket number.
 
         Raises UnavailableError if the queue stays full for ``submit_timeout``
-        seconds or the learner has stopped or failed.
+        seconds or the learner has stopped or failed. A batch of no rows is not
+        queued (a round of nothing has no keys to train): its ticket is the last
+        one given, whose rows are all there is to wait for.
         """
         deadline = time.monotonic() + self.submit_timeout
         with self._cond:
+            if not batch.rows:
+                self._check_running()
+                return self._tickets
             while True:
                 self._check_running()
                 if self._queued_rows + batch.rows <= self.max_queue_rows or not self._queue:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ftrl_ps.errors import ProtocolError
 
-__all__ = ["check_keys", "check_merge", "check_values"]
+__all__ = ["check_keys", "check_merge", "check_values", "delta_limit"]
 
 
 def check_keys(
@@ -55,11 +55,28 @@ def check_keys(
     return arr
 
 
+#: a delta's largest magnitude, as a share of its dtype's largest value: a key then
+#: takes over a million pushes of the largest deltas to overflow (two pushes of
+#: 3e38 each took a float32 shard's key to inf, and its model could not be saved)
+DELTA_SHARE = 2.0**-20
+
+
+def delta_limit(dtype: np.dtype) -> float:
+    """The largest magnitude :func:`check_values` lets a delta have in ``dtype``.
+
+    >>> f"{delta_limit(np.dtype(np.float32)):.3g}", f"{delta_limit(np.dtype(np.float64)):.3g}"
+    ('3.25e+32', '1.71e+302')
+    """
+    return float(np.finfo(dtype).max) * DELTA_SHARE
+
+
 def check_values(
-    values: Any, name: str, length: int, dtype: np.dtype, *, non_negative: bool = False
+    values: Any, name: str, length: int, dtype: np.dtype, *, non_negative: bool = False,
+    delta: bool = False,
 ) -> np.ndarray:
     """Validate a value array: 1-D, ``length`` long, real, finite (after the cast
-    to ``dtype``) and, if ``non_negative``, ``>= 0``. Returns it as ``dtype``."""
+    to ``dtype``) and, if ``non_negative``, ``>= 0``; a ``delta`` (added to the
+    state) at most :func:`delta_limit` in magnitude. Returns it as ``dtype``."""
     arr = np.asarray(values)
     if arr.ndim != 1:
         raise ProtocolError(f"{name} must be one-dimensional, got shape {arr.shape}")
@@ -69,10 +86,15 @@ def check_values(
         raise ProtocolError(f"{name} must be real numbers, got dtype {arr.dtype}")
     with np.errstate(over="ignore", invalid="ignore"):
         arr = arr.astype(dtype, copy=False)
-    finite = np.isfinite(arr)
-    if not finite.all():
-        i = int(np.flatnonzero(~finite)[0])
-        raise ProtocolError(f"{name}[{i}] is {arr[i]!r}; values must be finite")
+    limit = delta_limit(arr.dtype) if delta and arr.dtype.kind == "f" else None
+    with np.errstate(invalid="ignore"):  # (NaN compares False: caught either way)
+        ok = np.isfinite(arr) if limit is None else np.abs(arr) <= limit
+    if not ok.all():
+        i = int(np.flatnonzero(~ok)[0])
+        if not np.isfinite(arr[i]):
+            raise ProtocolError(f"{name}[{i}] is {arr[i]!r}; values must be finite")
+        raise ProtocolError(f"{name}[{i}] = {arr[i]!r} is too large for the {arr.dtype} "
+                            f"state (a delta's limit is {limit:.3g}: it would overflow)")
     if non_negative and length:
         neg = np.flatnonzero(arr < 0)
         if neg.size:

@@ -81,7 +81,10 @@ def _json_floats(data: Any, name: str) -> np.ndarray:
         return np.zeros(0, dtype=np.float64)
     if any(isinstance(v, bool) or not isinstance(v, int | float) for v in data):
         raise ProtocolError(f"{name!r} must be a flat list of numbers")
-    return np.asarray(data, dtype=np.float64)
+    try:
+        return np.asarray(data, dtype=np.float64)
+    except OverflowError:  # an integer of hundreds of digits
+        raise ProtocolError(f"{name!r} holds a number beyond float64's range") from None
 
 
 _ORIGIN_FIELDS = ("worker", "epoch", "seq", "prev_seq", "position")

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -40,20 +39,44 @@ from ftrl_ps.server.deps import content_type, scope_header
 
 __all__ = ["DRAIN_LIMIT", "BodyLimitMiddleware", "json_depth", "replaying"]
 
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+#: bytes scanned per step of :func:`json_depth` (its arrays stay this size)
+_DEPTH_CHUNK = 1 << 20
 
 
 def json_depth(body: bytes) -> int:
-    """Deepest ``[``/``{`` nesting of a JSON text, without parsing it (strings
-    are blanked first; linear time, numpy).
+    """Deepest ``[``/``{`` nesting of a JSON text, without parsing it: brackets
+    inside strings do not count. Linear time (numpy), in 1 MiB steps, so memory
+    stays small whatever the body. (A regular expression that blanked the strings
+    first took quadratic time on an unclosed string full of escaped quotes: 10 s
+    for 48 KB.)
+
+    A quote opens or closes a string unless an odd number of backslashes stands
+    right before it; the state (inside a string or not, backslashes at the end,
+    depth) carries from one step to the next.
 
     >>> json_depth(b'{"a": [1, [2, "]]]"]]}'), json_depth(b"3")
     (3, 0)
     """
-    flat = np.frombuffer(_STRING.sub(b'""', body), dtype=np.uint8)
-    step = (np.isin(flat, (0x5B, 0x7B)).astype(np.int32)
-            - np.isin(flat, (0x5D, 0x7D)).astype(np.int32))
-    return int(np.cumsum(step).max()) if step.size else 0
+    view = np.frombuffer(body, dtype=np.uint8)
+    depth = deepest = 0
+    inside = 0  # 1 while in a string
+    carry = 0  # backslashes right before this step
+    for start in range(0, view.size, _DEPTH_CHUNK):
+        b = view[start : start + _DEPTH_CHUNK]
+        pos = np.arange(b.size, dtype=np.int32)
+        slash = b == 0x5C
+        last = np.maximum.accumulate(np.where(slash, -1, pos))  # last non-backslash <= i
+        run = np.empty(b.size, np.int32)  # backslashes right before byte i
+        run[0] = carry
+        run[1:] = np.where(last[:-1] >= 0, pos[:-1] - last[:-1], pos[1:] + carry)
+        quotes = (b == 0x22) & (run % 2 == 0)
+        outside = (np.cumsum(quotes, dtype=np.int32) + inside) % 2 == 0
+        step = ((b == 0x5B) | (b == 0x7B)).astype(np.int32) - ((b == 0x5D) | (b == 0x7D))
+        levels = depth + np.cumsum(step * outside, dtype=np.int32)
+        deepest = max(deepest, int(levels.max()))
+        depth, inside = int(levels[-1]), int(not outside[-1])
+        carry = int(b.size - 1 - last[-1]) if last[-1] >= 0 else b.size + carry
+    return deepest
 
 #: most bytes of an oversized body read and thrown away before answering 413
 DRAIN_LIMIT = 256 << 20
