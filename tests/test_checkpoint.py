@@ -93,6 +93,29 @@ def test_only_the_newest_are_kept_and_temporaries_ignored(tmp_path: Path):
     assert [v for v, _ in checkpoint_files(tmp_path, 0)] == [6, 5, 4][:KEEP]
 
 
+def test_a_full_disk_leaves_no_partial_file_and_names_the_shard_and_folder(
+    tmp_path: Path, monkeypatch
+):
+    from ftrl_ps.errors import ServerError
+    from ftrl_ps.ps import checkpoint
+
+    app = create_app(settings(tmp_path))
+    with TestClient(app):
+        app.state.ftrl.checkpointer.write()
+        before = sorted(p.name for p in tmp_path.iterdir())
+
+        def full(self, data: bytes) -> None:
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(checkpoint._CrcWriter, "write", full)
+        for _ in range(3):  # every interval tries again: each left its .tmp behind
+            with pytest.raises(ServerError, match=f"shard 0 cannot write its checkpoint in "
+                                                  f"{tmp_path}: No space left on device"):
+                app.state.ftrl.checkpointer.write()
+        assert sorted(p.name for p in tmp_path.iterdir()) == before
+        monkeypatch.undo()
+
+
 def test_a_checkpoint_of_other_flags_is_a_clear_error(tmp_path: Path):
     train_some(create_app(settings(tmp_path)), 2)
     with pytest.raises(ConfigError, match="alpha"):

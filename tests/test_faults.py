@@ -78,7 +78,7 @@ def train(data: Path, out: Path, kill: str | None, split: str = "shares"
             time.sleep(0.1)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err[-3000:]
-    return json.loads((out / "m.json").read_text()), killed
+    return {**json.loads((out / "m.json").read_text()), "stderr": err}, killed
 
 
 @pytest.fixture(scope="module")
@@ -116,6 +116,8 @@ def test_kill_9_mid_run_loses_and_doubles_nothing(
     assert killed is not None
     assert metrics["restarts"] == 1, metrics["restart_events"]
     assert metrics["restart_events"][0]["exit_code"] == -signal.SIGKILL
+    role = kill.replace("shard", "server ").replace("worker", "worker ")
+    assert f"ftrl-ps train: {role} was killed by signal 9: restarted" in metrics["stderr"]
     check_exactly_once(metrics)
     assert abs(metrics["test_logloss"] - fault_free["test_logloss"]) <= 0.002, killed
     assert load_model(tmp_path / "m.ftrl").keys.size > 1000

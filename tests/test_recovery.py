@@ -128,3 +128,24 @@ def test_shard_0_applies_a_push_only_after_every_other_shard() -> None:
     for i, c in enumerate(clients):
         rec = c.get("/v1/streams").json()[0]
         assert (rec["pushes"], rec["digest"]) == (totals[i][0], f"{totals[i][1]:016x}")
+
+
+def test_a_worker_restarted_without_its_journal_resumes_where_the_shards_say() -> None:
+    """A process of an index that pushed before, without the journal of those pushes
+    (no --state-dir): it continues after the rows the shards' records say, when
+    they agree on the last push; else it refuses (a part might be missing)."""
+    clients = [shard(0, None), shard(1, None)]
+    first = PSClient(["http://s0", "http://s1"], http_clients=clients)
+    first.register(0, 1)
+    for i in range(3):
+        first.push(KEYS, np.ones(4), np.ones(4), position=100 * (i + 1))
+    again = PSClient(["http://s0", "http://s1"], http_clients=clients)  # kill -9, restart
+    again.register(0, 1, supersede=True)
+    assert again.resume_point() == (0, 0.0)  # no journal here
+    assert again.shards_position == 300  # it used to start again from row 0
+    again.push(KEYS, np.ones(4), np.ones(4), position=400)  # numbered after the shards' seq
+    assert pulled(clients) == [[4.0, 4.0], [4.0, 4.0]]
+    again.push(KEYS[:2], np.ones(2), np.ones(2), position=500)  # shard 0's keys only
+    third = PSClient(["http://s0", "http://s1"], http_clients=clients)
+    with pytest.raises(UpdatesLostError, match=r"last seq per shard: \[5, 4\].*--state-dir"):
+        third.register(0, 1, supersede=True)

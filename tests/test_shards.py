@@ -65,3 +65,20 @@ def test_retries_only_what_is_safe_and_maps_error_answers() -> None:
     with pytest.raises(TransportError, match="ReadTimeout"):
         net.request(0, "POST", "/v1/push", idempotent=False)  # may have arrived: no retry
     assert calls["n"] == 1
+
+
+def test_a_shard_that_does_not_answer_is_said_once_while_retrying(monkeypatch, caplog) -> None:
+    from ftrl_ps.ps import shards
+
+    def refused(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    monkeypatch.setattr(shards, "SAY_AFTER", 0.1)
+    net = ShardConnections(["http://a"], token=None, timeout=1, retries=2, retry_seconds=0.6,
+                           http_clients=[_mock(refused)])
+    with caplog.at_level("WARNING", logger="ftrl_ps.ps.shards"), \
+            pytest.raises(TransportError, match=r"Is shard 0 running\? \(retried for 0.6 s\)"):
+        net.request(0, "GET", "/v1/status")
+    said = [r.getMessage() for r in caplog.records if r.name == "ftrl_ps.ps.shards"]
+    assert said == ["shard 0 (http://a) does not answer (ConnectError: connection refused): "
+                    "retrying for up to 0.6 s"]

@@ -41,6 +41,14 @@ def test_status_shows_every_shard_and_the_workers() -> None:
             answers = json.loads(raw.stdout)
             assert [a["shard"]["index"] for a in answers] == [0, 1]
             assert [a["counters"]["keys_pushed"] for a in answers] == [1, 1]
+            # shard 1 down: shard 0 and its workers are still shown, and the exit is 1
+            shards[1].stop()
+            down = run_cli("status", "--server", ",".join(urls))
+            assert down.returncode == 1 and "Traceback" not in down.stderr
+            assert "shard 0:" in down.stdout and "worker 0 (id" in down.stdout
+            assert "shard 1: cannot read its status:" in down.stdout
+            raw = run_cli("status", "--server", ",".join(urls), "--json")
+            assert json.loads(raw.stdout)[1]["shard"] == 1 and raw.returncode == 1
     res = run_cli("status", "--server", urls[0])  # the servers are gone now
     assert res.returncode == 1 and "Traceback" not in res.stderr
 

@@ -21,7 +21,7 @@ import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 from ftrl_ps.errors import ConfigError, FTRLPSError
 
@@ -74,7 +74,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """
     from ftrl_ps import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ftrl-ps",
         description=(
             "Sparse FTRL-Proximal logistic regression for CTR data (libsvm input), "
@@ -101,6 +101,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         _add_log_arguments(p)
         p.set_defaults(_run=module.run, _parser=p)
     return parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose errors are one line (and where to read more), not the
+    whole usage block first (20 lines for ``train``); sub-parsers are of this class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
 class _Version(argparse.Action):

@@ -9,18 +9,21 @@ import time
 from typing import Any, TextIO
 
 from ftrl_ps.cli import _common as c
+from ftrl_ps.errors import FTRLPSError
 from ftrl_ps.ps.auth import resolve_token
 from ftrl_ps.ps.completion import RunProgress
 
-__all__ = ["DESCRIPTION", "HELP", "NAME", "add_arguments", "cluster_line", "run", "summary",
-           "watch"]
+__all__ = ["DESCRIPTION", "HELP", "NAME", "add_arguments", "cluster_line", "run", "statuses",
+           "summary", "watch"]
 
 NAME = "status"
 HELP = "show the status of every server shard (layout, workers and clocks, counters)"
 DESCRIPTION = """\
 Ask every shard for its /v1/status and print a short summary per shard (with
 --json, the full answers as one JSON list). Shard 0 also reports the workers:
-state (live, finished, dead), clock, rows and progressive log loss.
+state (live, finished, dead), clock, rows and progressive log loss. A shard
+that does not answer (within 2 s) is said as such, the others are still shown,
+and the command exits 1 (with --json, {"shard": i, "error": "..."} stands for it).
 
 With --watch the summary is refreshed every 2 s (or --watch SECONDS) until
 Ctrl-C: in place on a terminal, as successive blocks elsewhere. Its first line
@@ -99,42 +102,80 @@ def cluster_line(status0: dict[str, Any], history: Any) -> str:
 
 def watch(client: Any, count: int, seconds: float, out: TextIO) -> None:
     """Redraw the summary every ``seconds`` until Ctrl-C (in place on a terminal)."""
-    from ftrl_ps.errors import FTRLPSError
     from ftrl_ps.ps.overview import History
 
     tty = bool(getattr(out, "isatty", lambda: False)())
     history = History(maxlen=64)
     while True:
         lines = [time.strftime("%Y-%m-%d %H:%M:%S") + f"  (every {seconds:g} s, Ctrl-C stops)"]
-        try:
-            answers = [client.status(i) for i in range(count)]
+        answers = statuses(client, count)
+        if not isinstance(answers[0], FTRLPSError):
             lines.append(cluster_line(answers[0], history))
-            for i, status in enumerate(answers):
-                lines.extend(summary(i, status))
-        except FTRLPSError as exc:
-            lines.append(f"cannot read the status: {exc}")
+        lines.extend(_lines(answers))
         text = "\n".join(lines) + "\n"
         out.write(("\x1b[H\x1b[2J" + text) if tty else (text + "\n"))
         out.flush()
         time.sleep(seconds)
 
 
+class _Statuses:
+    """Each shard's ``/v1/status`` on its own (not a ``PSClient``, which asks every
+    shard for the layout first: one shard down would hide all of them)."""
+
+    def __init__(self, urls: list[str], token: str | None) -> None:
+        from ftrl_ps.ps.shards import ShardConnections
+
+        self._net = ShardConnections(urls, token=token, timeout=30.0, retries=3,
+                                     retry_seconds=2.0)
+
+    def status(self, shard: int) -> dict[str, Any]:
+        answer: dict[str, Any] = self._net.request(shard, "GET", "/v1/status").json()
+        return answer
+
+    def close(self) -> None:
+        self._net.close()
+
+
+def statuses(client: Any, count: int) -> list[dict[str, Any] | FTRLPSError]:
+    """Each shard's status, or why it could not be read: a shard that is down
+    does not hide what the others say."""
+    answers: list[dict[str, Any] | FTRLPSError] = []
+    for i in range(count):
+        try:
+            answers.append(client.status(i))
+        except FTRLPSError as exc:
+            answers.append(exc)
+    return answers
+
+
+def _lines(answers: list[dict[str, Any] | FTRLPSError]) -> list[str]:
+    lines: list[str] = []
+    for i, status in enumerate(answers):
+        if isinstance(status, FTRLPSError):
+            lines.append(f"shard {i}: cannot read its status: {status}")
+        else:
+            lines.extend(summary(i, status))
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
-    from ftrl_ps.ps.client import PSClient
     from ftrl_ps.ps.worker_main import parse_urls
 
     urls = parse_urls(args.server)
-    with PSClient(urls, token=resolve_token(args.token), retry_seconds=2.0) as client:
+    client = _Statuses(urls, resolve_token(args.token))
+    try:
         if args.watch is not None:
             try:
                 watch(client, len(urls), args.watch, sys.stdout)
             except KeyboardInterrupt:
                 return 0
-        answers = [client.status(i) for i in range(len(urls))]
-    if args.json:
-        json.dump(answers, sys.stdout, indent=2, sort_keys=True)
+        answers = statuses(client, len(urls))
+    finally:
+        client.close()
+    if args.json:  # an unreachable shard: {"shard": i, "error": why}
+        json.dump([{"shard": i, "error": str(a)} if isinstance(a, FTRLPSError) else a
+                   for i, a in enumerate(answers)], sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
     else:
-        for i, status in enumerate(answers):
-            print("\n".join(summary(i, status)))
-    return 0
+        print("\n".join(_lines(answers)))
+    return 1 if any(isinstance(a, FTRLPSError) for a in answers) else 0

@@ -56,6 +56,17 @@ class RestartEvent:
                 "seconds_to_restart": round(self.restarted - self.detected, 3)}
 
 
+#: a child's exit code for bad flags or input (argparse's and ConfigError's)
+USAGE_ERROR = 2
+
+
+def _how(code: int) -> str:
+    """``exited with code 1`` / ``was killed by signal 9``."""
+    if code < 0:
+        return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
 @dataclass
 class Cluster:
     """Processes of one local run (servers first, then workers)."""
@@ -131,13 +142,23 @@ class Cluster:
             if code is None:
                 running += 1
             elif code != 0:
+                if code == USAGE_ERROR:  # its flags or input: a new process fails the same way
+                    raise ClusterError(f"{p.name} exited with code {code} (a configuration "
+                                       f"or input error: not restarted); its log:\n{p.tail()}")
                 self._budget(p, code)
                 detected = time.time()
                 self.restarts.append(RestartEvent(p.name, code, detected, detected))
                 self.start_worker(i, replace(p.options, supersede=True))
                 self.restarts[-1].restarted = time.time()
+                self._say(f"{p.name} {_how(code)}: restarted (it resumes after the rows it "
+                          "pushed)")
                 running += 1
         return running
+
+    def _say(self, event: str) -> None:
+        """One line per restart, on the launcher's stderr."""
+        if self.launcher.warn is not None:
+            self.launcher.warn(event)
 
     def _restart_server(self, index: int, p: Proc, code: int) -> None:
         self._budget(p, code)
@@ -151,6 +172,8 @@ class Cluster:
         new = self.start_server(index, p.options, port=port)
         self._wait_ready(new)
         event.restarted = time.time()
+        self._say(f"{p.name} {_how(code)}: restarted on the same port from its checkpoint "
+                  f"in {event.restarted - detected:.1f} s")
 
     def stop(self, *, discard: bool = False) -> None:
         """Stop every process: SIGTERM, SIGKILL after ``STOP_GRACE`` s.

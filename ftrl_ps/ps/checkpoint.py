@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
-from ftrl_ps.errors import ConfigError, ModelFormatError
+from ftrl_ps.errors import ConfigError, ModelFormatError, ServerError
 
 if TYPE_CHECKING:
     from ftrl_ps.ps.state import ServerState
@@ -79,29 +79,33 @@ def write_checkpoint(state: ServerState, directory: Path, version: int) -> tuple
     dtype = state.store.dtype.newbyteorder("<")
     final = directory / f"shard-{settings.shard_index}-{version:08d}.ckpt"
     tmp = directory / f".{final.name}.tmp"
-    with open(tmp, "wb") as f:
-        out = _CrcWriter(f)
-        out.write(MAGIC + _U32.pack(FORMAT))
-        total = 0
-        with state.barrier.exclusive():  # a consistent cut: no push in between
-            for keys, n, z in state.store.iter_touched():
-                out.write(_U32.pack(keys.size) + keys.astype("<u4").tobytes()
-                          + n.astype(dtype).tobytes() + z.astype(dtype).tobytes())
-                total += keys.size
-            streams = _records(state)
-            clock = state.clock.state() if state.clock is not None else None
-            work = state.work.state() if state.clock is not None else None
-        out.write(_U32.pack(_END))
-        meta = json.dumps({
-            "format": FORMAT, "version": version, "shard_index": settings.shard_index,
-            "layout": settings.layout.to_dict(), "dtype": settings.dtype,
-            "params": settings.params.as_dict(), "keys": total, "created": time.time(),
-            "streams": streams, "clock": clock, "work": work,
-        }).encode()
-        out.write(meta)
-        f.write(_TRAILER.pack(len(meta), out.crc, TAIL))
-        f.flush()
-        os.fsync(f.fileno())
+    try:  # a failed write (a full disk) leaves no partial file behind
+        with open(tmp, "wb") as f:
+            out = _CrcWriter(f)
+            out.write(MAGIC + _U32.pack(FORMAT))
+            total = 0
+            with state.barrier.exclusive():  # a consistent cut: no push in between
+                for keys, n, z in state.store.iter_touched():
+                    out.write(_U32.pack(keys.size) + keys.astype("<u4").tobytes()
+                              + n.astype(dtype).tobytes() + z.astype(dtype).tobytes())
+                    total += keys.size
+                streams = _records(state)
+                clock = state.clock.state() if state.clock is not None else None
+                work = state.work.state() if state.clock is not None else None
+            out.write(_U32.pack(_END))
+            meta = json.dumps({
+                "format": FORMAT, "version": version, "shard_index": settings.shard_index,
+                "layout": settings.layout.to_dict(), "dtype": settings.dtype,
+                "params": settings.params.as_dict(), "keys": total, "created": time.time(),
+                "streams": streams, "clock": clock, "work": work,
+            }).encode()
+            out.write(meta)
+            f.write(_TRAILER.pack(len(meta), out.crc, TAIL))
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, final)
     _fsync_dir(directory)
     return final, streams
@@ -232,7 +236,13 @@ class Checkpointer:
         began = time.monotonic()  # the cut is taken after this moment
         t0 = time.perf_counter()
         self.version += 1
-        path, streams = write_checkpoint(self.state, self.directory, self.version)
+        try:
+            path, streams = write_checkpoint(self.state, self.directory, self.version)
+        except OSError as exc:  # said to the workers that wait on it, and in the log
+            raise ServerError(
+                f"shard {self.state.settings.shard_index} cannot write its checkpoint in "
+                f"{self.directory}: {exc.strerror or exc}"
+            ) from exc
         self.state.dedup.mark_durable(streams)
         for _, old in checkpoint_files(self.directory, self.state.settings.shard_index)[KEEP:]:
             old.unlink(missing_ok=True)
@@ -249,8 +259,8 @@ class Checkpointer:
             while not self._stop.wait(self.interval):
                 try:
                     self.write()
-                except OSError as exc:  # keep serving; say why the checkpoint failed
-                    print(f"ftrl-ps server: checkpoint failed: {exc}", file=sys.stderr)
+                except ServerError as exc:  # keep serving; say why the checkpoint failed
+                    print(f"ftrl-ps server: {exc}", file=sys.stderr)
 
         self._thread = threading.Thread(target=loop, name="ftrl-ps-checkpoint", daemon=True)
         self._thread.start()

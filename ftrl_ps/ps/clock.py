@@ -171,7 +171,9 @@ class SSPClock(RegistryState):
             if old is not None and old.state == LIVE:
                 raise WorkerStateError(
                     f"worker index {worker_index} is already registered as worker id "
-                    f"{old.worker_id} and alive"
+                    f"{old.worker_id} and alive (seen {now - old.last_seen:.0f} s ago); if "
+                    "its process is gone, start this one with --supersede, or wait until "
+                    "the servers' --worker-timeout declares it dead"
                 )
             if old is not None and old.state == FINISHED:
                 raise WorkerStateError(f"worker index {worker_index} has already finished")

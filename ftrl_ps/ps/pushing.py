@@ -45,6 +45,10 @@ class StreamingPushes:
     _layout_sent: Layout | None
     _identity: str | None = None
     commit_on_shard0: bool = False
+    #: rows an earlier process of this index pushed, from the shards' records, when
+    #: this one has no journal of them (:meth:`_journal_less_resume`)
+    shards_position: int = 0
+    _positional: bool = True
     #: (worker, epoch) of the fences this client applied on every shard
     _fences_applied: set[tuple[int, int]]
 
@@ -56,7 +60,7 @@ class StreamingPushes:
 
     def register(
         self, worker_index: int | None, num_workers: int, layout: Layout | None = None,
-        *, supersede: bool = False, identity: str | None = None,
+        *, supersede: bool = False, identity: str | None = None, positional: bool = True,
     ) -> int:
         """Register this worker with shard 0 and return its worker id (its epoch).
 
@@ -70,6 +74,8 @@ class StreamingPushes:
 
         ``layout`` (default: the servers' layout) is checked by the server;
         a mismatch raises :class:`~ftrl_ps.errors.LayoutMismatchError`.
+        ``positional``: the input can be resumed at a row position (a file's
+        share; not stdin): without a journal, :attr:`shards_position` is found.
         """
         lay = layout if layout is not None else self.layout
         answer = self._net.post_json(0, "/v1/workers", {
@@ -83,7 +89,7 @@ class StreamingPushes:
             self.worker_index = int(answer.get("worker_index", worker_index))
             self.worker_clock = int(answer["clock"])
             self._num_workers, self._layout_sent = num_workers, lay
-            self._identity = identity
+            self._identity, self._positional = identity, positional
             if self.stream is None or self.stream.worker != self.worker_index:
                 path = (self.state_dir / f"worker-{self.worker_index}.journal"
                         if self.state_dir is not None else None)
@@ -94,10 +100,40 @@ class StreamingPushes:
         # in commit mode the fence check claims every shard: their answers serve
         # the sync as they are (nothing else of this client ran in between)
         records = self._withdraw_fenced() if self.commit_on_shard0 else None
-        self._in_commit_order(
-            lambda s: self._sync_shard(s, None if records is None else records[s]),
-            range(self.layout.num_shards))
+        claimed: list[dict[str, Any]] = [{} for _ in range(self.layout.num_shards)]
+
+        def sync(shard: int) -> None:
+            claimed[shard] = self._sync_shard(shard, None if records is None else records[shard])
+
+        self._in_commit_order(sync, range(self.layout.num_shards))
+        self.shards_position = self._journal_less_resume(claimed) if positional else 0
         return self.worker_id
+
+    def _journal_less_resume(self, records: list[dict[str, Any]]) -> int:
+        """Input rows an earlier process of this index trained and pushed, when this
+        one has no journal of its pushes (no ``--state-dir``, or another one): the
+        shards' records (``records``, claimed) say, if they agree on its last push.
+        0 with a journal (its last entry says), for a fresh index, and with units
+        handed out (the work queue knows what is left).
+
+        Raises UpdatesLostError when they disagree: pushes go to the shards side by
+        side, so a push may have reached some and not others (or had no keys for
+        some); without the journal nobody can tell, nor send the missing part.
+        """
+        assert self.stream is not None
+        if self.stream.journal.last is not None or self.commit_on_shard0:
+            return 0
+        seqs = [int(r["last_seq"]) for r in records]
+        if not any(seqs):
+            return 0
+        if len(set(seqs)) > 1:
+            raise UpdatesLostError(
+                f"worker index {self.stream.worker} pushed before, but the shards' records "
+                f"of its last push disagree (last seq per shard: {seqs}) and this process "
+                "has no journal of its pushes to complete it: start it with the --state-dir "
+                "of the process it replaces (or use --split units)"
+            )
+        return int(records[0]["position"])
 
     def apply_fences(self, fences: list[dict[str, Any]]) -> None:
         """Apply shard 0's fences (``{"worker", "epoch", "seq"}``, from a work
@@ -154,7 +190,7 @@ class StreamingPushes:
         beating = self._hb_thread is not None
         self.stop_heartbeat()
         self.register(self.worker_index, self._num_workers, self._layout_sent, supersede=True,
-                      identity=self._identity)
+                      identity=self._identity, positional=self._positional)
         if beating:
             self.start_heartbeat()
 
@@ -194,9 +230,9 @@ class StreamingPushes:
         except PushGapError:  # the shard restarted: claim again, replay what it lacks
             self._sync_shard(shard)
 
-    def _sync_shard(self, shard: int, record: dict[str, Any] | None = None) -> None:
+    def _sync_shard(self, shard: int, record: dict[str, Any] | None = None) -> dict[str, Any]:
         """Claim this epoch on ``shard`` (unless ``record`` is its answer to that
-        claim already) and replay the pushes it lacks, in order."""
+        claim already) and replay the pushes it lacks, in order; the claim's record."""
         assert self.stream is not None
         if record is None:
             record = self._net.post_json(shard, f"/v1/streams/{self.stream.worker}",
@@ -204,6 +240,7 @@ class StreamingPushes:
         self.stream.acknowledged(shard, int(record["durable_seq"]))
         for entry in self.stream.plan(shard, int(record["last_seq"])):
             self._send_entry(shard, entry)
+        return record
 
     def make_durable(self, shards: range | None = None) -> None:
         """Wait until every shard (or those of ``shards``) holds this worker's

@@ -16,6 +16,7 @@ The parameter-server verbs on top of it are in :mod:`ftrl_ps.ps.client`.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +29,11 @@ from ftrl_ps.ps import wire
 from ftrl_ps.ps.http_status import exception_from_response
 
 __all__ = ["ShardConnections"]
+
+log = logging.getLogger("ftrl_ps.ps.shards")
+
+#: seconds of failed attempts after which a retrying request says so, once
+SAY_AFTER = 2.0
 
 T = TypeVar("T")
 
@@ -124,6 +130,7 @@ class ShardConnections:
                   attempt_once: Callable[[], httpx.Response]) -> httpx.Response:
         started = time.monotonic()
         attempt = 0
+        said = False
         while True:
             failure: str | None = None
             cause: BaseException | None = None
@@ -152,9 +159,13 @@ class ShardConnections:
             if attempt >= self.retries and elapsed >= self.retry_seconds:
                 raise TransportError(
                     f"{method} {self.urls[shard]}{path} failed after {attempt + 1} attempt(s) "
-                    f"in {elapsed:.1f} s: {failure}. Is shard {shard} running? (clients retry "
-                    f"for {self.retry_seconds:g} s, see --retry-seconds)"
+                    f"in {elapsed:.1f} s: {failure}. Is shard {shard} running? (retried for "
+                    f"{self.retry_seconds:g} s)"
                 ) from cause
+            if not said and elapsed >= SAY_AFTER:  # not silent for minutes; a blip says nothing
+                log.warning("shard %d (%s) does not answer (%s): retrying for up to %g s",
+                            shard, self.urls[shard], failure, self.retry_seconds)
+                said = True
             time.sleep(max(0.0, min(2.0, 0.05 * 2**attempt,
                                     self.retry_seconds - elapsed + 0.05)))
             attempt += 1

@@ -47,7 +47,8 @@ def run_stream_worker(options: Any, source: Any = None) -> dict[str, Any]:
         lay = client.layout
         layout = Layout(options.bits if options.bits is not None else lay.bits,
                         lay.group_size, lay.num_shards)
-        client.register(options.worker_index, options.num_workers, layout)
+        # stdin cannot be read again from a row: no position to resume from
+        client.register(options.worker_index, options.num_workers, layout, positional=False)
         client.start_heartbeat()
         learner = StreamLearner(client, layout.bits, params, cfg,
                                 push_interval=options.push_interval,

@@ -189,12 +189,14 @@ class Worker:
         self._resumed_rows, self._resumed_loss = 0, 0.0
         self._started = time.perf_counter()
 
-    def resume(self, position: int, loss_sum: float) -> None:
+    def resume(self, position: int, loss_sum: float | None) -> None:
         """Continue after ``position`` rows already trained and pushed (by an
-        earlier process of the same worker index, see docs/durability.md)."""
-        self.skip_rows = self.report.rows = self._resumed_rows = int(position)
-        self.rows_applied = int(position)  # the journal's pushes are all applied (replayed)
-        self.report.loss_sum = self._resumed_loss = float(loss_sum)
+        earlier process of the same worker index, see docs/durability.md); their
+        loss unknown (None: no journal), the report counts the rows from here."""
+        self.skip_rows = self.rows_applied = int(position)  # all applied (replayed)
+        if loss_sum is not None:
+            self.report.rows = self._resumed_rows = int(position)
+            self.report.loss_sum = self._resumed_loss = float(loss_sum)
 
     # -- rounds ----------------------------------------------------------
     def _open(self, parts: list[Batch]) -> WorkingSet:

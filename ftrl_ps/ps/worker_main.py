@@ -303,6 +303,11 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         if resumed:
             worker.resume(resumed, loss_sum)
             log.info("worker %d: resuming after %s rows already pushed", index, f"{resumed:,}")
+        elif client.shards_position:  # no journal here: the shards' records agree
+            resumed = client.shards_position
+            worker.resume(resumed, None)
+            log.info("worker %d: resuming after %s rows already pushed (the shards' records; "
+                     "no journal here)", index, f"{resumed:,}")
         began = time.time()
         if options.split == "units":  # the work queue knows what is left: skip nothing
             worker.skip_rows = 0
