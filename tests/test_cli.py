@@ -256,3 +256,11 @@ def test_a_state_that_overflowed_is_not_saved(tmp_path: Path) -> None:
     res = run_cli("train", str(data), "--bits", "10", "-q", "--model", str(model))
     assert res.returncode == 1 and "--dtype float64" in res.stderr
     assert not model.exists()
+
+
+def test_cluster_flags_without_workers_are_said_to_be_ignored(synth_small: Path) -> None:
+    train = str(synth_small / "train.svm")
+    res = run_cli("train", train, "--bits", "18", "-q", "--servers", "4", "--staleness", "0")
+    assert res.returncode == 0
+    assert "--servers, --staleness: for a local cluster only (--workers N)" in res.stderr
+    assert "local cluster only" not in run_cli("train", train, "--bits", "18", "-q").stderr

@@ -151,3 +151,17 @@ def test_two_readers_of_one_memory_file_have_their_own_positions() -> None:
     assert b.read(6) == b"1 1:1\n"  # not where a stopped
     a.seek(0)
     assert b.read() == b"0 2:1\n"
+
+
+@pytest.mark.parametrize(("kind", "module"), [("bzip2", "bz2"), ("xz", "lzma")])
+def test_other_compressions_are_a_clear_error(tmp_path: Path, kind: str, module: str) -> None:
+    import importlib
+
+    from ftrl_ps.errors import ConfigError
+
+    part = tmp_path / "part-0.svm.x"
+    part.write_bytes(importlib.import_module(module).compress(b"1 3:1\n0 4:1\n"))
+    with pytest.raises(ConfigError, match=f"is {kind}-compressed; .* decompress it first"):
+        expand(str(part))
+    with pytest.raises(ConfigError, match=f"is {kind}-compressed"):
+        expand(str(tmp_path))  # a folder of parts: each is looked at

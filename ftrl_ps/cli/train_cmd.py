@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -23,6 +24,8 @@ __all__ = [
     "build_model",
     "run",
 ]
+
+log = logging.getLogger("ftrl_ps.cli.train")
 
 if TYPE_CHECKING:
     from ftrl_ps.core.ftrl import FTRL
@@ -188,6 +191,20 @@ def build_model(args: argparse.Namespace) -> FTRL:
     return FTRL(bits, c.params_from(args), dtype=args.dtype or "float32")
 
 
+#: titles of the argument groups that only a local cluster uses
+CLUSTER_GROUPS = ("local cluster", "worker communication", "fault injection")
+
+
+def cluster_flags_given(args: argparse.Namespace) -> list[str]:
+    """The local-cluster flags set to something other than their defaults."""
+    given = []
+    for group in args._parser._action_groups:
+        if (group.title or "").startswith(CLUSTER_GROUPS):
+            given += [a.option_strings[0] for a in group._group_actions
+                      if a.option_strings and getattr(args, a.dest, a.default) != a.default]
+    return given
+
+
 def apply_params_from(args: argparse.Namespace) -> None:
     """Fill the hyper-parameters, passes, bits and dtype not given from ``--params-from``."""
     if args.params_from:
@@ -212,6 +229,10 @@ def run(args: argparse.Namespace) -> int:
         c.check_input(args.test, "test data")
     c.check_outputs((args.model, "--model"), (args.metrics_json, "--metrics-json"))
     apply_params_from(args)
+    ignored = [] if getattr(args, "workers", 0) else cluster_flags_given(args)
+    if ignored:
+        log.warning("%s: for a local cluster only (--workers N); one process ignores %s",
+                    ", ".join(ignored), "it" if len(ignored) == 1 else "them")
     if getattr(args, "workers", 0):
         from ftrl_ps.cluster.local import LocalClusterOptions, run_cluster
 

@@ -131,9 +131,20 @@ def _part(name: str, size: int) -> Part:
     return Part(name, size, _is_gzip(name) if size >= 2 else False)
 
 
+#: other compressions, told by their magic bytes: a clear error, not a parse error
+#: quoting binary bytes as a label
+_UNREAD = {b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd",
+           b"PK\x03\x04": "zip"}
+
+
 def _is_gzip(name: str) -> bool:
     with open_binary(name) as f:
-        return f.read(2) == _GZIP_MAGIC
+        head = f.read(6)
+    for magic, kind in _UNREAD.items():
+        if head.startswith(magic):
+            raise ConfigError(f"{name} is {kind}-compressed; ftrl-ps reads plain text and "
+                              "gzip: decompress it first")
+    return head[:2] == _GZIP_MAGIC
 
 
 def _local_files(spec: str) -> list[str]:
