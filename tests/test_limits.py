@@ -46,6 +46,13 @@ def test_stalled_and_lying_senders_are_answered_and_cut_off() -> None:
             server.url, "POST /v1/pull HTTP/1.1\r\nHost: x\r\n" + AUTH
             + "Content-Type: application/json\r\nContent-Length: 100\r\n", b'{"keys": [')
         assert answer.startswith(b"HTTP/1.1 408") and seconds < 10
+        # over the limit with "Expect: 100-continue": 413 at once, no "100 Continue"
+        # (the client would upload it all first, 38 s for 200 MB at 5 MB/s)
+        seconds, answer = raw_request(
+            server.url, "POST /v1/push HTTP/1.1\r\nHost: x\r\n" + AUTH
+            + "Content-Type: application/x-ftrl-ps\r\nContent-Length: 104857600\r\n"
+            + "Expect: 100-continue\r\n", b"")
+        assert answer.startswith(b"HTTP/1.1 413") and b"100 Continue" not in answer
         # the server is still fine
         r = httpx.get(server.url + "/v1/status", headers={"Authorization": f"Bearer {TOKEN}"})
         assert r.status_code == 200

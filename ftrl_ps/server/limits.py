@@ -150,7 +150,11 @@ class BodyLimitMiddleware:
     async def _guarded(self, scope: Scope, receive: Any, send: Any) -> None:
         declared = _content_length(scope)
         if declared is not None and declared > self.max_bytes:
-            if declared <= DRAIN_LIMIT:
+            # drained so that a client busy sending reads the 413, not a reset; one
+            # that asked "Expect: 100-continue" sends nothing until told: answered
+            # at once (reading the body would make the server say "100 Continue")
+            expects = (scope_header(scope, b"expect") or "").lower() == "100-continue"
+            if declared <= DRAIN_LIMIT and not expects:
                 await self._drain(receive)
             await self._reject(send, declared)
             return
