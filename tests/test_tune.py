@@ -111,6 +111,9 @@ def test_holdout_split_rejects_bad_settings() -> None:
         search.holdout_split(10, 0.2, "random")
     with pytest.raises(ConfigError, match="between 0 and 1"):
         search.holdout_split(10, 1.0, "every")
+    with pytest.raises(ConfigError, match="at most 0.5"):  # was quietly one row in 2
+        search.holdout_split(10, 0.6, "every")
+    assert search.holdout_split(10, 0.6, "tail")[1].size == 6
     with pytest.raises(ConfigError, match="too few"):
         search.holdout_split(1, 0.2, "tail")
 

@@ -187,6 +187,9 @@ def holdout_split(rows: int, holdout: float, validation: str) -> tuple[np.ndarra
         raise ConfigError(f"validation must be one of {VALIDATIONS}, got {validation!r}")
     if not 0.0 < holdout < 1.0:
         raise ConfigError(f"holdout must be between 0 and 1, got {holdout}")
+    if validation == "every" and holdout > 0.5:  # was quietly one row in 2
+        raise ConfigError(f"holdout {holdout} with validation 'every' (every k-th row held "
+                          "back, k >= 2) can be at most 0.5; 'tail' holds back any share")
     every = np.arange(rows, dtype=np.int64)
     if validation == "every":
         m = max(2, round(1.0 / holdout))
