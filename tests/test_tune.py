@@ -316,3 +316,25 @@ def test_tune_needs_a_file_with_rows(tmp_path: Path) -> None:
     assert res.returncode == 2 and "not stdin" in res.stderr
     res = run_cli("train", str(empty), "--params-from", str(tmp_path / "none.ftrl"))
     assert res.returncode == 1 and "cannot read model" in res.stderr
+
+
+@pytest.mark.parametrize("defaults_rank", [0, 19])
+def test_the_table_says_how_many_settings_it_leaves_out(defaults_rank: int) -> None:
+    import io
+    from types import SimpleNamespace
+
+    from ftrl_ps.core.params import FTRLParams
+    from ftrl_ps.learn.tune import SHOWN, _table
+
+    # 20 candidates; candidate c scores (c + shift) % 20, the defaults (0) at rank defaults_rank
+    loss = {c: 0.3 + 0.001 * ((c + defaults_rank) % 20) for c in range(20)}
+    trials = [SimpleNamespace(candidate=c, params=FTRLParams(alpha=0.1 + c), epochs=1,
+                              holdout_logloss=loss[c]) for c in range(20)]
+    best = {c: t for c, t in enumerate(trials)}
+    result = SimpleNamespace(trials=trials, best_of=lambda c: best[c])
+    out = io.StringIO()
+    _table(result, trials[0], out)
+    lines = out.getvalue().splitlines()
+    assert f"... {20 - SHOWN - (defaults_rank >= SHOWN)} more" in out.getvalue()
+    assert sum("(defaults)" in line for line in lines) == 1
+    assert len(lines) == 1 + SHOWN + (defaults_rank >= SHOWN) + 1  # header, rows, the note

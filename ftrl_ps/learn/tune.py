@@ -170,11 +170,12 @@ def _table(result: Any, best: Any, out: TextIO) -> list[dict[str, Any]]:
     rows.sort(key=lambda r: (r["holdout_logloss"], r["candidate"]))
     print(f"{'':2}{'alpha':>9} {'beta':>8} {'l1':>9} {'l2':>9} {'passes':>7} {'best':>5} "
           f"{'held-out logloss':>17} {'after 1 pass':>13}", file=out)
+    hidden = [i >= SHOWN and r["candidate"] != 0 for i, r in enumerate(rows)]
     for i, r in enumerate(rows):
-        if i >= SHOWN and r["candidate"] != 0:
+        if hidden[i]:  # said once, where the first is left out (the defaults always shown)
+            if not any(hidden[:i]):
+                print(f"{'':2}... {sum(hidden)} more (all in --metrics-json)", file=out)
             continue
-        if i == SHOWN or (i > SHOWN and r["candidate"] == 0):
-            print(f"{'':2}... {len(rows) - SHOWN} more (all in --metrics-json)", file=out)
         mark = "*" if r["candidate"] == best.candidate else " "
         note = "  (defaults)" if r["candidate"] == 0 else ""
         print(f"{mark:2}{r['alpha']:9.4g} {r['beta']:8.4g} {r['l1']:9.4g} {r['l2']:9.4g} "
