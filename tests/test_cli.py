@@ -264,3 +264,14 @@ def test_cluster_flags_without_workers_are_said_to_be_ignored(synth_small: Path)
     assert res.returncode == 0
     assert "--servers, --staleness: for a local cluster only (--workers N)" in res.stderr
     assert "local cluster only" not in run_cli("train", train, "--bits", "18", "-q").stderr
+
+
+def test_no_rows_to_train_on_is_an_error_and_saves_nothing(tmp_path: Path) -> None:
+    data = tmp_path / "bad.svm"
+    data.write_text("nonsense\n")
+    model = tmp_path / "m.ftrl"
+    res = run_cli("train", str(data), "--skip-bad-lines", "--model", str(model), "-q")
+    assert res.returncode == 1 and "no rows to train on (every line was skipped)" in res.stderr
+    assert not model.exists()  # was: an empty model, exit 0, 'logloss nan'
+    res = run_cli("train", "-", "--test", "-", input="1 3:1\n")
+    assert res.returncode == 2 and "cannot both be stdin" in res.stderr

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ftrl_ps.cli import _common as c
 from ftrl_ps.core.jsonfile import write_json
-from ftrl_ps.errors import ConfigError
+from ftrl_ps.errors import ConfigError, DataError
 from ftrl_ps.learn.progress import Progress, report_bad_lines
 from ftrl_ps.ps.auth import TOKEN_ENV
 
@@ -227,6 +227,8 @@ def run(args: argparse.Namespace) -> int:
     c.check_input(args.train, "training data")
     if args.test:
         c.check_input(args.test, "test data")
+        if args.test == "-" == args.train:
+            raise ConfigError("TRAIN and --test cannot both be stdin ('-')")
     c.check_outputs((args.model, "--model"), (args.metrics_json, "--metrics-json"))
     apply_params_from(args)
     ignored = [] if getattr(args, "workers", 0) else cluster_flags_given(args)
@@ -257,6 +259,9 @@ def run(args: argparse.Namespace) -> int:
         progress=progress,
     )
     report_bad_lines(report.bad_lines, report.bad_examples)
+    if not report.rows:  # nothing learned: no model to save, no metric to give
+        raise DataError(f"{args.train}: no rows to train on"
+                        + (" (every line was skipped)" if report.bad_lines else ""))
     out = sys.stderr if args.metrics_json == "-" else sys.stdout  # JSON alone on stdout
     print(
         f"trained {report.rows:,} rows x {report.epochs} epoch(s) in {report.seconds:.2f} s "
