@@ -124,6 +124,13 @@ def test_predict_token(model_file: Path) -> None:
                  ("authorization", "Bearer p-tok")]
         assert_error(client.post("/v1/predict", content=b"3:1\n", headers=twice), 401,
                      "AuthError", "2 Authorization headers")
+        # the body is not looked at before the token: a JSON body that took its depth
+        # check seconds (an unclosed string of escaped quotes) is refused at once
+        deep = b"[" * 40 + b'"' + b'\\"' * 100_000
+        assert_error(client.post("/v1/predict", content=deep,
+                                 headers={"Content-Type": "application/json"}), 401, "AuthError")
+        assert_error(client.get("/v1/status"), 401, "AuthError")
+        assert client.get("/v1/status", headers={"Authorization": "Bearer p-tok"}).json()
 
 
 def test_learn_from_cluster_reflects_in_predictions_and_shutdown_pushes() -> None:
@@ -151,7 +158,11 @@ def test_learn_from_cluster_reflects_in_predictions_and_shutdown_pushes() -> Non
             assert answer.status_code == 200 and answer.json()["accepted"] == 200
             wait_until(lambda: client.post("/v1/predict", content=b"3:1 7:1\n", headers=TEXT)
                        .json()["probabilities"][0] > 0.6)
-            status = client.get("/v1/status").json()
+            # with a token, the status (and docs) need it too: only the probes are open
+            assert_error(client.get("/v1/status"), 401, "AuthError")
+            assert_error(client.get("/openapi.json"), 401, "AuthError")
+            assert client.get("/ready").status_code == 200
+            status = client.get("/v1/status", headers={"Authorization": "Bearer tok"}).json()
             assert status["learner"]["rows_trained"] == 200
             assert status["learner"]["freshness_samples"] >= 1
             assert status["source"]["last_refresh_keys"] < 64  # changed groups only

@@ -89,22 +89,27 @@ def require_token(request: Request, state: StateDep) -> None:
 
 
 class AuthMiddleware:
-    """Pure ASGI: 401 for every request but :data:`OPEN_PATHS` without the token."""
+    """Pure ASGI: 401 for every request but :data:`OPEN_PATHS` without the token,
+    before anything reads the body. ``by_path``: paths with a token of their own
+    (None: open), e.g. the prediction service's predict and learn tokens."""
 
-    def __init__(self, app: Any, token: str | None) -> None:
+    def __init__(self, app: Any, token: str | None,
+                 by_path: dict[str, str | None] | None = None) -> None:
         self.app = app
         self.token = token
+        self.by_path = by_path or {}
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         path = scope.get("path", "")
-        if (scope["type"] != "http" or self.token is None or path in OPEN_PATHS
+        token = self.by_path.get(path, self.token)
+        if (scope["type"] != "http" or token is None or path in OPEN_PATHS
                 or path.startswith(OPEN_PREFIXES)):
             await self.app(scope, receive, send)
             return
         headers = [value.decode("latin-1") for name, value in scope.get("headers", ())
                    if name == b"authorization"]
         try:
-            check_bearer(headers, self.token)
+            check_bearer(headers, token)
         except AuthError as exc:
             body = JSONResponse(error_payload(exc), status_code=status_for(exc),
                                 headers={"WWW-Authenticate": "Bearer"})

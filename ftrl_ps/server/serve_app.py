@@ -25,7 +25,7 @@ from fastapi import FastAPI, Request
 from ftrl_ps import __version__
 from ftrl_ps.ps.service import PredictionService
 from ftrl_ps.server import serve_routes
-from ftrl_ps.server.deps import check_request_token
+from ftrl_ps.server.deps import AuthMiddleware, check_request_token
 from ftrl_ps.server.errors import install_error_handlers
 from ftrl_ps.server.limits import BodyLimitMiddleware
 from ftrl_ps.server.metrics import instrument
@@ -41,7 +41,9 @@ def create_serve_app(
     max_body_bytes: int = 16 << 20,
 ) -> FastAPI:
     """The app of one prediction service. ``token`` guards ``/v1/learn`` (present
-    only when the service learns), ``predict_token`` guards ``/v1/predict``."""
+    only when the service learns), ``predict_token`` guards ``/v1/predict``; the
+    status, the docs and the metrics need ``token``, else ``predict_token`` (when
+    either is set); ``/health`` and ``/ready`` are open (probes)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -62,6 +64,10 @@ def create_serve_app(
     app.state.predict_token = predict_token
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
+    # outermost, before any body is read: predict and learn have their own tokens;
+    # everything else but the probes (status, docs, metrics) needs one of them
+    app.add_middleware(AuthMiddleware, token=token or predict_token,
+                       by_path={"/v1/predict": predict_token, "/v1/learn": token})
     app.include_router(serve_routes.router)
     if service.learner is not None:
         app.include_router(serve_routes.learn_router)

@@ -4,9 +4,12 @@
 
     POST /v1/predict   rows -> {"probabilities": [...], "model_version": V}   [predict token]
     POST /v1/learn     labelled rows -> {"accepted": N, "ticket": T, ...}     [token]
-    GET  /v1/status    model, source (reload/refresh errors), learner, freshness
+    GET  /v1/status    model, source (reload/refresh errors), learner, freshness  [*]
     GET  /health       liveness: the process answers
     GET  /ready        readiness: 200 once a model is served, else 503
+
+[*] and the docs, /openapi.json and /metrics: the token, else the predict token,
+when either is set (``server.serve_app``).
 
 Bodies by ``Content-Type``: ``text/plain`` (libsvm lines), ``application/json``
 (``{"rows": [{"features": {...}, "label": y}]}``) or ``application/x-ftrl-ps``
