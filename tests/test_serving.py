@@ -240,3 +240,16 @@ def test_serve_exposes_prometheus_metrics_guarded_by_its_token(model_file: Path)
                 if s.name == "ftrl_ps_http_requests_total"
                 and s.labels.get("route") == "/v1/predict"]
     assert requests and requests[0].value >= 1
+
+
+def test_too_many_json_objects_for_the_row_limit_are_refused_unparsed(model_file: Path) -> None:
+    service = PredictionService(ServiceConfig(model=str(model_file), max_rows=10))
+    with TestClient(create_serve_app(service)) as client:
+        rows = [{"features": {"3": 1}}] * 10
+        ok = client.post("/v1/predict", json={"rows": rows})
+        assert ok.status_code == 200 and len(ok.json()["probabilities"]) == 10
+        # 5.6 million '{}' fit in 16 MiB: json.loads alone took ~600 MB for them
+        assert_error(client.post("/v1/predict", json={"rows": [{}] * 30}), 413,
+                     "PayloadTooLargeError", "refused before parsing")
+        assert_error(client.post("/v1/predict", json={"rows": rows * 2}), 413,
+                     "PayloadTooLargeError")
