@@ -338,3 +338,23 @@ def test_the_table_says_how_many_settings_it_leaves_out(defaults_rank: int) -> N
     assert f"... {20 - SHOWN - (defaults_rank >= SHOWN)} more" in out.getvalue()
     assert sum("(defaults)" in line for line in lines) == 1
     assert len(lines) == 1 + SHOWN + (defaults_rank >= SHOWN) + 1  # header, rows, the note
+
+
+def test_tune_reads_a_folder_or_glob_of_parts_as_train_does(synth_small: Path,
+                                                             tmp_path: Path) -> None:
+    lines = (synth_small / "train.svm").read_text().splitlines(keepends=True)
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    for i in range(4):  # was: 'cannot open parts/part-*: No such file or directory'
+        (parts / f"part-{i}").write_text("".join(lines[i * 5000:(i + 1) * 5000]))
+    models = {}
+    for name, source in (("file", synth_small / "train.svm"), ("dir", parts),
+                         ("glob", parts / "part-*")):
+        models[name] = tmp_path / f"{name}.ftrl"
+        res = run_cli("tune", str(source), "--model", str(models[name]), "--budget", "2",
+                      "--max-epochs", "2", "--bits", "18", "-q")
+        assert res.returncode == 0, res.stderr
+    first = load_model(models["file"])
+    for name in ("dir", "glob"):
+        other = load_model(models[name])
+        assert other.params == first.params and np.array_equal(other.z, first.z)

@@ -77,10 +77,12 @@ def tuned_settings(path: str | os.PathLike[str]) -> TunedSettings:
 
 
 def _size(path: str) -> int | None:
-    """Bytes of the file ``path`` (None if it cannot be told)."""
+    """Bytes of the input ``path`` (all its parts; None if it cannot be told)."""
+    from ftrl_ps.data.sources import expand
+
     try:
-        return os.path.getsize(path)
-    except OSError:
+        return sum(p.size for p in expand(path))
+    except (ConfigError, OSError):
         return None
 
 
@@ -91,14 +93,14 @@ def _read(opts: TuneOptions, bits: int, size: int | None, progress: Any = None
     line on stderr unless ``opts.quiet``) shows the rows read and the share
     done of ``size`` bytes (or of ``opts.max_rows``)."""
     from ftrl_ps.data.batch import Batch
-    from ftrl_ps.data.libsvm import LibsvmReader
+    from ftrl_ps.data.inputs import InputReader
     from ftrl_ps.learn.progress import Progress
     from ftrl_ps.learn.training import PARSE_THREADS
 
     if progress is None:
         progress = Progress("reading TRAIN", enabled=not opts.quiet)
-    reader = LibsvmReader(opts.train, bits, chunk_bytes=opts.chunk_mb << 20,
-                          skip_bad_lines=opts.skip_bad_lines, threads=PARSE_THREADS)
+    reader = InputReader(opts.train, bits, chunk_bytes=opts.chunk_mb << 20,  # (globs too)
+                         skip_bad_lines=opts.skip_bad_lines, threads=PARSE_THREADS)
     cut = _FirstRows(reader, opts.max_rows)
 
     def shown() -> Iterator[Any]:
