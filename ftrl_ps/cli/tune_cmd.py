@@ -60,7 +60,8 @@ def _holdout(text: str) -> float:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("train", metavar="TRAIN", help="training data (libsvm file; not stdin)")
+    parser.add_argument("train", metavar="TRAIN", help="training data (libsvm): a file, folder, "
+                        "glob or URL of parts, as for train; not stdin")
     parser.add_argument("--model", metavar="OUT", required=True,
                         help="save the model trained with the best settings here")
     g = parser.add_argument_group("search")
