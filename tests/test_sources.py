@@ -165,3 +165,12 @@ def test_other_compressions_are_a_clear_error(tmp_path: Path, kind: str, module:
         expand(str(part))
     with pytest.raises(ConfigError, match=f"is {kind}-compressed"):
         expand(str(tmp_path))  # a folder of parts: each is looked at
+
+
+def test_a_skipped_line_of_a_folder_of_parts_is_told_by_part_and_line(tmp_path: Path) -> None:
+    (tmp_path / "part-0").write_text("1 3:1\n0 4:1\n")
+    (tmp_path / "part-1").write_text("1 3:1\nbad line\n")
+    reader = InputReader(str(tmp_path), 10, skip_bad_lines=True)
+    assert sum(b.rows for b in reader) == 3
+    assert reader.stats.bad_examples == [(f"{tmp_path}/part-1:2", "bad", "label must be -1, 0 "
+                                          "or 1")]

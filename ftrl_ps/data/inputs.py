@@ -62,24 +62,29 @@ class InputReader:
         if self.parts is None:
             yield from self._one(LibsvmReader(self.source, self.bits, **self.reader_kw))
             return
+        named = len(self.parts) > 1  # a skipped line is then told by part and line
         for part in self.parts:
-            yield from self._one(LibsvmReader(part.name, self.bits, **self.reader_kw))
+            yield from self._one(LibsvmReader(part.name, self.bits, **self.reader_kw),
+                                 part.name if named else None)
 
-    def _one(self, reader: LibsvmReader) -> Iterator[Batch]:
+    def _one(self, reader: LibsvmReader, name: str | None = None) -> Iterator[Batch]:
         done = ReaderStats(**{k: getattr(self.stats, k) for k in ("rows", "lines",
                                                                   "bad_lines", "bytes_read")})
         examples = list(self.stats.bad_examples)
         for batch in reader:
-            self._add(done, examples, reader.stats)
+            self._add(done, examples, reader.stats, name)
             yield batch
-        self._add(done, examples, reader.stats)
+        self._add(done, examples, reader.stats, name)
 
-    def _add(self, done: ReaderStats, examples: list[Any], part: ReaderStats) -> None:
+    def _add(self, done: ReaderStats, examples: list[Any], part: ReaderStats,
+             name: str | None) -> None:
         self.stats.rows = done.rows + part.rows
         self.stats.lines = done.lines + part.lines
         self.stats.bad_lines = done.bad_lines + part.bad_lines
         self.stats.bytes_read = done.bytes_read + part.bytes_read
-        self.stats.bad_examples = (examples + part.bad_examples)[:MAX_BAD_EXAMPLES]
+        mine = (part.bad_examples if name is None else
+                [(f"{name}:{line}", token, why) for line, token, why in part.bad_examples])
+        self.stats.bad_examples = (examples + mine)[:MAX_BAD_EXAMPLES]
 
 
 def read_unit(unit: Unit, bits: int, **reader_kw: Any) -> LibsvmReader:

@@ -92,15 +92,15 @@ def _room(per_byte: float, n: int) -> int:
 class ReaderStats:
     """Counters of one pass of a :class:`LibsvmReader`, updated as it goes.
 
-    ``bad_examples`` holds ``(line, token, reason)`` of the first
-    :data:`MAX_BAD_EXAMPLES` skipped lines; ``bytes_read`` counts bytes of
-    (decompressed) text consumed.
+    ``bad_examples`` holds ``(line, token, reason)`` of the first :data:`MAX_BAD_EXAMPLES`
+    skipped lines (an InputReader of parts: ``"part:line"``); ``bytes_read`` counts
+    bytes of (decompressed) text consumed.
     """
 
     rows: int = 0
     lines: int = 0
     bad_lines: int = 0
-    bad_examples: list[tuple[int, str, str]] = field(default_factory=list)
+    bad_examples: list[tuple[int | str, str, str]] = field(default_factory=list)
     bytes_read: int = 0
 
     def report(self) -> str:

@@ -111,7 +111,8 @@ def report_bad_lines(count: int, examples: list[Any], stream: TextIO | None = No
     out = sys.stderr if stream is None else stream
     print(f"skipped {count} malformed line(s); first ones:", file=out)
     for ex in examples[:10]:  # (line number, token, reason), also as a JSON list
-        if isinstance(ex, tuple | list) and len(ex) == 3:
-            print(f"  line {ex[0]}: {ex[1]!r}: {ex[2]}", file=out)
+        if isinstance(ex, tuple | list) and len(ex) == 3:  # (line or "part:line", ...)
+            where = ex[0] if isinstance(ex[0], str) else f"line {ex[0]}"
+            print(f"  {where}: {ex[1]!r}: {ex[2]}", file=out)
         else:
             print(f"  {ex}", file=out)
