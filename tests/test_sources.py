@@ -174,3 +174,15 @@ def test_a_skipped_line_of_a_folder_of_parts_is_told_by_part_and_line(tmp_path: 
     assert sum(b.rows for b in reader) == 3
     assert reader.stats.bad_examples == [(f"{tmp_path}/part-1:2", "bad", "label must be -1, 0 "
                                           "or 1")]
+
+
+def test_lines_ending_with_a_bare_cr_are_a_clear_error(tmp_path: Path) -> None:
+    from ftrl_ps.errors import ConfigError
+
+    cr = tmp_path / "cr.svm"
+    cr.write_bytes(b"1 1:1\r0 2:1\r")  # was read as one row, '0' a feature name
+    with pytest.raises(ConfigError, match="bare CR"):
+        expand(str(cr))
+    crlf = tmp_path / "crlf.svm"
+    crlf.write_bytes(b"1 1:1\r\n0 2:1\r\n")
+    assert sum(b.rows for b in InputReader(str(crlf), 10)) == 2

@@ -138,13 +138,19 @@ _UNREAD = {b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd",
 
 
 def _is_gzip(name: str) -> bool:
+    """Whether ``name`` is gzip; ConfigError for another compression, and for text
+    whose lines end with a bare CR (they would be read as one line)."""
     with open_binary(name) as f:
-        head = f.read(6)
+        head = f.read(1 << 16)
     for magic, kind in _UNREAD.items():
         if head.startswith(magic):
             raise ConfigError(f"{name} is {kind}-compressed; ftrl-ps reads plain text and "
                               "gzip: decompress it first")
-    return head[:2] == _GZIP_MAGIC
+    gzip = head[:2] == _GZIP_MAGIC
+    if not gzip and b"\r" in head and b"\n" not in head:
+        raise ConfigError(f"{name}: its lines end with a bare CR (classic Mac OS), which "
+                          "would read as one line; convert it first (tr '\\r' '\\n')")
+    return gzip
 
 
 def _local_files(spec: str) -> list[str]:
