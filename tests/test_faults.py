@@ -238,3 +238,28 @@ def test_a_worker_killed_for_good_is_taken_over_and_its_return_replays_nothing(
     finally:
         for s in servers:
             s.stop()
+
+
+@pytest.mark.timeout(180)
+def test_sigterm_stops_a_local_cluster_as_ctrl_c_does(synth: Path, tmp_path: Path) -> None:
+    """``kill PID`` (a container runtime's stop) of ``train --workers``: its children
+    are stopped and it says so, as for Ctrl-C (it exited 143 and left them to
+    PR_SET_PDEATHSIG, its log folder unannounced)."""
+    import psutil
+
+    cmd = [sys.executable, "-m", "ftrl_ps", "train", str(synth / "train.svm"), "--workers",
+           "2", "--bits", "18", "--batch-size", "250", "--straggle-prob", "1",
+           "--straggle-delay", "0.2", "--token", TOKEN]
+    proc = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp_path)})
+    assert proc.stderr is not None
+    assert proc.stderr.readline().startswith("servers: ")
+    deadline = time.monotonic() + 30
+    while len(children := psutil.Process(proc.pid).children(recursive=True)) < 3:
+        assert time.monotonic() < deadline, children  # a server and two workers
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted" in err and "logs kept in" in err
+    gone, alive = psutil.wait_procs(children, timeout=10)
+    assert not alive

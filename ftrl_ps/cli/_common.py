@@ -8,9 +8,13 @@ below ``ftrl_ps.cli`` sees an ``argparse.Namespace``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import math
 import os
+import signal
+import threading
+from collections.abc import Iterator
 from typing import Any, TypeVar
 
 from ftrl_ps.core.params import DTYPES, FTRLParams, check_bits
@@ -35,6 +39,7 @@ __all__ = [
     "params_from",
     "positive_float",
     "positive_int",
+    "sigterm_as_interrupt",
     "staleness_arg",
 ]
 
@@ -227,6 +232,25 @@ def check_outputs(*outputs: tuple[str | None, str]) -> None:
     for path, flag in outputs:
         if path:
             check_writable(path, flag, make_parents=flag == "--model")
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt meanwhile (in the main thread), so a command
+    stopped by ``kill`` or a container runtime cleans up as for Ctrl-C (children
+    it forks reset it: ``cluster.launch._reset_signals``)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def options_from(cls: type[T], args: argparse.Namespace, **overrides: Any) -> T:

@@ -238,7 +238,8 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "workers", 0):
         from ftrl_ps.cluster.local import LocalClusterOptions, run_cluster
 
-        return run_cluster(c.options_from(LocalClusterOptions, args))
+        with c.sigterm_as_interrupt():  # `kill PID`: children stopped, as for Ctrl-C
+            return run_cluster(c.options_from(LocalClusterOptions, args))
     from ftrl_ps.core.memory import populate_async
     from ftrl_ps.core.modelio import SavedModel, save_model
     from ftrl_ps.learn.training import evaluate, train
