@@ -169,12 +169,11 @@ class SSPClock(RegistryState):
                     old.state, old.superseded_by = DEAD, -1
                     self._cond.notify_all()
             if old is not None and old.state == LIVE:
-                raise WorkerStateError(
-                    f"worker index {worker_index} is already registered as worker id "
-                    f"{old.worker_id} and alive (seen {now - old.last_seen:.0f} s ago); if "
-                    "its process is gone, start this one with --supersede, or wait until "
-                    "the servers' --worker-timeout declares it dead"
-                )
+                seen = now - old.last_seen
+                raise WorkerStateError(f"worker index {worker_index} is already registered as "
+                                       f"worker id {old.worker_id}, alive (seen {seen:.0f} s ago): "
+                                       "if its process is gone, start this one with --supersede,"
+                                       " or wait for the servers' --worker-timeout")
             if old is not None and old.state == FINISHED:
                 raise WorkerStateError(f"worker index {worker_index} has already finished")
             if old is None and not self._missing_expired:
