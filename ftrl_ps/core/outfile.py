@@ -32,9 +32,19 @@ def new_file_mode(target: Path) -> int:
     try:
         return stat.S_IMODE(target.stat().st_mode)
     except OSError:
-        mask = os.umask(0o022)  # read it: os has no getter
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    """The process's umask: from /proc (Linux), else set and set back (os has no
+    getter; other threads could create a file with 0o022 in between)."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1], 8) for line in f if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        mask = os.umask(0o022)
         os.umask(mask)
-        return 0o666 & ~mask
+        return mask
 
 
 def _temporary(target: Path) -> tuple[int, str]:
