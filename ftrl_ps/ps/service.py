@@ -42,7 +42,7 @@ __all__ = ["TEXT_TYPES", "PredictionService", "ServiceConfig"]
 #: media types read as libsvm text
 TEXT_TYPES = ("text/plain", "text/x-libsvm", "application/x-libsvm")
 
-#: a JSON body this large is parsed while at most :data:`JSON_PARSES` others are
+#: JSON bodies this large are parsed at most :data:`JSON_PARSES` at a time
 #: (a 16 MiB one took ~600 MB while parsed; 8 at once took 2.1 GB)
 BIG_JSON = 1 << 20
 JSON_PARSES = 2
