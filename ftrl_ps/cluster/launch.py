@@ -176,6 +176,10 @@ class ForkedChild:
         return f"ForkedChild(pid={self.pid}, returncode={self.returncode})"
 
 
+#: signals held back while forking (see :func:`fork_child`)
+_HELD = {signal.SIGINT, signal.SIGTERM}
+
+
 def fork_child(
     target: Callable[[], int | None],
     *,
@@ -201,12 +205,18 @@ def fork_child(
         with contextlib.suppress(Exception):
             stream.flush()
     parent = os.getpid()
+    # SIGINT/SIGTERM held back across the fork: a Python handler that raises (Ctrl-C,
+    # cli's SIGTERM) would otherwise run inside an at-fork hook (logging's), where the
+    # exception is printed and dropped, and the launcher went on as if not told
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
     pid = os.fork()
     if pid:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a pending one is handled now
         return ForkedChild(pid)
     code = 1  # pragma: no cover - from here on this is the child
     try:
         _become_child(parent, log, stdout, env, name, close)
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)  # its own handlers are set now
         code = _run(target)
     except BaseException:
         with contextlib.suppress(BaseException):
