@@ -200,3 +200,23 @@ def test_metrics_move_during_and_after_a_two_worker_run(synth_small: Path) -> No
     waits = [s.value for s in after["ftrl_ps_ssp_wait_seconds"].samples  # type: ignore[attr-defined]
              if s.name.endswith("_count")]
     assert waits and waits[0] > 0
+
+
+def test_a_shard_with_checkpoints_exports_their_age(tmp_path: Path) -> None:
+    """The gauge the Grafana panel and docs/deployment.md use (it was never registered:
+    only tests registered it, by hand)."""
+    from fastapi.testclient import TestClient
+
+    from ftrl_ps.ps.shard_settings import ServerSettings
+    from ftrl_ps.server.app import create_app
+
+    app = create_app(ServerSettings(bits=10, group_size=64, checkpoint_dir=str(tmp_path),
+                                    checkpoint_interval=3600))
+    with TestClient(app) as c:
+        time.sleep(0.2)
+        before = sample(families(c.get("/metrics").text), "ftrl_ps_checkpoint_age_seconds")
+        assert before >= 0.2  # no checkpoint yet: since the start
+        app.state.ftrl.checkpointer.write()
+        after = sample(families(c.get("/metrics").text), "ftrl_ps_checkpoint_age_seconds")
+        assert 0 <= after < before
+        assert c.get("/v1/status").json()["checkpoint"]["age_seconds"] >= 0

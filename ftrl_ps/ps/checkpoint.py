@@ -213,8 +213,12 @@ class Checkpointer:
         self.written = 0
         self.last_seconds: float | None = None
         self._began = -math.inf  # time.monotonic() when the newest write began
+        self._since = time.monotonic()  # the state is not in a checkpoint of ours since
         self._last_path: Path | None = None
         self._lock = threading.Lock()
+        state.telemetry.gauge("checkpoint_age_seconds", "seconds since the cut of this "
+                              "shard's newest checkpoint (since its start before the first)",
+                              self.age)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -274,7 +278,12 @@ class Checkpointer:
         if final:
             self.write()
 
+    def age(self) -> float:
+        """Seconds since the newest checkpoint's cut (since the start, before the first
+        one): what a full disk or a stalled checkpointer makes grow."""
+        return time.monotonic() - (self._began if self.written else self._since)
+
     def status(self) -> dict[str, Any]:
         return {"dir": str(self.directory), "interval": self.interval,
                 "version": self.version, "written": self.written,
-                "last_seconds": self.last_seconds}
+                "last_seconds": self.last_seconds, "age_seconds": round(self.age(), 3)}
