@@ -37,6 +37,7 @@ def test_status_shows_every_shard_and_the_workers() -> None:
             client.finish()
             done = run_cli("status", "--server", ",".join(urls)).stdout
             assert "run complete: 1 of 1 configured workers finished" in done
+            assert "None" not in done and "min clock -," in done  # no live worker's clock
             raw = run_cli("status", "--server", ",".join(urls), "--json")
             answers = json.loads(raw.stdout)
             assert [a["shard"]["index"] for a in answers] == [0, 1]

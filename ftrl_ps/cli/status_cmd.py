@@ -65,7 +65,8 @@ def summary(index: int, status: dict[str, Any]) -> list[str]:
         staleness = clock.get("staleness")
         lines.append(
             f"  SSP staleness {'inf' if staleness is None else staleness}, "
-            f"min clock {clock.get('min_clock')}, max gap allowed {clock.get('max_gap_allowed')}"
+            f"min clock {_shown(clock.get('min_clock'))}, max gap allowed "
+            f"{_shown(clock.get('max_gap_allowed'))}"
         )
         for w in clock.get("workers", []):
             stats = w.get("stats", {})
@@ -88,6 +89,11 @@ def summary(index: int, status: dict[str, Any]) -> list[str]:
         lines.append(f"  run {'complete' if progress.complete else 'not complete'}: "
                      f"{progress.describe()}")
     return lines
+
+
+def _shown(value: Any) -> str:
+    """A status field for people: none (e.g. no live worker's clock) is '-'."""
+    return "-" if value is None else str(value)
 
 
 def cluster_line(status0: dict[str, Any], history: Any) -> str:
