@@ -117,7 +117,7 @@ def save_model(path: str | os.PathLike[str], model: SavedModel | FTRL, **trainin
     z = np.ascontiguousarray(saved.z, dtype=np.dtype(saved.dtype).newbyteorder("<"))
     if not keys.shape == n.shape == z.shape:
         raise ModelFormatError("keys, n and z must have one length")
-    bad = int(np.count_nonzero(~(np.isfinite(n) & np.isfinite(z) & (n >= 0))))
+    bad = _bad_keys(n, z)
     if bad:  # load_model would refuse the file: say why now, and write nothing
         raise ModelFormatError(
             f"not saving {path}: {bad:,} of {keys.size:,} keys have a NaN or infinite state "
@@ -146,6 +146,12 @@ def save_model(path: str | os.PathLike[str], model: SavedModel | FTRL, **trainin
             f.write(data)
         f.write(_CRC.pack(crc))
     return target
+
+
+def _bad_keys(n: np.ndarray, z: np.ndarray) -> int:
+    """How many keys have a state no model may hold (NaN, inf, or a negative ``n``):
+    the one rule of :func:`save_model` and :func:`load_model`."""
+    return int(np.count_nonzero(~(np.isfinite(n) & np.isfinite(z) & (n >= 0))))
 
 
 def load_model(path: str | os.PathLike[str]) -> SavedModel:
@@ -201,7 +207,7 @@ def load_model(path: str | os.PathLike[str]) -> SavedModel:
     z = np.frombuffer(body, dtype=fdt, count=count, offset=(4 + size) * count).astype(dtype)
     if count and (np.any(np.diff(keys) <= 0) or keys[-1] >= num_keys(bits)):
         raise ModelFormatError(f"{where}: keys are not increasing or out of range")
-    if not (np.all(np.isfinite(n)) and np.all(np.isfinite(z)) and np.all(n >= 0)):
+    if _bad_keys(n, z):
         raise ModelFormatError(f"{where}: state holds NaN, inf or negative n")
     return SavedModel(
         bits=bits,
