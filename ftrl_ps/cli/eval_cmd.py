@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ftrl_ps.cli import _common as c
-from ftrl_ps.core.jsonfile import write_json
+from ftrl_ps.core.jsonfile import summary_stream, write_json
 from ftrl_ps.errors import DataError
 
 __all__ = ["DESCRIPTION", "HELP", "NAME", "add_arguments", "run"]
@@ -33,13 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ftrl_ps.core.modelio import load_model
-    from ftrl_ps.core.outfile import check_writable
     from ftrl_ps.learn.training import evaluate
     from ftrl_ps.ps.kernels import load_kernels
 
     c.check_input(args.test, "test data")
-    if args.json:
-        check_writable(args.json, "--json")
+    c.check_outputs((args.json, "--json"))
     load_kernels()  # on a fresh machine: compile every kernel now, once, and say so
     model = load_model(args.model).to_ftrl()
     ev = evaluate(
@@ -49,10 +47,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"skipped {ev['bad_lines']:,} malformed line(s)", file=sys.stderr)
     if not ev["rows"]:
         raise DataError(f"{args.test}: no rows to evaluate")
-    print(  # beside JSON on stdout (--json -), the summary goes to stderr
+    print(
         f"logloss {ev['logloss']:.5f}  AUC {ev['auc']:.5f}  rows {ev['rows']:,}  "
         f"positive rate {ev['positive_rate']:.4f}",
-        file=sys.stderr if args.json == "-" else sys.stdout,
+        file=summary_stream(args.json),
     )
     write_json(args.json, ev)
     return 0

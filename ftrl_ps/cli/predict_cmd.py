@@ -37,15 +37,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ftrl_ps.core.modelio import load_model
-    from ftrl_ps.core.outfile import check_writable, replacing
+    from ftrl_ps.core.outfile import replacing
     from ftrl_ps.learn.progress import report_bad_lines
     from ftrl_ps.learn.training import predict
     from ftrl_ps.ps.kernels import load_kernels
 
     c.check_input(args.input)
     to_file = args.output not in (None, "-")
-    if to_file:
-        check_writable(args.output, "--output")
+    c.check_outputs((args.output, "--output"))
     load_kernels()  # on a fresh machine: compile every kernel now, once, and say so
     model = load_model(args.model).to_ftrl()
     kw = {"chunk_bytes": args.chunk_mb << 20, "skip_bad_lines": args.skip_bad_lines}

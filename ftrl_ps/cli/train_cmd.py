@@ -9,7 +9,7 @@ import time
 from typing import TYPE_CHECKING
 
 from ftrl_ps.cli import _common as c
-from ftrl_ps.core.jsonfile import write_json
+from ftrl_ps.core.jsonfile import summary_stream, write_json
 from ftrl_ps.errors import ConfigError, DataError
 from ftrl_ps.learn.progress import Progress, report_bad_lines
 from ftrl_ps.ps.auth import TOKEN_ENV
@@ -263,7 +263,7 @@ def run(args: argparse.Namespace) -> int:
     if not report.rows:  # nothing learned: no model to save, no metric to give
         raise DataError(f"{args.train}: no rows to train on"
                         + (" (every line was skipped)" if report.bad_lines else ""))
-    out = sys.stderr if args.metrics_json == "-" else sys.stdout  # JSON alone on stdout
+    out = summary_stream(args.metrics_json)
     print(
         f"trained {report.rows:,} rows x {report.epochs} epoch(s) in {report.seconds:.2f} s "
         f"({report.rows_per_second:,.0f} rows/s); progressive logloss "

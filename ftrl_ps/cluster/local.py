@@ -32,7 +32,7 @@ import numpy as np
 
 from ftrl_ps.cluster.launch import Launcher, preload
 from ftrl_ps.cluster.supervise import Cluster
-from ftrl_ps.core.jsonfile import write_json
+from ftrl_ps.core.jsonfile import summary_stream, write_json
 from ftrl_ps.core.modelio import SavedModel, load_model, save_model
 from ftrl_ps.core.params import FTRLParams
 from ftrl_ps.data.sources import check_shares, estimate_rows, expand, split_for
@@ -373,7 +373,7 @@ def _finish(
     started: float,
 ) -> dict[str, Any]:
     plog = loss_sum / rows if rows else float("nan")
-    out = sys.stderr if args.metrics_json == "-" else sys.stdout  # JSON alone on stdout
+    out = summary_stream(args.metrics_json)
     pushed = sum(int(r.get("keys_pushed", 0)) for r in reports)
     pulled = sum(int(r.get("keys_pulled", 0)) for r in reports)
     span = workers_span(reports)

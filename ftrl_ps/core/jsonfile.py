@@ -6,11 +6,11 @@ import json
 import math
 import os
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 from ftrl_ps.core.outfile import replacing
 
-__all__ = ["write_json"]
+__all__ = ["summary_stream", "write_json"]
 
 
 def write_json(path: str | os.PathLike[str] | None, data: dict[str, Any]) -> None:
@@ -34,6 +34,12 @@ def write_json(path: str | os.PathLike[str] | None, data: dict[str, Any]) -> Non
         return
     with replacing(path) as f:
         f.write(text)
+
+
+def summary_stream(path: str | os.PathLike[str] | None) -> TextIO:
+    """Where a command prints its summary lines when its JSON report goes to ``path``:
+    stderr if the report has stdout (``-``), so stdout is JSON alone; else stdout."""
+    return sys.stderr if path is not None and str(path) == "-" else sys.stdout
 
 
 def _finite(value: Any) -> Any:
