@@ -20,6 +20,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ftrl_ps.cluster.signals import sigterm_as_interrupt
 from ftrl_ps.ps.worker_main import WorkerOptions, run_worker
 from services._common import START_TIMEOUT, Service
 
@@ -33,11 +34,18 @@ def _derive(environ: Mapping[str, str]) -> dict[str, Any]:
     return {"worker_index": index} if index else {}
 
 
+def _run(options: WorkerOptions) -> dict[str, Any]:
+    """The worker; stopped by SIGTERM (docker stop, a pod's deletion), it leaves
+    the cluster as for Ctrl-C, so the others need not wait for its timeout."""
+    with sigterm_as_interrupt():
+        return run_worker(options)
+
+
 SERVICE = Service(
     name="worker",
     command="worker",
     options=WorkerOptions,
-    runner=run_worker,
+    runner=_run,
     defaults={"start_timeout": START_TIMEOUT},
     required=frozenset({"worker_index"}),
     derive=_derive,

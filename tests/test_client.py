@@ -277,6 +277,49 @@ def test_client_token_and_worker_errors_in_process():
             PSClient("http://x", http_clients=[c])
 
 
+def test_a_client_stopped_by_an_error_leaves_the_cluster_at_once():
+    """A worker's client closed by an exception (Ctrl-C, SIGTERM, an error) tells
+    shard 0 so: it is dead at once, not after the 60 s worker timeout, and the
+    worker it held back goes on. Shard 0 that is gone costs it one attempt."""
+    from tests._servers import Switchable
+
+    with in_process(bits=8, group_size=16, num_workers=2, staleness=0,
+                    worker_timeout=60) as shard:
+        other = PSClient("http://x", http_clients=[Switchable(shard)])
+        oid = other.register(1, 2)
+
+        def ready() -> bool:
+            answer = shard.post(f"/v1/workers/{oid}/wait", json={"timeout": 0}).json()
+            return bool(answer["ready"])
+
+        with pytest.raises(ClockTimeoutError):
+            other.clock(timeout=0)  # at clock 1: held back by worker 0 (at 0)
+        assert not ready()
+        with pytest.raises(KeyboardInterrupt), \
+                PSClient("http://x", http_clients=[Switchable(shard)]) as ps:
+            wid = ps.register(0, 2)
+            raise KeyboardInterrupt
+        workers = {w["index"]: w for w in other.status()["clock"]["workers"]}
+        assert workers[0]["state"] == "dead" and workers[0]["seconds_since_seen"] < 30
+        assert ready()  # nobody holds it back now
+        again = shard.post(f"/v1/workers/{wid}/leave").json()
+        assert again == {"worker_id": wid, "left": False, "state": "dead"}
+        assert shard.post("/v1/workers/999/leave").status_code == 404
+        with PSClient("http://x", http_clients=[Switchable(shard)]) as ps:
+            ps.register(0, 2)
+            ps.finish()  # a finished worker's client does not leave
+        assert [w["state"] for w in other.status()["clock"]["workers"]
+                if w["index"] == 0] == ["dead", "finished"]
+        away = Switchable(shard)
+        with pytest.raises(RuntimeError), \
+                PSClient("http://x", http_clients=[away], retry_seconds=60) as ps:
+            ps.register(1, 2, supersede=True)
+            away.down = True
+            started = time.monotonic()
+            raise RuntimeError("the input is gone")
+        assert time.monotonic() - started < 5  # one attempt, not 60 s of retries
+
+
 # --- real server processes ----------------------------------------------------------------
 FLAGS = ["--bits", "12", "--group-size", "64"]
 

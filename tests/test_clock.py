@@ -529,3 +529,44 @@ def test_held_counts_the_seconds_a_worker_waits_for_the_bound() -> None:
     time.sleep(0.1)
     assert clock.held()[0] == after[0]  # no longer held: no longer counting
     assert clock.wait(a, timeout=0) and clock.held()[0] == after[0]  # not held: adds nothing
+
+
+def test_a_worker_that_leaves_is_dead_at_once_and_wakes_the_waiters() -> None:
+    fake = FakeTime()
+    clock = SSPClock(0, num_workers=2, worker_timeout=30, time_source=fake)
+    a, b = clock.register(0, 2), clock.register(1, 2)
+    clock.tick(a)
+    result: list[bool] = []
+    waiter = threading.Thread(target=lambda: result.append(clock.wait(a, timeout=10)))
+    waiter.start()
+    time.sleep(0.05)
+    assert not result  # b holds a back
+    assert clock.leave(b) is True  # no time passed: not the worker timeout
+    waiter.join(5)
+    assert result == [True]
+    assert clock.worker(b).state == "dead" and clock.min_clock() == 1
+    with pytest.raises(WorkerStateError, match="left the cluster"):
+        clock.tick(b)
+    assert clock.leave(b) is False  # once only
+    clock.finish(a)
+    assert clock.leave(a) is False and clock.worker(a).state == "finished"
+    with pytest.raises(UnknownWorkerError):
+        clock.leave(12345)
+    # its index registers again: a new epoch at the live minimum, as after a death
+    b2 = clock.register(1, 2)
+    assert b2 != b and clock.worker(b2).state == "live"
+
+
+def test_the_shard_says_when_it_declares_a_worker_dead(caplog) -> None:
+    fake = FakeTime()
+    clock = SSPClock(1, num_workers=2, worker_timeout=10, time_source=fake)
+    a, b = clock.register(0, 2), clock.register(1, 2)
+    fake.now += 6
+    clock.heartbeat(a)
+    fake.now += 5  # b silent for 11 s
+    with caplog.at_level("WARNING", logger="ftrl_ps.ps.clock"):
+        assert clock.sweep() == [b]
+        assert clock.sweep() == []  # said once
+    said = [r.getMessage() for r in caplog.records if r.name == "ftrl_ps.ps.clock"]
+    assert said == [f"worker {b} (index 1) sent nothing for 10 s: dead now, it no longer "
+                    "holds back the others"]

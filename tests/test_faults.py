@@ -283,3 +283,67 @@ def test_sigterm_stops_a_local_cluster_as_ctrl_c_does(synth: Path, tmp_path: Pat
     assert not list(tmp_path.glob("ftrl-ps-cluster-*/*.json"))  # no run finished
     gone, alive = psutil.wait_procs(children, timeout=10)
     assert not alive
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("how", ["ftrl-ps worker", "services.worker"])
+def test_a_worker_stopped_by_sigterm_leaves_and_its_unit_is_taken_over_at_once(
+    synth: Path, tmp_path: Path, how: str
+) -> None:
+    """``kill PID`` (docker stop, a pod's deletion) of a worker holding a unit:
+    it exits 130 saying so and leaves the cluster, so shard 0 declares it dead at
+    once, not after the servers' 120 s ``--worker-timeout``; worker 1 takes its
+    unit over (fencing it) and trains every row once."""
+    from ftrl_ps.cluster.spawn import spawn_cluster
+    from ftrl_ps.server.options import ShardOptions
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "FTRL_PS_TOKEN": TOKEN}
+    servers = spawn_cluster(2, ShardOptions(bits=18, num_workers=2, worker_timeout=120.0),
+                            env=env)
+    urls = ",".join(s.url for s in servers)
+    flags = {"server": urls, "input": str(synth / "train.svm"), "num_workers": "2",
+             "split": "units", "batch_size": "250", "straggle_prob": "1",
+             "straggle_delay": "0.05", "quiet": "1"}
+
+    def worker(index: int) -> subprocess.Popen[str]:
+        mine = {**flags, "worker_index": str(index), "state_dir": str(tmp_path / f"w{index}")}
+        if how == "services.worker":
+            cmd, extra = [sys.executable, "-m", "services.worker"], {
+                f"FTRL_PS_{k.upper()}": v for k, v in mine.items()}
+        else:
+            cmd, extra = [sys.executable, "-m", "ftrl_ps", "worker"], {}
+            for k, v in mine.items():
+                cmd += [f"--{k.replace('_', '-')}"] + ([] if k == "quiet" else [v])
+        return subprocess.Popen(cmd, cwd=REPO, env={**env, **extra}, stderr=subprocess.PIPE,
+                                text=True)
+
+    try:
+        procs = [worker(0), worker(1)]
+        with httpx.Client(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5,
+                          trust_env=False) as http:
+            deadline = time.monotonic() + 120
+            while True:  # worker 0 at work, holding a unit
+                assert time.monotonic() < deadline and procs[0].poll() is None
+                status = http.get(servers[0].url + "/v1/status").json()
+                rows = sum(w["stats"].get("rows", 0) for w in status["clock"]["workers"])
+                if rows >= ROWS / 5 and status["work"]["held"].get("0"):
+                    break
+                time.sleep(0.02)
+            procs[0].send_signal(signal.SIGTERM)
+            stopped = time.monotonic()
+            _, err0 = procs[0].communicate(timeout=30)
+            assert procs[0].returncode == 130 and "interrupted" in err0, err0[-3000:]
+            workers = http.get(servers[0].url + "/v1/status").json()["clock"]["workers"]
+            assert [w["state"] for w in workers if w["index"] == 0] == ["dead"], workers
+            _, err1 = procs[1].communicate(timeout=180)
+            assert procs[1].returncode == 0, err1[-3000:]
+            assert time.monotonic() - stopped < 100  # not held until the worker timeout
+            work = http.get(servers[0].url + "/v1/work").json()
+            assert (work["done"], work["rows_done"]) == (work["units"], ROWS)
+            on0, on1 = (next(r for r in http.get(s.url + "/v1/streams").json()
+                             if r["worker"] == 0) for s in servers)
+            assert on1["last_seq"] <= on0["last_seq"] and on0["fenced"] > 0
+        assert "(index 0) left: its process is stopping" in servers[0].stderr_text(100_000)
+    finally:
+        for s in servers:
+            s.stop()

@@ -82,3 +82,39 @@ def test_a_shard_that_does_not_answer_is_said_once_while_retrying(monkeypatch, c
     said = [r.getMessage() for r in caplog.records if r.name == "ftrl_ps.ps.shards"]
     assert said == ["shard 0 (http://a) does not answer (ConnectError: connection refused): "
                     "retrying for up to 0.6 s"]
+
+
+def test_a_shard_that_answers_again_is_said_so_once(monkeypatch, caplog) -> None:
+    from ftrl_ps.ps import shards
+
+    calls = {"n": 0}
+
+    def back_later(request: httpx.Request) -> httpx.Response:
+        calls["n"] += 1
+        if calls["n"] <= 4:
+            raise httpx.ConnectError("connection refused", request=request)
+        return httpx.Response(200, json={})
+
+    monkeypatch.setattr(shards, "SAY_AFTER", 0.1)
+    net = ShardConnections(["http://a"], token=None, timeout=1, retries=2, retry_seconds=30,
+                           http_clients=[_mock(back_later)])
+    with caplog.at_level("WARNING", logger="ftrl_ps.ps.shards"):
+        net.request(0, "GET", "/v1/status")
+        net.request(0, "GET", "/v1/status")  # a request that never failed says nothing
+    said = [r.getMessage() for r in caplog.records if r.name == "ftrl_ps.ps.shards"]
+    assert len(said) == 2 and said[0].startswith("shard 0 (http://a) does not answer")
+    assert said[1].startswith("shard 0 (http://a) answers again after ")
+
+
+def test_one_attempt_only_when_asked(monkeypatch) -> None:
+    calls = {"n": 0}
+
+    def refused(request: httpx.Request) -> httpx.Response:
+        calls["n"] += 1
+        raise httpx.ConnectError("connection refused", request=request)
+
+    net = ShardConnections(["http://a"], token=None, timeout=1, retries=5, retry_seconds=30,
+                           http_clients=[_mock(refused)])
+    with pytest.raises(TransportError, match="after 1 attempt"):
+        net.request(0, "POST", "/v1/workers/1/leave", retry=False)
+    assert calls["n"] == 1

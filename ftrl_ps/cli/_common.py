@@ -8,15 +8,12 @@ below ``ftrl_ps.cli`` sees an ``argparse.Namespace``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import math
 import os
-import signal
-import threading
-from collections.abc import Iterator
 from typing import Any, TypeVar
 
+from ftrl_ps.cluster.signals import sigterm_as_interrupt
 from ftrl_ps.core.params import DTYPES, FTRLParams, check_bits
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.ps.auth import TOKEN_ENV
@@ -232,25 +229,6 @@ def check_outputs(*outputs: tuple[str | None, str]) -> None:
     for path, flag in outputs:
         if path:
             check_writable(path, flag, make_parents=flag == "--model")
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM raises KeyboardInterrupt meanwhile (in the main thread), so a command
-    stopped by ``kill`` or a container runtime cleans up as for Ctrl-C (children
-    it forks reset it: ``cluster.launch._reset_signals``)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    before = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, before)
 
 
 def options_from(cls: type[T], args: argparse.Namespace, **overrides: Any) -> T:

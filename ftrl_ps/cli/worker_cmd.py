@@ -222,5 +222,6 @@ def run(args: argparse.Namespace) -> int:
     from ftrl_ps.ps.worker_main import WorkerOptions, run_worker
 
     c.check_outputs((args.metrics_json, "--metrics-json"))
-    run_worker(c.options_from(WorkerOptions, args))
+    with c.sigterm_as_interrupt():  # `kill PID`: it leaves the cluster, as for Ctrl-C
+        run_worker(c.options_from(WorkerOptions, args))
     return 0

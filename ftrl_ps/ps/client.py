@@ -364,6 +364,7 @@ class PSClient(StreamingPushes, Pulls):
                 self.make_durable(range(1, self.layout.num_shards))
                 self.stop_heartbeat()
                 self._post_finish(stats)
+                self.finished = True
                 return
             except UnknownWorkerError:  # shard 0 restarted and forgot this epoch
                 if attempt == 2:
@@ -388,7 +389,9 @@ class PSClient(StreamingPushes, Pulls):
     def __enter__(self) -> PSClient:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: object, *exc: object) -> None:
+        if kind is not None and not self.finished:  # Ctrl-C, SIGTERM, an error
+            self.leave()
         self.close()
 
     # --- per-shard requests ---------------------------------------------------------

@@ -22,8 +22,8 @@ others wait before their first pull (:mod:`ftrl_ps.ps.warmstart`); the lone
 worker's pushes are merged as one worker's (:meth:`SSPClock.alone`).
 
 Life cycle of a worker: ``live`` -> ``finished`` (``finish()``) or ``dead`` (no
-heartbeat for ``worker_timeout`` seconds; every clock call from the worker is a
-heartbeat, and a worker blocked in :meth:`SSPClock.wait` is alive). Finished and
+heartbeat for ``worker_timeout`` seconds, or at once by ``leave()``; every clock
+call from the worker is a heartbeat, and a worker blocked in wait() is alive). Finished and
 dead workers leave the minimum and wake the waiters. A dead worker that comes
 back gets :class:`~ftrl_ps.errors.WorkerStateError` and must register again;
 its index then gets a new worker id that starts at the current ``min_live``.
@@ -52,6 +52,7 @@ Examples
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -59,8 +60,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ftrl_ps.errors import ConfigError, LayoutMismatchError, UnknownWorkerError, WorkerStateError
-from ftrl_ps.ps.registry import DEAD, FINISHED, LIVE, RegistryState, WorkerInfo
+from ftrl_ps.ps.registry import DEAD, FINISHED, LIVE, RegistryState, WorkerInfo, refusal
 from ftrl_ps.ps.warmstart import WarmStart
+
+log = logging.getLogger(__name__)
 
 __all__ = ["SSPClock", "WorkerInfo"]
 def _check_staleness(staleness: int | float | None) -> int | None:
@@ -410,18 +413,9 @@ class SSPClock(RegistryState):
         now = self._now()
         self._sweep_locked(now)
         w = self._get(worker_id)
-        if w.state == DEAD and w.superseded_by is not None:
-            raise WorkerStateError(
-                f"worker {worker_id} (index {w.index}) was superseded by epoch "
-                f"{w.superseded_by}: another process registered this index; stop this one"
-            )
-        if w.state == DEAD:
-            raise WorkerStateError(
-                f"worker {worker_id} (index {w.index}) was declared dead after "
-                f"{self.worker_timeout:g} s without a heartbeat; register again"
-            )
-        if w.state == FINISHED:
-            raise WorkerStateError(f"worker {worker_id} (index {w.index}) has finished")
+        why = refusal(w, self.worker_timeout)
+        if why is not None:
+            raise WorkerStateError(why)
         w.last_seen = now
         return w
 
@@ -431,6 +425,9 @@ class SSPClock(RegistryState):
             if w.state == LIVE and w.active_waits == 0 and now - w.last_seen > self.worker_timeout:
                 w.state = DEAD
                 dead.append(w.worker_id)
+                log.warning("worker %d (index %d) sent nothing for %g s: dead now, it no "
+                            "longer holds back the others", w.worker_id, w.index,
+                            self.worker_timeout)
         expired = (
             not self._missing_expired
             and self._first_registration is not None

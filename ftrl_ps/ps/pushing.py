@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ftrl_ps.errors import ProtocolError, PushGapError, UpdatesLostError
+from ftrl_ps.errors import FTRLPSError, ProtocolError, PushGapError, UpdatesLostError
 from ftrl_ps.ps import wire
 from ftrl_ps.ps.journal import JournalEntry, PushJournal
 from ftrl_ps.ps.layout import Layout
@@ -49,6 +49,8 @@ class StreamingPushes:
     #: this one has no journal of them (:meth:`_journal_less_resume`)
     shards_position: int = 0
     _positional: bool = True
+    #: :meth:`PSClient.finish` answered (a client left with an error before: :meth:`leave`)
+    finished: bool = False
     #: (worker, epoch) of the fences this client applied on every shard
     _fences_applied: set[tuple[int, int]]
 
@@ -282,6 +284,22 @@ class StreamingPushes:
             f"shard 0 did not apply this worker's pushes up to seq {body.get('sent')} "
             f"before its finish after {attempts} attempts"
         )
+
+    def leave(self, timeout: float = 2.0) -> bool:
+        """Tell shard 0 this worker's process is stopping (Ctrl-C, SIGTERM, an
+        error), so it stops holding back the others now rather than after the
+        servers' ``--worker-timeout``, and its units are handed on (fenced off
+        as a dead worker's). One attempt of at most ``timeout`` seconds: a process
+        that stops is not kept waiting. True if shard 0 took note."""
+        if self.worker_id is None:
+            return False
+        self.stop_heartbeat()
+        try:
+            self._net.post_json(0, f"/v1/workers/{self.worker_id}/leave", {},
+                                timeout=timeout, retry=False)
+        except FTRLPSError:
+            return False  # gone, or dead already: the worker timeout applies as before
+        return True
 
     def _make_durable_shard(self, shard: int, attempts: int = 4) -> None:
         assert self.stream is not None

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ftrl_ps.errors import WorkerStateError
+from ftrl_ps.errors import UnknownWorkerError, WorkerStateError
 
-__all__ = ["DEAD", "FINISHED", "LIVE", "RegistryState", "WorkerInfo"]
+__all__ = ["DEAD", "FINISHED", "LIVE", "RegistryState", "WorkerInfo", "refusal"]
 
 LIVE, FINISHED, DEAD = "live", "finished", "dead"
 
@@ -40,6 +40,8 @@ class WorkerInfo:
     superseded_by: int | None = None
     #: the worker's stable name (e.g. its container's hostname), kept across restarts
     identity: str | None = None
+    #: dead because its process said it was stopping (:meth:`RegistryState.leave`)
+    left: bool = False
 
     def as_dict(self, now: float) -> dict[str, Any]:
         return {
@@ -67,6 +69,22 @@ class WorkerInfo:
             raise ValueError(f"unknown worker state {state!r}")
         return cls(int(wid), int(index), instance, int(clock), now, state, dict(stats),
                    pid=pid, restored=True, identity=rest[0] if rest else None)
+
+
+def refusal(w: WorkerInfo, worker_timeout: float) -> str | None:
+    """Why a call from worker ``w`` is refused (None: it is live)."""
+    who = f"worker {w.worker_id} (index {w.index})"
+    if w.state == DEAD and w.superseded_by is not None:
+        return (f"{who} was superseded by epoch {w.superseded_by}: another process "
+                "registered this index; stop this one")
+    if w.state == DEAD and w.left:
+        return f"{who} left the cluster (its process was stopping); register again"
+    if w.state == DEAD:
+        return (f"{who} was declared dead after {worker_timeout:g} s without a heartbeat; "
+                "register again")
+    if w.state == FINISHED:
+        return f"{who} has finished"
+    return None
 
 
 class RegistryState:
@@ -132,6 +150,22 @@ class RegistryState:
                 if old is None or old.worker_id < w.worker_id:
                     self._by_index[w.index] = w
             self._cond.notify_all()
+
+    def leave(self, worker_id: int) -> bool:
+        """The worker's process is stopping (Ctrl-C, SIGTERM, an error): it is dead
+        from now on, as after ``worker_timeout`` without a heartbeat, so it holds
+        back nobody and its units are handed on at once (fenced off as a dead
+        worker's: docs/durability.md). False when it was not live (nothing changes).
+        """
+        with self._cond:
+            w = self._workers.get(worker_id)
+            if w is None:
+                raise UnknownWorkerError(f"unknown worker id {worker_id}; register first")
+            if w.state != LIVE:
+                return False
+            w.state, w.left = DEAD, True
+            self._cond.notify_all()
+            return True
 
     def current_epoch(self, worker_index: int) -> int | None:
         """The epoch (worker id) of the index's live registration, else None."""

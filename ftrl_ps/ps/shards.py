@@ -100,13 +100,15 @@ class ShardConnections:
         )
 
     def request(self, shard: int, method: str, path: str, *, idempotent: bool = True,
-                timeout: float | None = None, **kwargs: Any) -> httpx.Response:
-        """One request to ``shard`` with retries; error answers -> ftrl-ps exceptions."""
+                timeout: float | None = None, retry: bool = True,
+                **kwargs: Any) -> httpx.Response:
+        """One request to ``shard`` with retries (``retry=False``: one attempt);
+        error answers -> ftrl-ps exceptions."""
         client = self._http[shard]
         if timeout is not None:
             kwargs["timeout"] = timeout
         return self._retrying(shard, method, path, idempotent,
-                              lambda: client.request(method, path, **kwargs))
+                              lambda: client.request(method, path, **kwargs), retry)
 
     def stream(self, shard: int, method: str, path: str, consume: Callable[[httpx.Response], T],
                **kwargs: Any) -> T:
@@ -127,7 +129,8 @@ class ShardConnections:
         return result["value"]
 
     def _retrying(self, shard: int, method: str, path: str, idempotent: bool,
-                  attempt_once: Callable[[], httpx.Response]) -> httpx.Response:
+                  attempt_once: Callable[[], httpx.Response],
+                  retry: bool = True) -> httpx.Response:
         started = time.monotonic()
         attempt = 0
         said = False
@@ -154,9 +157,12 @@ class ShardConnections:
                         payload = resp.text[:200]
                     raise exception_from_response(resp.status_code, payload)
                 else:
+                    if said:  # its "does not answer" line has its end
+                        log.warning("shard %d (%s) answers again after %.1f s", shard,
+                                    self.urls[shard], time.monotonic() - started)
                     return resp
             elapsed = time.monotonic() - started
-            if attempt >= self.retries and elapsed >= self.retry_seconds:
+            if not retry or (attempt >= self.retries and elapsed >= self.retry_seconds):
                 raise TransportError(
                     f"{method} {self.urls[shard]}{path} failed after {attempt + 1} attempt(s) "
                     f"in {elapsed:.1f} s: {failure}. Is shard {shard} running? (retried for "
@@ -171,10 +177,11 @@ class ShardConnections:
             attempt += 1
 
     def post_json(self, shard: int, path: str, obj: Any, *, idempotent: bool = True,
-                  timeout: float | None = None) -> httpx.Response:
+                  timeout: float | None = None, retry: bool = True) -> httpx.Response:
         """POST ``obj`` as JSON, asking for a JSON answer."""
         return self.request(shard, "POST", path, json=obj, idempotent=idempotent,
-                            timeout=timeout, headers={"Accept": wire.JSON_MEDIA_TYPE})
+                            timeout=timeout, retry=retry,
+                            headers={"Accept": wire.JSON_MEDIA_TYPE})
 
     def each(self, fn: Callable[[int], T], shards: Sequence[int] | range) -> list[T]:
         """``[fn(i) for i in shards]``, the calls running concurrently."""

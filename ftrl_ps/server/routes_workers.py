@@ -1,4 +1,4 @@
-"""``/v1/workers``: registration, SSP clock, heartbeats, finish (shard 0 only).
+"""``/v1/workers``: registration, SSP clock, heartbeats, finish, leave (shard 0 only).
 
 Other shards answer these routes with 400 (ConfigError) naming shard 0. The
 clock routes are ``async``: a tick, and the question whether the worker may
@@ -12,6 +12,7 @@ pulls.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Annotated, Any
 
@@ -25,6 +26,8 @@ from ftrl_ps.server.deps import AuthDep, StateDep
 from ftrl_ps.server.fields import Count
 
 __all__ = ["ClockRequest", "answer_tick", "router"]
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1/workers", tags=["workers"], dependencies=[AuthDep])
 
@@ -222,3 +225,18 @@ def finish(worker_id: int, state: StateDep,
     if record is not None:
         answer["stream"] = record
     return answer
+
+
+@router.post("/{worker_id}/leave", summary="the worker's process is stopping")
+def leave(worker_id: int, state: StateDep) -> dict[str, Any]:
+    """The worker's process is stopping before its end (Ctrl-C, SIGTERM, an
+    error): it is dead from now on, as after ``--worker-timeout`` without a
+    heartbeat, so it holds back nobody and its units are handed on. ``"left":
+    false`` when it was not live (finished, dead or superseded: nothing
+    changes). 404 unknown."""
+    clock = state.require_clock()
+    left = clock.leave(worker_id)
+    if left:
+        info = clock.worker(worker_id)
+        log.warning("worker %d (index %d) left: its process is stopping", worker_id, info.index)
+    return {"worker_id": worker_id, "left": left, "state": clock.worker(worker_id).state}
