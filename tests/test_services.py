@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import queue
+import re
 import socket
 import subprocess
 import sys
@@ -101,6 +102,31 @@ def test_worker_index_from_indexed_job() -> None:
         worker.SERVICE.load([], base)  # 'auto' must be asked for
     with pytest.raises(ConfigError, match=r"FTRL_PS_WORKER_INDEX \(default\)='x'"):
         worker.SERVICE.load([], {**base, "JOB_COMPLETION_INDEX": "x"})
+
+
+@pytest.mark.parametrize("variable, value, message", [
+    ("FTRL_PS_BATCH_SIZE", "0", "batch_size must be >= 1"),
+    ("FTRL_PS_CHUNK_MB", "0", r"--chunk-mb must be in \[1, 1024\]"),
+    ("FTRL_PS_CHUNK_MB", "4096", r"--chunk-mb must be in \[1, 1024\]"),
+    ("FTRL_PS_ALPHA", "-1", "alpha must be > 0"),
+    ("FTRL_PS_L1", "-0.5", "l1"),
+    ("FTRL_PS_BITS", "99", "bits must be in"),
+    ("FTRL_PS_DTYPE", "float16", "--dtype must be one of"),
+    ("FTRL_PS_EPOCHS", "0", "epochs must be >= 1"),
+    ("FTRL_PS_PUSH_STEP", "0", "push_step must be >= 1"),
+])
+def test_a_worker_value_out_of_range_fails_before_the_wait_for_the_servers(
+    variable: str, value: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A service waits up to 600 s for its servers: a bad value is said first (it
+    used to be found only once the servers answered, or never for --chunk-mb)."""
+    environ = {"FTRL_PS_SERVER": "http://127.0.0.1:9", "FTRL_PS_INPUT": "in.svm",
+               "FTRL_PS_NUM_WORKERS": "2", "FTRL_PS_WORKER_INDEX": "0", variable: value}
+    started = time.monotonic()
+    assert worker.main([], environ) == 2
+    assert time.monotonic() - started < 10
+    err = capsys.readouterr().err
+    assert re.search(message, err) and "waiting" not in err, err
 
 
 def test_gen_skips_existing_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ftrl_ps.core.jsonfile import write_json
-from ftrl_ps.core.params import FTRLParams
+from ftrl_ps.core.params import DTYPES, FTRLParams, check_bits
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.progress import report_bad_lines
 from ftrl_ps.ps.auth import resolve_token
@@ -146,6 +146,19 @@ class WorkerOptions:
             raise ConfigError(f"--retry-seconds must be >= 0, got {self.retry_seconds}")
         if self.identity is not None and not 0 < len(self.identity.strip()) <= 200:
             raise ConfigError("--identity must be 1 to 200 characters")
+        self._check_ranges()
+
+    def _check_ranges(self) -> None:
+        """Values the command line's flag types check, checked here for the services'
+        env too: before any wait for the servers, not after it."""
+        if not 1 <= self.chunk_mb <= 1024:
+            raise ConfigError(f"--chunk-mb must be in [1, 1024] (MiB), got {self.chunk_mb}")
+        worker_config(self)  # batch size, steps, epochs, dense fraction
+        params_with_defaults(alpha=self.alpha, beta=self.beta, l1=self.l1, l2=self.l2)
+        if self.bits is not None:
+            check_bits(self.bits)
+        if self.dtype is not None and self.dtype not in DTYPES:
+            raise ConfigError(f"--dtype must be one of {DTYPES}, got {self.dtype!r}")
 
     def identity_of(self) -> str | None:
         """The identity sent at registration: ``hostname`` stands for this host's
