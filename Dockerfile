@@ -1,4 +1,4 @@
-# ftrl-ps: one image for every role (gen, server, worker, export).
+# ftrl-ps: one image for every role (gen, server, worker, export, serve).
 #   docker build -t ftrl-ps .
 #   docker run --rm -e FTRL_PS_TOKEN=secret -p 7000:7000 ftrl-ps        # one shard
 #   docker run --rm ftrl-ps python -m services.worker --help
