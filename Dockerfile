@@ -1,4 +1,4 @@
-# ftrl-ps: one image for every role (gen, server, worker, export).
+# ftrl-ps: one image for every role (gen, server, worker, export, serve).
 #   docker build -t ftrl-ps .
 #   docker run --rm -e FTRL_PS_TOKEN=secret -p 7000:7000 ftrl-ps        # one shard
 #   docker run --rm ftrl-ps python -m services.worker --help
@@ -12,11 +12,15 @@ ENV PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     NUMBA_CACHE_DIR=/var/cache/numba
 
-# Non-root user; /data and /models exist (owned by it) so that fresh named
-# volumes mounted there start writable.
+# Non-root user (uid 10001). Every path a role writes on a volume exists here,
+# owned by it: Docker initialises a fresh named volume from the image's directory
+# (owner and mode included), and one the image lacks starts root-owned, which uid
+# 10001 cannot write. docker-compose.yml mounts /data (gen), /models (export),
+# /checkpoints (servers) and /state (workers); tools/deploycheck checks the list.
+# (Kubernetes PVCs get the same from the pods' securityContext.fsGroup.)
 RUN useradd --create-home --uid 10001 --user-group app \
- && mkdir -p /app /data /models /var/cache/numba \
- && chown app:app /data /models /var/cache/numba
+ && mkdir -p /app /data /models /checkpoints /state /var/cache/numba \
+ && chown app:app /data /models /checkpoints /state /var/cache/numba
 
 WORKDIR /app
 

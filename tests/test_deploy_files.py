@@ -18,7 +18,12 @@ import yaml
 
 from tools.deploycheck.__main__ import main as deploycheck_main
 from tools.deploycheck.compose import check_compose
-from tools.deploycheck.docker import check_dockerfile, dockerfile_instructions
+from tools.deploycheck.docker import (
+    check_dockerfile,
+    dockerfile_instructions,
+    image_user,
+    owned_dirs,
+)
 from tools.deploycheck.k8s import KUBERNETES_VERSION, check_k8s, pod_instances, schema_problems
 from tools.envtable import embedded_table, markdown_table
 
@@ -44,14 +49,25 @@ def k8s() -> list[dict[str, Any]]:
     return docs
 
 
+@pytest.fixture(scope="module")
+def image_dirs(dockerfile: str) -> set[str]:
+    return owned_dirs(dockerfile)
+
+
+@pytest.fixture(scope="module")
+def image_uid(dockerfile: str) -> int | None:
+    return image_user(dockerfile)[1]
+
+
 def reported(problems: list[str], *needles: str) -> bool:
     return any(all(n in p for n in needles) for p in problems)
 
 
 # --- the repository's files ----------------------------------------------------------
 
-def test_compose_is_consistent(compose: dict[str, Any]) -> None:
+def test_compose_is_consistent(compose: dict[str, Any], image_dirs: set[str]) -> None:
     assert check_compose(compose) == []
+    assert check_compose(compose, image_dirs=image_dirs) == []
 
 
 def test_compose_with_user_data_and_more_workers(compose: dict[str, Any]) -> None:
@@ -73,11 +89,12 @@ def test_dockerfile_is_consistent(dockerfile: str) -> None:
     assert check_dockerfile(dockerfile) == []
 
 
-def test_k8s_manifests_are_consistent(k8s: list[dict[str, Any]]) -> None:
+def test_k8s_manifests_are_consistent(k8s: list[dict[str, Any]], image_uid: int | None) -> None:
     kinds = sorted(d["kind"] for d in k8s)
     assert kinds.count("Job") == 3 and "StatefulSet" in kinds and "Secret" in kinds, kinds
     assert "Deployment" in kinds
-    assert check_k8s(k8s) == []
+    assert image_uid == 10001
+    assert check_k8s(k8s, image_uid=image_uid) == []
 
 
 def test_k8s_schemas_are_checked_offline(k8s: list[dict[str, Any]],
@@ -364,3 +381,106 @@ def test_k8s_explicit_shard_index_is_reported(k8s: list[dict[str, Any]]) -> None
     sts["spec"]["template"]["spec"]["containers"][0]["env"].append(
         {"name": "FTRL_PS_SHARD_INDEX", "value": "0"})
     assert reported(check_k8s(docs), "shard 0 of 2, expected 1 of 2")
+
+
+# --- volumes the image's user (uid 10001) must be able to write ------------------------
+
+def test_the_image_user_and_its_directories(dockerfile: str) -> None:
+    assert image_user(dockerfile) == ("app", 10001)
+    assert image_user(dockerfile.replace("USER app\n", "USER 10002:10002\n")) == ("10002", 10002)
+    assert {"/data", "/models", "/checkpoints", "/state", "/var/cache/numba"} <= owned_dirs(
+        dockerfile)
+    assert "/app" not in owned_dirs(dockerfile)  # made, but root's (the source is read-only)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needles"),
+    [  # a compose volume path the Dockerfile does not create, or not for its user
+        (" /checkpoints /state /var/cache/numba \\\n", " /state /var/cache/numba \\\n",
+         ["service server-0: volume checkpoints at /checkpoints", "service server-1"]),
+        ("chown app:app /data /models /checkpoints /state",
+         "chown app:app /data /models /checkpoints", ["service worker: volume worker-state at "
+                                                      "/state: the Dockerfile does not create"]),
+        ("chown app:app", "chown root:root", ["service gen: volume data at /data",
+                                             "service export: volume models at /models",
+                                             "is root-owned and the service cannot write it"]),
+    ],
+)
+def test_compose_volume_the_image_does_not_own_is_reported(
+        compose: dict[str, Any], dockerfile: str, old: str, new: str,
+        needles: list[str]) -> None:
+    assert old in dockerfile
+    broken = dockerfile.replace(old, new, 1)
+    problems = check_compose(compose, image_dirs=owned_dirs(broken))
+    for needle in needles:
+        assert reported(problems, needle), problems
+
+
+def test_compose_volume_moved_off_the_image_directories_is_reported(
+        compose: dict[str, Any], image_dirs: set[str]) -> None:
+    broken = _set(compose, "services/server-1/volumes", ["checkpoints:/ckpt"])
+    broken = _set(broken, "services/server-1/environment/FTRL_PS_CHECKPOINT_DIR", "/ckpt")
+    problems = check_compose(broken, image_dirs=image_dirs)
+    assert problems == ["compose service server-1: volume checkpoints at /ckpt: the "
+                        "Dockerfile does not create /ckpt owned by the image's user; a fresh "
+                        "named volume there is root-owned and the service cannot write it"]
+    # a host folder (bind mount) is the user's to prepare (docs/deployment.md)
+    bound = _set(compose, "services/export/volumes/1", "./models:/srv/models")
+    bound = _set(bound, "services/export/environment/FTRL_PS_MODEL", "/srv/models/m.ftrl")
+    bound = _set(bound, "services/export/environment/FTRL_PS_METRICS_JSON", "/srv/models/m.json")
+    assert check_compose(bound, image_dirs=image_dirs) == []
+
+
+def test_dockerfile_numba_cache_not_owned_is_reported(dockerfile: str) -> None:
+    broken = dockerfile.replace(" /state /var/cache/numba\n", " /state\n", 1)
+    assert broken != dockerfile
+    assert reported(check_dockerfile(broken), "NUMBA_CACHE_DIR /var/cache/numba",
+                    "chown'ed to the USER app")
+
+
+def _security(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    sc: dict[str, Any] = docs[_k8s(docs, kind, name)]["spec"]["template"]["spec"][
+        "securityContext"]
+    return sc
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "key", "value", "needle"),
+    [
+        ("StatefulSet", "ftrl-ps-server", "fsGroup", _DELETE,
+         "StatefulSet ftrl-ps-server container server: mounts volume checkpoints writable at "
+         "/checkpoints but the pod sets no securityContext.fsGroup"),
+        ("Job", "ftrl-ps-worker", "fsGroup", _DELETE,
+         "Job ftrl-ps-worker container worker: mounts volume state writable at /state"),
+        ("Job", "ftrl-ps-export", "fsGroup", _DELETE, "volume models writable at /models"),
+        ("Job", "ftrl-ps-gen", "fsGroup", _DELETE, "volume data writable at /data"),
+        ("Deployment", "ftrl-ps-serve", "runAsUser", _DELETE,
+         "ftrl-ps-serve container serve: set runAsNonRoot: true and a numeric runAsUser"),
+        ("StatefulSet", "ftrl-ps-server", "runAsNonRoot", _DELETE, "numeric runAsUser (10001)"),
+        ("Job", "ftrl-ps-worker", "runAsUser", 0, "numeric runAsUser (10001)"),
+        ("Job", "ftrl-ps-worker", "runAsUser", 1000,
+         "runAsUser 1000 is not the image's uid 10001"),
+    ],
+)
+def test_k8s_pod_that_cannot_write_its_volumes_is_reported(
+        k8s: list[dict[str, Any]], image_uid: int | None, kind: str, name: str, key: str,
+        value: Any, needle: str) -> None:
+    docs = copy.deepcopy(k8s)
+    sc = _security(docs, kind, name)
+    if value is _DELETE:
+        del sc[key]
+    else:
+        sc[key] = value
+    problems = check_k8s(docs, image_uid=image_uid)
+    assert reported(problems, needle), problems
+
+
+def test_k8s_read_only_and_scratch_volumes_need_no_fs_group(
+        k8s: list[dict[str, Any]], image_uid: int | None) -> None:
+    docs = copy.deepcopy(k8s)
+    spec = docs[_k8s(docs, "Job", "ftrl-ps-worker")]["spec"]["template"]["spec"]
+    del spec["securityContext"]["fsGroup"]
+    state = next(v for v in spec["volumes"] if v["name"] == "state")
+    state.pop("persistentVolumeClaim")
+    state["emptyDir"] = {}  # world-writable: the kubelet makes it so
+    assert check_k8s(docs, image_uid=image_uid) == []  # and /data is mounted read-only

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -135,3 +136,59 @@ def test_watch_command_refreshes_until_ctrl_c() -> None:
     assert proc.returncode == 0, err
     assert out.count("cluster: ") >= 2 and "shard 0:" in out
     assert "Traceback" not in err
+
+
+def test_watch_json_prints_one_json_object_per_refresh() -> None:
+    """``status --watch --json`` through the real command against real shards: JSON
+    lines (each refresh flushed at once), a shard going down included, Ctrl-C exits 0."""
+    with real_cluster(2, ["--bits", "14", "--num-workers", "1"]) as shards:
+        urls = [s.url for s in shards]
+        with PSClient(urls) as client:
+            client.register(0, 1)
+            keys = np.array([3, 10000], dtype=np.uint32)  # one key on each shard
+            client.push(keys, np.ones(2, np.float32), np.ones(2, np.float32))
+            client.clock({"rows": 10.0, "loss_sum": 5.0})
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "ftrl_ps", "status", "--server", ",".join(urls),
+                 "--watch", "0.2", "--json"],
+                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            stdout, stderr = proc.stdout, proc.stderr
+            assert stdout is not None and stderr is not None
+            seen: list[str] = []
+            reader = threading.Thread(target=lambda: seen.extend(iter(stdout.readline, "")),
+                                      daemon=True)
+            reader.start()
+
+            def wait_for(done: Callable[[], bool]) -> None:  # poll what it printed so far
+                deadline = time.monotonic() + 60
+                while not done() and time.monotonic() < deadline:
+                    if proc.poll() is not None:
+                        break
+                    time.sleep(0.05)
+
+            try:
+                wait_for(lambda: len(seen) >= 2)  # two refreshes (start-up takes seconds)
+                shards[1].stop()  # then shard 1 goes down: said in the shard list
+                wait_for(lambda: any('"error"' in line for line in seen))
+                proc.send_signal(signal.SIGINT)
+                proc.wait(timeout=20)
+            finally:
+                if proc.poll() is None:  # (a failure here must not leave it running)
+                    proc.kill()
+            reader.join(timeout=20)
+            err = stderr.read()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    records = [json.loads(line) for line in seen]  # every line is one JSON object
+    assert len(records) >= 3 and all(line.endswith("\n") for line in seen)
+    first = records[0]
+    assert sorted(first) == ["cluster", "shards", "time"]
+    assert first["cluster"]["rows"] == 10 and first["cluster"]["logloss"] == 0.5
+    assert first["cluster"]["states"] == {"live": 1}
+    assert first["cluster"]["min_clock"] == first["cluster"]["max_clock"] == 1
+    assert [s["shard"]["index"] for s in first["shards"]] == [0, 1]
+    assert [s["counters"]["keys_pushed"] for s in first["shards"]] == [1, 1]
+    assert records[1]["time"] > first["time"]
+    last = records[-1]
+    assert last["shards"][1]["shard"] == 1 and "error" in last["shards"][1]
+    assert last["shards"][0]["shard"]["index"] == 0 and last["cluster"]["rows"] == 10

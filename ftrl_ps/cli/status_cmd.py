@@ -13,8 +13,8 @@ from ftrl_ps.errors import FTRLPSError
 from ftrl_ps.ps.auth import resolve_token
 from ftrl_ps.ps.completion import RunProgress
 
-__all__ = ["DESCRIPTION", "HELP", "NAME", "add_arguments", "cluster_line", "run", "statuses",
-           "summary", "watch"]
+__all__ = ["DESCRIPTION", "HELP", "NAME", "add_arguments", "cluster_line", "cluster_record",
+           "run", "statuses", "summary", "watch"]
 
 NAME = "status"
 HELP = "show the status of every server shard (layout, workers and clocks, counters)"
@@ -28,17 +28,22 @@ and the command exits 1 (with --json, {"shard": i, "error": "..."} stands for it
 With --watch the summary is refreshed every 2 s (or --watch SECONDS) until
 Ctrl-C: in place on a terminal, as successive blocks elsewhere. Its first line
 sums up the cluster: rows, rows/s over the last refreshes, progressive log
-loss, min..max clock, restarts and worker states.
+loss, min..max clock, restarts and worker states. With --watch --json each
+refresh is one line of JSON, flushed (JSON lines): {"time": unix seconds,
+"cluster": that summary (null while shard 0 does not answer), "shards": the
+list --json prints}.
 
 examples:
   ftrl-ps status --server http://127.0.0.1:7000,http://127.0.0.1:7001
   ftrl-ps status --server http://127.0.0.1:7000 --watch
+  ftrl-ps status --server http://127.0.0.1:7000 --watch 5 --json >> status.jsonl
 """
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     c.add_server_arguments(parser)
-    parser.add_argument("--json", action="store_true", help="print the raw answers as JSON")
+    parser.add_argument("--json", action="store_true",
+                        help="print the raw answers as JSON (with --watch: one line per refresh)")
     parser.add_argument("--watch", nargs="?", type=c.positive_float, const=2.0, default=None,
                         metavar="SECONDS",
                         help="refresh every SECONDS (default 2) until Ctrl-C")
@@ -106,20 +111,42 @@ def cluster_line(status0: dict[str, Any], history: Any) -> str:
     return "cluster: " + o.line(history.rate(window=10.0))
 
 
-def watch(client: Any, count: int, seconds: float, out: TextIO) -> None:
-    """Redraw the summary every ``seconds`` until Ctrl-C (in place on a terminal)."""
+def cluster_record(status0: dict[str, Any], history: Any) -> dict[str, Any]:
+    """The cluster line of ``--watch`` as a JSON-able dict (``--watch --json``)."""
+    from ftrl_ps.ps.overview import Overview
+
+    o = Overview.from_clock(status0.get("clock"))
+    history.sample(o.rows, o.loss_sum)
+    return {"rows": o.rows, "rows_per_second": history.rate(window=10.0),
+            "logloss": o.progressive_logloss if o.rows else None,
+            "min_clock": o.min_clock, "max_clock": o.max_clock, "restarts": o.restarts,
+            "states": o.states, "missing_indices": o.missing}
+
+
+def watch(client: Any, count: int, seconds: float, out: TextIO, *,
+          as_json: bool = False) -> None:
+    """Redraw the summary every ``seconds`` until Ctrl-C (in place on a terminal);
+    ``as_json``: write one JSON object per refresh instead (JSON lines)."""
     from ftrl_ps.ps.overview import History
 
     tty = bool(getattr(out, "isatty", lambda: False)())
     history = History(maxlen=64)
     while True:
-        lines = [time.strftime("%Y-%m-%d %H:%M:%S") + f"  (every {seconds:g} s, Ctrl-C stops)"]
+        now = time.time()
         answers = statuses(client, count)
-        if not isinstance(answers[0], FTRLPSError):
-            lines.append(cluster_line(answers[0], history))
-        lines.extend(_lines(answers))
-        text = "\n".join(lines) + "\n"
-        out.write(("\x1b[H\x1b[2J" + text) if tty else (text + "\n"))
+        status0 = None if isinstance(answers[0], FTRLPSError) else answers[0]
+        if as_json:
+            cluster = None if status0 is None else cluster_record(status0, history)
+            out.write(json.dumps({"time": round(now, 3), "cluster": cluster,
+                                  "shards": _json_answers(answers)}, sort_keys=True) + "\n")
+        else:
+            lines = [time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
+                     + f"  (every {seconds:g} s, Ctrl-C stops)"]
+            if status0 is not None:
+                lines.append(cluster_line(status0, history))
+            lines.extend(_lines(answers))
+            text = "\n".join(lines) + "\n"
+            out.write(("\x1b[H\x1b[2J" + text) if tty else (text + "\n"))
         out.flush()
         time.sleep(seconds)
 
@@ -154,6 +181,13 @@ def statuses(client: Any, count: int) -> list[dict[str, Any] | FTRLPSError]:
     return answers
 
 
+def _json_answers(answers: list[dict[str, Any] | FTRLPSError]) -> list[dict[str, Any]]:
+    """What ``--json`` prints: each shard's status, ``{"shard": i, "error": why}`` for
+    a shard that did not answer."""
+    return [{"shard": i, "error": str(a)} if isinstance(a, FTRLPSError) else a
+            for i, a in enumerate(answers)]
+
+
 def _lines(answers: list[dict[str, Any] | FTRLPSError]) -> list[str]:
     lines: list[str] = []
     for i, status in enumerate(answers):
@@ -172,15 +206,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.watch is not None:
             try:
-                watch(client, len(urls), args.watch, sys.stdout)
+                watch(client, len(urls), args.watch, sys.stdout, as_json=args.json)
             except KeyboardInterrupt:
                 return 0
         answers = statuses(client, len(urls))
     finally:
         client.close()
     if args.json:  # an unreachable shard: {"shard": i, "error": why}
-        json.dump([{"shard": i, "error": str(a)} if isinstance(a, FTRLPSError) else a
-                   for i, a in enumerate(answers)], sys.stdout, indent=2, sort_keys=True)
+        json.dump(_json_answers(answers), sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
     else:
         print("\n".join(_lines(answers)))

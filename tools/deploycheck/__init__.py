@@ -5,7 +5,8 @@ service loads itself (:meth:`services._common.Service.load`: its ``FTRL_PS_*``
 environment through the pydantic settings of the role's options), so a
 misspelt variable, a bad value or a removed option is reported. Then the
 topology is checked: shard indices, ports and the server URLs of workers and
-export, tokens, worker counts, health-gated start-up and shared data volumes.
+export, tokens, worker counts, health-gated start-up, shared data volumes and
+whether the image's user (uid 10001) can write its volumes.
 
 Modules, none importing another except :mod:`~tools.deploycheck.launch`:
 

@@ -17,18 +17,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     import yaml
 
     from tools.deploycheck.compose import check_compose
-    from tools.deploycheck.docker import check_dockerfile
+    from tools.deploycheck.docker import check_dockerfile, image_user, owned_dirs
     from tools.deploycheck.k8s import check_k8s
     from tools.deploycheck.launch import ROOT
 
     args = list(sys.argv[1:] if argv is None else argv)
     root = Path(args[0]) if args else ROOT
-    problems = check_dockerfile((root / "Dockerfile").read_text(), root)
-    problems += check_compose(yaml.safe_load((root / "docker-compose.yml").read_text()))
+    dockerfile = (root / "Dockerfile").read_text()
+    user, uid = image_user(dockerfile)
+    problems = check_dockerfile(dockerfile, root)
+    problems += check_compose(yaml.safe_load((root / "docker-compose.yml").read_text()),
+                              image_dirs=owned_dirs(dockerfile), image_user=f"{user} (uid {uid})")
     docs = []
     for path in sorted((root / "deploy" / "k8s").glob("*.yaml")):
         docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
-    problems += check_k8s(docs)
+    problems += check_k8s(docs, image_uid=uid)
     for p in problems:
         print(p, file=sys.stderr)
     print(f"{len(problems)} problem(s)")

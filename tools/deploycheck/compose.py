@@ -9,13 +9,13 @@ servers, workers, export and gen must agree with each other.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from ftrl_ps.cluster.settings import env_name
 from tools.deploycheck.launch import Launch, launch, server_urls, start_order_problems
 
-__all__ = ["check_compose", "interpolate"]
+__all__ = ["check_compose", "interpolate", "volume_owner_problems"]
 
 _VAR = re.compile(r"\$(?:(\$)|\{([A-Za-z_]\w*)(?:(:?[-?])([^}]*))?\}|([A-Za-z_]\w*))")
 
@@ -82,8 +82,36 @@ def _source_of(path: str, mounts: list[tuple[str, str, bool]]) -> tuple[str, boo
     return None if best is None else (best[1], best[2])
 
 
-def check_compose(doc: Mapping[str, Any], variables: Mapping[str, str] | None = None) -> list[str]:
-    """Problems of a parsed docker-compose document (``variables``: the shell/.env)."""
+def _named_volume(source: str) -> bool:
+    """A compose volume name, not a host path (``./x``, ``/x``, ``~/x``)."""
+    return bool(source) and not source.startswith((".", "/", "~")) and "/" not in source
+
+
+def volume_owner_problems(services: Mapping[str, Any], names: Collection[str],
+                          image_dirs: Collection[str], user: str) -> list[str]:
+    """Named volumes of the image's services mounted where the image has no directory
+    owned by its user: Docker initialises a fresh named volume from the image's
+    directory (owner and mode), else root-owned 755, unwritable by the user. (podman
+    chowns a fresh volume to the container's user instead, so it hides this.)"""
+    problems = []
+    for name in names:
+        for source, target, _ro in _mounts(services[name]):
+            if _named_volume(source) and target.rstrip("/") not in image_dirs:
+                problems.append(
+                    f"compose service {name}: volume {source} at {target}: the Dockerfile does "
+                    f"not create {target} owned by the image's user{user and f' {user}'}; a "
+                    "fresh named volume there is root-owned and the service cannot write it")
+    return problems
+
+
+def check_compose(doc: Mapping[str, Any], variables: Mapping[str, str] | None = None, *,
+                  image_dirs: Collection[str] | None = None, image_user: str = "") -> list[str]:
+    """Problems of a parsed docker-compose document (``variables``: the shell/.env).
+
+    ``image_dirs``: the directories the Dockerfile creates owned by its USER
+    (:func:`tools.deploycheck.docker.owned_dirs`); given, every named volume a
+    service of the image mounts must be at one of them.
+    """
     problems: list[str] = []
     doc = interpolate(dict(doc), variables or {}, problems)
     services: dict[str, Any] = doc.get("services") or {}
@@ -188,6 +216,8 @@ def check_compose(doc: Mapping[str, Any], variables: Mapping[str, str] | None = 
         if svc.get("restart") != "on-failure":
             problems.append(f"compose service {name}: restart should be on-failure")
     problems += _check_compose_data(services, gens, workers, exports, servers)
+    if image_dirs is not None:
+        problems += volume_owner_problems(services, launches, image_dirs, image_user)
     return problems
 
 

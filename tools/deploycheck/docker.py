@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tools.deploycheck.launch import ROOT, launch, parse_cli
 
-__all__ = ["check_dockerfile", "dockerfile_instructions"]
+__all__ = ["check_dockerfile", "dockerfile_instructions", "image_user", "owned_dirs"]
 
 
 def dockerfile_instructions(text: str) -> list[tuple[str, str]]:
@@ -65,6 +65,10 @@ def check_dockerfile(text: str, root: Path = ROOT) -> list[str]:
             problems.append(f"Dockerfile: ENV {needed} missing")
     if re.search(r"\bFTRL_PS_\w+=", env):
         problems.append("Dockerfile: no FTRL_PS_* ENV (every service would get it)")
+    cache = re.search(r"\bNUMBA_CACHE_DIR=(\S+)", env)
+    if users and cache and cache.group(1).rstrip("/") not in owned_dirs(text):
+        problems.append(f"Dockerfile: NUMBA_CACHE_DIR {cache.group(1)} must be created (mkdir) "
+                        f"and chown'ed to the USER {users[-1]}: numba writes its cache there")
     problems += _check_docker_commands(ins, kinds)
     return problems
 
@@ -89,6 +93,57 @@ def _segments(tokens: list[str]) -> list[list[str]]:
     return out
 
 
+def _run_commands(ins: list[tuple[str, str]]) -> list[list[str]]:
+    """Every simple command of every RUN, as shell words."""
+    out: list[list[str]] = []
+    for kind, args in ins:
+        if kind == "RUN":
+            lexer = shlex.shlex(args, posix=True, punctuation_chars=True)
+            lexer.whitespace_split = True
+            out += [words for words in _segments(list(lexer)) if words]
+    return out
+
+
+def image_user(text: str) -> tuple[str | None, int | None]:
+    """The image's final ``USER`` (without its group) and that user's numeric uid: the
+    USER itself if numeric, else the ``--uid``/``-u`` of the ``useradd`` that made it."""
+    ins = dockerfile_instructions(text)
+    users = [a.split(":")[0] for k, a in ins if k == "USER"]
+    if not users:
+        return None, None
+    user = users[-1]
+    if user.isdigit():
+        return user, int(user)
+    for words in _run_commands(ins):
+        if words[0] in ("useradd", "adduser") and words[-1] == user:
+            for i, word in enumerate(words[:-1]):
+                if word in ("--uid", "-u") and words[i + 1].isdigit():
+                    return user, int(words[i + 1])
+                if word.startswith("--uid=") and word[6:].isdigit():
+                    return user, int(word[6:])
+    return user, None
+
+
+def owned_dirs(text: str) -> set[str]:
+    """Directories a RUN step creates (``mkdir``) and ``chown``s to the final USER.
+
+    A fresh Docker named volume mounted at one of them starts with its owner and
+    mode; mounted at a path the image lacks, it starts root-owned (755).
+    """
+    ins = dockerfile_instructions(text)
+    user, uid = image_user(text)
+    names = {n for n in (user, None if uid is None else str(uid)) if n}
+    made: set[str] = set()
+    owned: set[str] = set()
+    for words in _run_commands(ins):
+        args = [w for w in words[1:] if not w.startswith("-")]
+        if words[0] == "mkdir":
+            made.update(a.rstrip("/") for a in args)
+        elif words[0] == "chown" and args and args[0].split(":")[0] in names:
+            owned.update(a.rstrip("/") for a in args[1:])
+    return made & owned
+
+
 def _check_docker_commands(ins: list[tuple[str, str]], kinds: list[str]) -> list[str]:
     problems: list[str] = []
     if "HEALTHCHECK" not in kinds:
@@ -105,12 +160,9 @@ def _check_docker_commands(ins: list[tuple[str, str]], kinds: list[str]) -> list
                 problems.append(f"Dockerfile: HEALTHCHECK code does not compile: {exc}")
         elif kind == "CMD":
             launch("Dockerfile CMD", _exec_form("CMD", args, problems), {}, problems)
-        elif kind == "RUN":  # build-time ftrl-ps commands must still parse
-            lexer = shlex.shlex(args, posix=True, punctuation_chars=True)
-            lexer.whitespace_split = True
-            for words in [*_segments(list(lexer))]:
-                if words[:3] == ["python", "-m", "ftrl_ps"]:
-                    error = parse_cli(words[3:])
-                    if error:
-                        problems.append(f"Dockerfile: RUN {' '.join(words)}: {error}")
+    for words in _run_commands(ins):  # build-time ftrl-ps commands must still parse
+        if words[:3] == ["python", "-m", "ftrl_ps"]:
+            error = parse_cli(words[3:])
+            if error:
+                problems.append(f"Dockerfile: RUN {' '.join(words)}: {error}")
     return problems

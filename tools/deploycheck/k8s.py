@@ -21,7 +21,8 @@ from typing import Any
 
 from tools.deploycheck.launch import Launch, launch, server_urls, start_order_problems
 
-__all__ = ["KUBERNETES_VERSION", "check_k8s", "pod_instances", "schema_problems"]
+__all__ = ["KUBERNETES_VERSION", "check_k8s", "pod_instances", "schema_problems",
+           "security_problems"]
 
 #: the Kubernetes API version the manifests are validated against (strict)
 KUBERNETES_VERSION = "1.32.0"
@@ -109,6 +110,45 @@ def _check_pod_storage(where: str, pod: Mapping[str, Any], claims: set[str],
                                 f"volume {m.get('name')}")
 
 
+#: volume types the kubelet makes writable for any user (or that are read-only anyway)
+_NO_OWNER = ("emptyDir", "configMap", "secret", "projected", "downwardAPI")
+
+
+def security_problems(where: str, pod: Mapping[str, Any], image_uid: int | None) -> list[str]:
+    """Who the pod's containers run as, and whether that user can write its volumes.
+
+    Every container must run as a numeric non-root ``runAsUser`` with
+    ``runAsNonRoot`` (the kubelet cannot verify a USER given by name, and refuses
+    to start it), the image's uid when known (the image's own writable
+    directories, e.g. ``NUMBA_CACHE_DIR``, belong to it). A pod that mounts a
+    volume writable (a PVC...) needs ``securityContext.fsGroup``: a fresh
+    PersistentVolume is root-owned 755 and only ``fsGroup`` makes the kubelet give
+    it to the pod's group.
+    """
+    problems = []
+    pod_sc = pod.get("securityContext") or {}
+    volumes = {v.get("name"): v for v in pod.get("volumes") or []}
+    for c in [*(pod.get("initContainers") or []), *(pod.get("containers") or [])]:
+        sc = {**pod_sc, **(c.get("securityContext") or {})}
+        uid, here = sc.get("runAsUser"), f"{where} container {c.get('name')}"
+        if not isinstance(uid, int) or uid == 0 or sc.get("runAsNonRoot") is not True:
+            problems.append(f"{here}: set runAsNonRoot: true and a numeric runAsUser "
+                            f"({image_uid or 'the image uid'}) in its securityContext")
+        elif image_uid is not None and uid != image_uid:
+            problems.append(f"{here}: runAsUser {uid} is not the image's uid {image_uid}, "
+                            "which owns the image's writable directories")
+        for m in c.get("volumeMounts") or []:
+            vol = volumes.get(m.get("name")) or {}
+            if m.get("readOnly") or any(kind in vol for kind in _NO_OWNER):
+                continue
+            if pod_sc.get("fsGroup") is None:
+                problems.append(
+                    f"{here}: mounts volume {m.get('name')} writable at {m.get('mountPath')} "
+                    "but the pod sets no securityContext.fsGroup: a fresh PersistentVolume "
+                    f"is root-owned (755) and uid {uid} cannot write it")
+    return problems
+
+
 def _check_paths(where: str, la: Launch, container: Mapping[str, Any], pod: Mapping[str, Any],
                  problems: list[str]) -> str | None:
     """Files must be on mounted volumes (written ones not read-only); the data claim."""
@@ -166,8 +206,9 @@ def _init_waits(pod: Mapping[str, Any]) -> set[str]:
     return out
 
 
-def check_k8s(docs: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Problems of a set of parsed manifests (all documents of deploy/k8s)."""
+def check_k8s(docs: Sequence[Mapping[str, Any]], image_uid: int | None = None) -> list[str]:
+    """Problems of a set of parsed manifests (all documents of deploy/k8s); ``image_uid``:
+    the uid of the image's USER (:func:`tools.deploycheck.docker.image_user`)."""
     docs = [d for d in docs if d]
     problems = schema_problems(docs)
     secrets = _secrets(docs)
@@ -180,6 +221,7 @@ def check_k8s(docs: Sequence[Mapping[str, Any]]) -> list[str]:
         pod = _pod(doc)
         where_doc = f"k8s {doc['kind']} {_name(doc)}"
         _check_pod_storage(where_doc, pod, claims, problems)
+        problems += security_problems(where_doc, pod, image_uid)
         mains = {c.get("name"): c for c in pod.get("containers") or []}
         for label, added in pod_instances(doc):
             for c in [*(pod.get("initContainers") or []), *mains.values()]:
