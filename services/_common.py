@@ -25,8 +25,9 @@ from ftrl_ps.learn.logs import setup_logging
 
 __all__ = ["START_TIMEOUT", "Service", "command_line_parser"]
 
-#: seconds ``services.worker`` and ``services.export`` wait at start for the servers and
-#: their files (``FTRL_PS_START_TIMEOUT``): containers start in any order
+#: seconds ``services.worker``, ``services.export`` and ``services.serve`` wait at start
+#: for the servers and their files (``FTRL_PS_START_TIMEOUT``): containers start in any
+#: order (``services.server``: for its checkpoint directory)
 START_TIMEOUT = 600.0
 
 

@@ -1,5 +1,6 @@
 """Prometheus and Grafana of docker-compose's "monitoring" profile agree with the
-servers: scrape targets, token, data source, and every metric the dashboard uses."""
+servers and the prediction service: scrape targets, token, data source, and every
+metric the dashboard uses."""
 
 from __future__ import annotations
 
@@ -31,6 +32,11 @@ def _servers(compose: dict[str, Any]) -> dict[str, dict[str, str]]:
             if svc.get("command") == ["python", "-m", "services.server"]}
 
 
+def _serves(compose: dict[str, Any]) -> dict[str, dict[str, str]]:
+    return {name: svc["environment"] for name, svc in compose["services"].items()
+            if svc.get("command") == ["python", "-m", "services.serve"]}
+
+
 def _host_files(svc: dict[str, Any]) -> list[tuple[Path, str]]:
     out = []
     for vol in svc.get("volumes", []):
@@ -52,6 +58,22 @@ def exposed_metric_names() -> set[str]:
     return {s.name for fam in text_string_to_metric_families(text) for s in fam.samples}
 
 
+def serve_metric_names(tmp_path: Path) -> set[str]:
+    """Every sample name a prediction service serving a model file exposes."""
+    from fastapi.testclient import TestClient
+
+    from ftrl_ps.core.ftrl import FTRL
+    from ftrl_ps.core.modelio import save_model
+    from ftrl_ps.ps.service import PredictionService, ServiceConfig
+    from ftrl_ps.server.serve_app import create_serve_app
+
+    model = save_model(tmp_path / "m.ftrl", FTRL(8))
+    service = PredictionService(ServiceConfig(model=str(model)))
+    with TestClient(create_serve_app(service)) as c:
+        text = c.get("/metrics").text
+    return {s.name for fam in text_string_to_metric_families(text) for s in fam.samples}
+
+
 def test_monitoring_services_are_an_opt_in_profile(compose: dict[str, Any]) -> None:
     services = compose["services"]
     for name in ("prometheus", "grafana"):
@@ -63,19 +85,26 @@ def test_monitoring_services_are_an_opt_in_profile(compose: dict[str, Any]) -> N
             assert "profiles" not in svc, name  # the training cluster runs by default
 
 
-def test_prometheus_scrapes_every_server_with_the_token(compose: dict[str, Any]) -> None:
+def test_prometheus_scrapes_every_server_and_serve_with_the_token(
+        compose: dict[str, Any]) -> None:
     prom = compose["services"]["prometheus"]
     config = yaml.safe_load((MONITORING / "prometheus.yml").read_text())
-    (job,) = config["scrape_configs"]
-    servers = _servers(compose)
-    targets = {t for sc in job["static_configs"] for t in sc["targets"]}
-    assert targets == {f"{name}:{env['FTRL_PS_PORT']}" for name, env in servers.items()}
-    assert job["metrics_path"] == "/metrics"
-    creds = job["authorization"]["credentials_file"]
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    assert set(jobs) == {"ftrl-ps", "ftrl-ps-serve"}
+    servers, serves = _servers(compose), _serves(compose)
+    assert serves, "no prediction service in docker-compose.yml"
     script = " ".join(prom["command"])
-    assert f"> {creds}" in script and "$$FTRL_PS_TOKEN" in script
-    assert {env["FTRL_PS_TOKEN"] for env in servers.values()} == {
-        prom["environment"]["FTRL_PS_TOKEN"]}
+    for job, services, default_port in ((jobs["ftrl-ps"], servers, None),
+                                        (jobs["ftrl-ps-serve"], serves, "8000")):
+        targets = {t for sc in job["static_configs"] for t in sc["targets"]}
+        assert targets == {f"{name}:{env.get('FTRL_PS_PORT', default_port)}"
+                           for name, env in services.items()}
+        assert job["metrics_path"] == "/metrics"
+        creds = job["authorization"]["credentials_file"]
+        assert f"> {creds}" in script and "$$FTRL_PS_TOKEN" in script
+        # serve's /metrics takes its token (FTRL_PS_TOKEN), the servers' one
+        assert {env["FTRL_PS_TOKEN"] for env in services.values()} == {
+            prom["environment"]["FTRL_PS_TOKEN"]}
     assert "--config.file=/etc/prometheus/prometheus.yml" in shlex.split(script.replace(
         "&&", " "))
     mounted = {target: path for path, target in _host_files(prom)}
@@ -90,7 +119,8 @@ def test_shard_zero_knows_its_peers(compose: dict[str, Any]) -> None:
     assert zero["FTRL_PS_PEERS"] == ",".join(f"http://{n}:{p}" for _, n, p in others)
 
 
-def test_grafana_dashboard_uses_the_provisioned_source_and_real_metrics() -> None:
+def test_grafana_dashboard_uses_the_provisioned_source_and_real_metrics(
+        tmp_path: Path) -> None:
     source = yaml.safe_load((MONITORING / "grafana" / "provisioning" / "datasources"
                              / "prometheus.yml").read_text())["datasources"][0]
     assert source["url"] == "http://prometheus:9090" and source["type"] == "prometheus"
@@ -98,7 +128,7 @@ def test_grafana_dashboard_uses_the_provisioned_source_and_real_metrics() -> Non
                                / "ftrl-ps.yml").read_text())["providers"][0]
     assert provider["options"]["path"] == "/var/lib/grafana/dashboards"
     dash = json.loads(DASHBOARD.read_text())
-    exposed = exposed_metric_names()
+    exposed = exposed_metric_names() | serve_metric_names(tmp_path)
     used: set[str] = set()
     for panel in dash["panels"]:
         assert panel["datasource"]["uid"] == source["uid"], panel["title"]

@@ -43,5 +43,6 @@ def test_readme_curl_examples_run_as_written() -> None:
     assert [a["accepted"] for a in learned] == [2, 1]
     assert [len(a["probabilities"]) for a in predicted] == [2, 1]
     assert answers[4]["error"] == "ParseError" and "body:2:" in answers[4]["detail"]
-    assert answers[5] == {"ready": True, "model_version": answers[5]["model_version"]}
+    assert answers[5] == {"ready": True, "model_version": answers[5]["model_version"],
+                          "source_healthy": True}
     assert answers[6]["learner"]["rows_accepted"] == 3  # the bad request learned nothing

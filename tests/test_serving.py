@@ -88,7 +88,8 @@ def test_bad_rows_answer_400_naming_line_and_field(served: TestClient) -> None:
 
 def test_health_ready_and_no_learn_route_without_learning(served: TestClient) -> None:
     assert served.get("/health").json() == {"status": "ok"}
-    assert served.get("/ready").json() == {"ready": True, "model_version": 1}
+    assert served.get("/ready").json() == {"ready": True, "model_version": 1,
+                                           "source_healthy": True}
     assert served.post("/v1/learn", content=b"1 3:1\n", headers=TEXT).status_code == 404
 
 
@@ -103,6 +104,9 @@ def test_atomic_replace_is_served_and_a_bad_file_keeps_the_old_model(
     status = served.get("/v1/status").json()
     assert "still serving version 1" in status["source"]["reload_error"]
     assert status["source"]["healthy"] is False and status["model"]["version"] == 1
+    # still ready: the last model is served (docs/deployment.md, "Readiness")
+    ready = served.get("/ready")
+    assert ready.status_code == 200 and ready.json()["source_healthy"] is False
     assert served.post("/v1/predict", content=text, headers=TEXT).json() == first
     save_model(model_file, _model(2))  # written to a temporary file, then renamed
     wait_until(lambda: served.get("/v1/status").json()["model"]["version"] == 2)

@@ -28,8 +28,11 @@ hashes them), or binary application/x-ftrl-ps. A malformed row answers 400
 naming its line and field; nothing of that request is scored or learned.
 
 Also: GET /health (liveness), GET /ready (readiness: 503 until a model is
-served), GET /v1/status (model version, reload/refresh errors, learner,
-freshness). Once serving it prints 'listening on http://HOST:PORT'.
+served; a failing source keeps the last model served, and the service ready),
+GET /v1/status (model version, reload/refresh errors, learner, freshness),
+GET /metrics (Prometheus: model version and age, reloads, the learner's rows).
+With --start-timeout it first waits for the shards (or the --model file).
+Once serving it prints 'listening on http://HOST:PORT'.
 
 Staleness: the learner of --learn pushes asynchronously and never registers
 with or waits on the SSP clock, so it runs against a cluster of any
@@ -100,9 +103,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="largest request body in MiB; larger -> 413 (default 16)")
     net.add_argument("--max-rows", type=c.positive_int, default=100_000,
                      help="most rows per request; more -> 413 (default 100000)")
-    net.add_argument("--log-level", default="warning",
+    c.add_start_timeout_argument(parser, "the --model file")
+    net.add_argument("--log-level", default="info",
                      choices=("critical", "error", "warning", "info", "debug"),
-                     help="uvicorn log level (default warning)")
+                     help="lowest level logged on stderr (default info: model reloads, "
+                     "failed reloads, the cluster source failing and recovering, rows the "
+                     "learner drops); uvicorn's own records from warning up, all at debug")
 
     g = parser.add_argument_group("hyper-parameters (--server: the workers' values)")
     d = c.PARAM_DEFAULTS
@@ -115,6 +121,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ftrl_ps.server.serve_options import ServeOptions, run_serve
 
-    if args.model is not None:
+    if args.model is not None and args.start_timeout == 0:  # else: waited for at start
         c.check_input(args.model, "model")
     return run_serve(c.options_from(ServeOptions, args))

@@ -39,6 +39,7 @@ __all__ = [
     "component",
     "set_component",
     "setup_logging",
+    "uvicorn_level",
 ]
 
 FORMATS = ("text", "json")
@@ -110,6 +111,17 @@ class _StderrHandler(logging.StreamHandler):
         pass
 
 
+def uvicorn_level(level: str | None) -> str:
+    """The level of uvicorn's own records at ftrl-ps's ``level``: from ``warning`` up
+    (its start-up chatter stays out of an ``info`` log), everything at ``debug``.
+
+    >>> [uvicorn_level(x) for x in ("debug", "info", "warning", "error", "critical")]
+    ['debug', 'warning', 'warning', 'error', 'error']
+    """
+    name = (level or "info").lower()
+    return {"debug": "debug", "error": "error", "critical": "error"}.get(name, "warning")
+
+
 def setup_logging(
     name: str | None = None, fmt: str | None = None, level: str | None = None
 ) -> None:
@@ -138,8 +150,7 @@ def setup_logging(
     handler.set_name("ftrl-ps")
     numeric = getattr(logging, level_name.upper())
     for logger_name, lvl in (("ftrl_ps", numeric),
-                             ("uvicorn", min(max(numeric, logging.WARNING), logging.ERROR)
-                              if numeric > logging.DEBUG else logging.DEBUG)):
+                             ("uvicorn", getattr(logging, uvicorn_level(level_name).upper()))):
         logger = logging.getLogger(logger_name)
         for old in [h for h in logger.handlers if h.get_name() == "ftrl-ps"]:
             logger.removeHandler(old)

@@ -8,11 +8,13 @@ modification time: an atomic replace by rename, as ``ftrl-ps train`` and
 it in. A file that cannot be loaded (truncated, corrupt, missing) leaves the
 previous model in service; the failure is kept in :meth:`ModelFileSource.status`
 (``"reload_error"``) until a later version of the file loads, and that
-version is not tried again until the file changes once more.
+version is not tried again until the file changes once more. Each reload
+logs one line: info when the new model is served, a warning when it failed.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -23,6 +25,8 @@ from ftrl_ps.errors import FTRLPSError, ModelFormatError
 from ftrl_ps.learn.serving import ServingModel
 
 __all__ = ["ModelFileSource"]
+
+log = logging.getLogger(__name__)
 
 
 def _identity(path: str) -> tuple[int, int, int, int] | None:
@@ -75,10 +79,13 @@ class ModelFileSource:
             self.failed_reloads += 1
             self.reload_error = f"{exc} (still serving version {self.served.version})"
             self.reload_error_at = time.time()
+            log.warning("model reload of %s failed: %s", self.path, self.reload_error)
             return False
         self.reloads += 1
         self.reload_error = None
         self.reload_error_at = None
+        log.info("model reloaded from %s: serving version %d (%s keys)", self.path,
+                 self.served.version, self.served.info.get("model_keys", "?"))
         return True
 
     def start(self) -> None:

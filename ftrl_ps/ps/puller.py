@@ -11,13 +11,17 @@ cleared first. The hyper-parameters (alpha, beta, l1, l2) are the
 service's own: the servers only hold ``n``/``z``; use the workers' values.
 
 A failed refresh keeps the model being served and is reported in
-:meth:`ClusterModelSource.status`; the next refresh tries again.
+:meth:`ClusterModelSource.status`; the next refresh tries again. The first
+failure after a success logs one warning (the source is unhealthy), the first
+success after failures one info line (healthy again): one line per change of
+health, not one per refresh.
 :meth:`ClusterModelSource.refresh_soon` asks for a refresh now (the online
 learner calls it after each push, so learned rows show up sooner).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -36,6 +40,7 @@ from ftrl_ps.ps.shards import ShardConnections
 
 __all__ = ["ClusterModelSource"]
 
+log = logging.getLogger(__name__)
 
 
 class ClusterModelSource:
@@ -61,6 +66,9 @@ class ClusterModelSource:
             self._since = [0] * len(self.urls)
             self._instance: list[str | None] = [None] * len(self.urls)
             self.refreshes = 0
+            self.failed_refreshes = 0
+            self._failing_since: float | None = None  # monotonic time of the first failure
+            self._outage_failures = 0  # failed refreshes since the last success
             self.keys_pulled = 0
             self.last_keys = 0
             self.last_error: str | None = None
@@ -133,6 +141,28 @@ class ClusterModelSource:
         if self.on_refreshed is not None:
             self.on_refreshed(started)
 
+    def poll(self) -> bool:
+        """One refresh as the refreshing thread does it: a failure is kept (and
+        logged when it makes the source unhealthy), not raised; True on success."""
+        try:
+            self.refresh()
+        except FTRLPSError as exc:
+            self.failed_refreshes += 1
+            self._outage_failures += 1
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            self.last_error_at = time.time()
+            if self._failing_since is None:
+                self._failing_since = time.monotonic()
+                log.warning("cluster source unhealthy: refresh failed (%s); still serving "
+                            "model version %d", self.last_error, self.served.version)
+            return False
+        if self._failing_since is not None:
+            log.info("cluster source healthy again after %.1f s (%d failed refreshes); "
+                     "serving model version %d", time.monotonic() - self._failing_since,
+                     self._outage_failures, self.served.version)
+            self._failing_since, self._outage_failures = None, 0
+        return True
+
     def refresh_soon(self) -> None:
         """Refresh now instead of at the end of the interval."""
         self._wake.set()
@@ -148,11 +178,7 @@ class ClusterModelSource:
                 self._wake.clear()
                 if self._stop.is_set():
                     return
-                try:
-                    self.refresh()
-                except FTRLPSError as exc:
-                    self.last_error = f"{type(exc).__name__}: {exc}"
-                    self.last_error_at = time.time()
+                self.poll()
 
         self._thread = threading.Thread(target=loop, name="ftrl-ps-refresh", daemon=True)
         self._thread.start()
@@ -173,6 +199,7 @@ class ClusterModelSource:
             "servers": self.urls,
             "refresh_interval": self.interval,
             "refreshes": self.refreshes,
+            "failed_refreshes": self.failed_refreshes,
             "keys_pulled": self.keys_pulled,
             "last_refresh_keys": self.last_keys,
             "refreshed_at": self.refreshed_at,

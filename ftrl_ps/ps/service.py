@@ -190,10 +190,23 @@ class PredictionService:
         return {"accepted": rows.rows, "ticket": ticket, "model_version": self.served.version}
 
     def ready(self) -> bool:
-        """Readiness: a model is served (and the learner, if any, runs)."""
+        """Readiness: a model is served (and the learner, if any, runs).
+
+        A failing source (a model file that does not load, a cluster that does
+        not answer) does not make the service unready: it goes on serving its
+        last model, and every replica shares the source, so taking them all out
+        of the load balancer would turn a stale model into no answers at all.
+        :meth:`source_healthy` (``/v1/status``, ``/ready``'s body, the metrics)
+        tells the operator."""
         if not self.served.ready:
             return False
         return self.learner is None or self.learner.error is None
+
+    def source_healthy(self) -> bool:
+        """Whether the last reload or refresh of the model source worked (when not,
+        the previous model is still served: see :meth:`ready`)."""
+        source = self.file_source or self.cluster_source
+        return source is not None and bool(source.status()["healthy"])
 
     def status(self) -> dict[str, Any]:
         """The JSON of ``/v1/status``."""

@@ -14,8 +14,9 @@ than four rounds wait), and pushes:
 
 When the cluster cannot be reached (or fails) during a round, the learner
 drops that round's rows (and the deltas of a push that failed), counts them
-in :meth:`status`, waits a second and goes on with the next rows, so an
-outage of the servers does not stop the service. A full queue
+in :meth:`status`, logs one warning per dropped round, waits a second and
+goes on with the next rows, so an outage of the servers does not stop the
+service. A full queue
 (``max_queue_rows``) makes :meth:`submit` wait up to
 ``submit_timeout`` seconds, then raise
 :class:`~ftrl_ps.errors.UnavailableError` (HTTP 503): back-pressure instead of
@@ -39,6 +40,7 @@ includes the rows) is measured when the model source calls
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 from collections import deque
@@ -61,6 +63,8 @@ from ftrl_ps.ps.merge import servers_rule
 from ftrl_ps.ps.worker import ParamClient, Worker, WorkerConfig
 
 __all__ = ["StreamLearner"]
+
+log = logging.getLogger(__name__)
 
 #: freshness samples kept for the percentiles
 FRESHNESS_SAMPLES = 2048
@@ -247,8 +251,10 @@ class StreamLearner:
             self.worker.push()  # wait for the last push and tick
         except FTRLPSError as exc:
             self.error = exc
+            log.error("the learner stopped: %s", exc)
         except Exception as exc:  # noqa: BLE001 - reported in status, not lost in a thread
             self.error = FTRLPSError(f"{type(exc).__name__}: {exc}")
+            log.error("the learner stopped: %s", self.error, exc_info=exc)
         finally:
             with self._cond:
                 self._stopping = True
@@ -262,6 +268,9 @@ class StreamLearner:
             self.rows_dropped += rows
             self.last_failure = f"{type(exc).__name__}: {exc}"
             self._push_marks.clear()  # the push in flight failed: it will not report
+            dropped = self.rows_dropped
+        log.warning("the learner dropped %d rows (%d in all): the cluster failed: %s", rows,
+                    dropped, self.last_failure)
         time.sleep(FAILURE_BACKOFF)
 
     def _push(self) -> None:

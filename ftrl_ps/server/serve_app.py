@@ -29,6 +29,7 @@ from ftrl_ps.server.deps import AuthMiddleware, check_request_token
 from ftrl_ps.server.errors import install_error_handlers
 from ftrl_ps.server.limits import BodyLimitMiddleware
 from ftrl_ps.server.metrics import instrument
+from ftrl_ps.server.serve_metrics import ServeCollector
 
 __all__ = ["create_serve_app"]
 
@@ -75,5 +76,6 @@ def create_serve_app(
     def metrics_auth(request: Request) -> None:  # the token guards metrics when one is set
         check_request_token(request, token or predict_token)
 
-    instrument(app, component="serve", auth=metrics_auth)
+    instrument(app, component="serve", auth=metrics_auth,
+               collectors=[ServeCollector(service)])
     return app

@@ -5,6 +5,11 @@ The command line and ``services.serve`` build a :class:`ServeOptions`;
 app (:func:`ftrl_ps.server.serve_app.create_serve_app`) and serves it with
 uvicorn until SIGTERM/SIGINT, then shuts down gracefully (the learner pushes
 what it learned). Once serving it prints ``listening on URL`` on stdout.
+
+With ``start_timeout`` > 0 it first waits that long for its model source (every
+shard answering ``/health``, or the model file to exist) with
+:func:`ftrl_ps.ps.waiting.wait_until_ready`, the wait of the workers and the
+export, so it may start before the shards (containers start in any order).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ class ServeOptions:
     ``$FTRL_PS_TOKEN``) guards ``/v1/learn`` and is sent to the cluster;
     ``predict_token`` (default ``$FTRL_PS_PREDICT_TOKEN``) guards ``/v1/predict``
     when set. ``alpha``..``l2`` None mean the defaults (use the workers' values).
+    ``start_timeout`` > 0: wait that long for the shards (or the model file).
     """
 
     model: str | None = None
@@ -43,6 +49,7 @@ class ServeOptions:
     host: str = "127.0.0.1"
     port: int = 0
     fd: int | None = None
+    start_timeout: float = 0.0
     token: str | None = field(default=None, repr=False)
     predict_token: str | None = field(default=None, repr=False)
     reload_interval: float = 1.0
@@ -57,7 +64,7 @@ class ServeOptions:
     max_body_mb: float = 16.0
     max_rows: int = 100_000
     max_queue_rows: int = 1_000_000
-    log_level: str = "warning"
+    log_level: str = "info"
     alpha: float | None = None
     beta: float | None = None
     l1: float | None = None
@@ -71,6 +78,8 @@ class ServeOptions:
                      "max_queue_rows"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.start_timeout < 0:
+            raise ConfigError(f"start_timeout must be >= 0, got {self.start_timeout}")
 
     def config(self) -> ServiceConfig:
         """The :class:`~ftrl_ps.ps.service.ServiceConfig` of these options."""
@@ -106,12 +115,18 @@ class ServeOptions:
 
 def run_serve(options: ServeOptions) -> int:
     """Serve until SIGTERM/SIGINT (blocks); the exit code."""
+    from ftrl_ps.learn.logs import uvicorn_level
     from ftrl_ps.ps.service import PredictionService
     from ftrl_ps.server.run import READY_PREFIX
     from ftrl_ps.server.serve import bind_socket, serve, socket_from_fd
     from ftrl_ps.server.serve_app import create_serve_app
 
     config = options.config()
+    if options.start_timeout > 0:
+        from ftrl_ps.ps.waiting import wait_until_ready
+
+        wait_until_ready(config.server or [], [config.model] if config.model else [],
+                         timeout=options.start_timeout, who="serve")
     service = PredictionService(config)
     try:
         token = service.config.token
@@ -130,5 +145,5 @@ def run_serve(options: ServeOptions) -> int:
     def ready(url: str) -> None:
         print(f"{READY_PREFIX}{url}", flush=True)
 
-    serve(app, sock, on_ready=ready, log_level=options.log_level)
+    serve(app, sock, on_ready=ready, log_level=uvicorn_level(options.log_level))
     return 0

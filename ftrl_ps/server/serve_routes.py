@@ -6,7 +6,8 @@
     POST /v1/learn     labelled rows -> {"accepted": N, "ticket": T, ...}     [token]
     GET  /v1/status    model, source (reload/refresh errors), learner, freshness  [*]
     GET  /health       liveness: the process answers
-    GET  /ready        readiness: 200 once a model is served, else 503
+    GET  /ready        readiness: 200 once a model is served (also while its source
+                       fails: the last model stays served), else 503
 
 [*] and the docs, /openapi.json and /metrics: the token, else the predict token,
 when either is set (``server.serve_app``).
@@ -119,8 +120,11 @@ async def health() -> dict[str, str]:
 
 @router.get("/ready", summary="readiness probe")
 async def ready(request: Request) -> JSONResponse:
-    """200 ``{"ready": true, "model_version": V}`` once a model is served, else 503."""
+    """200 ``{"ready": true, "model_version": V, "source_healthy": H}`` once a model is
+    served, else 503. A failing source (``source_healthy: false``) keeps the last
+    model served and the service ready: a stale model beats no answer."""
     service = _service(request)
     ok = service.ready()
-    return JSONResponse({"ready": ok, "model_version": service.served.version},
+    return JSONResponse({"ready": ok, "model_version": service.served.version,
+                         "source_healthy": service.source_healthy()},
                         status_code=200 if ok else 503)

@@ -334,6 +334,13 @@ def _check_serve(docs: Sequence[Mapping[str, Any]],
             if probe.get("path") != path or named.get(probe.get("port"),
                                                       probe.get("port")) != port:
                 problems.append(f"{where}: {probe_name} must GET {path} on port {port}")
+        # it waits for the shards before it listens: the probes must not kill it first
+        first = container.get("startupProbe") or container.get("livenessProbe")
+        if first and _probe_grace(first) < la.options.start_timeout:
+            problems.append(f"{where}: waits up to {la.options.start_timeout:g} s for the "
+                            f"shards before it listens, but its probes kill it after "
+                            f"{_probe_grace(first):g} s: give it a startupProbe on /health "
+                            "that allows FTRL_PS_START_TIMEOUT")
         labels = ((doc["spec"].get("template") or {}).get("metadata") or {}).get("labels") or {}
         fronts = [d for d in docs if d.get("kind") == "Service" and (sel := (
             d.get("spec") or {}).get("selector") or {}) and all(
@@ -342,6 +349,13 @@ def _check_serve(docs: Sequence[Mapping[str, Any]],
                    for d in fronts for p in (d.get("spec") or {}).get("ports") or []):
             problems.append(f"{where}: no Service selects its pods with a port to {port}")
     return problems
+
+
+def _probe_grace(probe: Mapping[str, Any]) -> float:
+    """Seconds a container that does not answer gets before ``probe`` fails it
+    (Kubernetes' defaults: period 10 s, 3 failures)."""
+    return float(probe.get("initialDelaySeconds", 0)) + float(
+        probe.get("periodSeconds", 10)) * float(probe.get("failureThreshold", 3))
 
 
 def _check_server_pod(docs: Sequence[Mapping[str, Any]], sts: Mapping[str, Any],

@@ -105,12 +105,12 @@ def start_order_problems(la: Launch, *, init_wait: bool = False) -> list[str]:
     """Why the container ``la`` would fail or lie when started before what it needs.
 
     Containers start in any order (Kubernetes has no ordering; podman-compose
-    does not enforce ``depends_on`` conditions): a worker or an export must
-    wait for the servers and its files itself (``FTRL_PS_START_TIMEOUT`` > 0)
-    unless an init container (``init_wait``) does; an export must wait for
-    the workers and not accept an incomplete run.
+    does not enforce ``depends_on`` conditions): a worker, an export or a
+    prediction service must wait for the servers and its files itself
+    (``FTRL_PS_START_TIMEOUT`` > 0) unless an init container (``init_wait``)
+    does; an export must wait for the workers and not accept an incomplete run.
     """
-    if la.module not in ("worker", "export") or la.waits_for:
+    if la.module not in ("worker", "export", "serve") or la.waits_for:
         return []
     problems = []
     if not init_wait and not la.options.start_timeout > 0:
