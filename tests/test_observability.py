@@ -122,6 +122,23 @@ def test_metrics_and_dashboard_feed_need_the_token_the_page_does_not() -> None:
     assert "http://" not in page and "https://" not in page  # nothing from elsewhere
 
 
+def test_refused_requests_count_under_the_route_they_asked_for() -> None:
+    """The token check answers 401 before the router: such requests used to count
+    as route="unmatched", so an operator could not tell which route was probed."""
+    with in_process(bits=10, token=TOKEN) as c:
+        assert c.post("/v1/push", content=b"x").status_code == 401
+        assert c.get("/v1/status").status_code == 401
+        assert c.post("/v1/workers/7/leave").status_code == 401
+        assert c.get("/v1/status", params={"a": "1"}).status_code == 401
+        assert c.delete("/v1/status").status_code == 401  # the path's route, another method
+        assert c.get("/nowhere").status_code == 401
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        fams = families(c.get("/metrics", headers=auth).text)
+    for route, count in [("/v1/push", 1), ("/v1/status", 3),
+                         ("/v1/workers/{worker_id}/leave", 1), ("unmatched", 1)]:
+        assert sample(fams, "ftrl_ps_http_requests", route=route, status="401") == count, route
+
+
 def test_buckets_and_history() -> None:
     b = Buckets((0.1, 1.0))
     for v in (0.05, 0.5, 0.5, 7.0):

@@ -17,8 +17,9 @@ name                                         type       labels
 ==========================================  =========  ==========================
 
 ``route`` is the route's path template (``/v1/workers/{worker_id}/clock``),
-never the raw path, so the number of series stays bounded; requests that
-match no route count as ``route="unmatched"``. Every app gets its own
+never the raw path, so the number of series stays bounded, also for requests
+answered before the router (a 401 of the token check counts under the route
+it asked for); requests that match no route count as ``route="unmatched"``. Every app gets its own
 :class:`~prometheus_client.CollectorRegistry` (several apps in one process,
 as in the tests, do not mix their numbers); pass ``collectors`` to add the
 app's own metrics to it (a shard adds :class:`~ftrl_ps.server.shard_metrics.ShardCollector`).
@@ -97,18 +98,33 @@ class _HTTPMetrics:
         )
 
 
-def _route_of(scope: Scope) -> str:
+def _route_of(scope: Scope, templates: Callable[[], list[tuple[Any, str]]]) -> str:
     route = scope.get("route")
     path = getattr(route, "path", None)
-    return path if isinstance(path, str) else "unmatched"
+    if isinstance(path, str):
+        return path
+    # answered before the router (a 401 of the token check): the template its path
+    # matches, from the app's OpenAPI paths (routes hidden from the schema: unmatched)
+    asked = scope.get("path", "")
+    return next((t for regex, t in templates() if regex.fullmatch(asked)), "unmatched")
 
 
 class MetricsMiddleware:
     """Pure ASGI middleware: counts and times every HTTP request (streaming-safe)."""
 
-    def __init__(self, app: ASGIApp, metrics: _HTTPMetrics) -> None:
+    def __init__(self, app: ASGIApp, metrics: _HTTPMetrics, schema: Callable[[], Any]) -> None:
         self.app = app
         self.metrics = metrics
+        self.schema = schema  # the app's OpenAPI document, for requests the router never saw
+        self._templates: list[tuple[Any, str]] | None = None
+
+    def templates(self) -> list[tuple[Any, str]]:
+        """(regex, template) of the app's OpenAPI paths, built at the first need."""
+        if self._templates is None:
+            from starlette.routing import compile_path
+
+            self._templates = [(compile_path(t)[0], t) for t in self.schema().get("paths", {})]
+        return self._templates
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -131,7 +147,7 @@ class MetricsMiddleware:
             await self.app(scope, receive, send_wrapper)
         finally:
             gauge.dec()
-            route = _route_of(scope)
+            route = _route_of(scope, self.templates)
             self.metrics.requests.labels(method, route, str(status)).inc()
             self.metrics.latency.labels(method, route).observe(time.perf_counter() - start)
 
@@ -186,7 +202,7 @@ def instrument(
     registry.register(_BuildInfo(component))
     for collector in collectors:
         registry.register(collector)
-    app.add_middleware(MetricsMiddleware, metrics=_HTTPMetrics(registry))
+    app.add_middleware(MetricsMiddleware, metrics=_HTTPMetrics(registry), schema=app.openapi)
 
     def metrics() -> Response:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
