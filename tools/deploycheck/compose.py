@@ -216,8 +216,23 @@ def check_compose(doc: Mapping[str, Any], variables: Mapping[str, str] | None = 
         if svc.get("restart") != "on-failure":
             problems.append(f"compose service {name}: restart should be on-failure")
     problems += _check_compose_data(services, gens, workers, exports, servers)
+    problems += published_port_problems(services)
     if image_dirs is not None:
         problems += volume_owner_problems(services, launches, image_dirs, image_user)
+    return problems
+
+
+def published_port_problems(services: Mapping[str, Any]) -> list[str]:
+    """A port published on every host interface: the project binds 127.0.0.1 by
+    default, and Grafana in the compose file shows the dashboards to anyone."""
+    problems = []
+    for name, svc in services.items():
+        for port in svc.get("ports") or []:
+            text = str(port.get("host_ip", "") if isinstance(port, Mapping) else port)
+            if not text.startswith(("127.0.0.1:", "[::1]:")) and text != "127.0.0.1":
+                problems.append(f"compose service {name}: port {port!r} is published on every "
+                                "interface of the host; publish it on 127.0.0.1 (like "
+                                "\"127.0.0.1:9090:9090\")")
     return problems
 
 
