@@ -50,8 +50,8 @@ class Run:
                "--workers", "2", "--servers", "2", "--bits", "18", "--batch-size", "250",
                "--checkpoint-interval", "0.3", "--metrics-json", str(out / "m.json"),
                "--token", TOKEN, "--split", "shares",
-               # every clock tick 0.15 s later: the run outlasts two restarts
-               "--straggle-prob", "1", "--straggle-delay", "0.15", *flags]
+               # every clock tick 0.2 s later: the run outlasts two restarts
+               "--straggle-prob", "1", "--straggle-delay", "0.2", *flags]
         self.out = out
         self.chunks: list[str] = []
         env = {**os.environ, "PYTHONPATH": str(REPO), "FTRL_PS_LOG_FORMAT": ""}
@@ -161,7 +161,8 @@ def test_json_covers_the_launcher_and_its_children(data: Path, tmp_path: Path) -
         servers = next(m for m in messages() if m.startswith("servers: "))
         logdir = kill_a_worker_then_a_shard(
             run, servers, lambda text: any(text in m for m in messages()))
-        restored = (logdir / "server-1-r1.log").read_text()  # before the run deletes it
+        # before the run deletes them
+        children = {f.name: f.read_text() for f in sorted(logdir.glob("*.log"))}
         metrics = run.finish()
     finally:
         run.kill()
@@ -170,10 +171,14 @@ def test_json_covers_the_launcher_and_its_children(data: Path, tmp_path: Path) -
     restarts = [e for e in entries if "was killed by signal 9" in e["message"]]
     assert [e["level"] for e in restarts] == ["warning", "warning"], restarts
     assert not any(e["message"].startswith("ftrl-ps train: ") for e in entries)
-    # the children inherit the format: the restarted shard's restore line is JSON too
-    child = json_lines(restored)
-    assert any("shard 1 restored checkpoint" in e["message"] for e in child), restored
-    assert {e["component"] for e in child} == {"server-1"}
+    # the children inherit the format: every line of their logs is JSON, the
+    # restarted shard's restore line included
+    assert {"server-0.log", "server-1.log", "server-1-r1.log", "worker-0.log",
+            "worker-0-r1.log", "worker-1.log"} <= set(children), children.keys()
+    child = {name: json_lines(text) for name, text in children.items()}
+    assert any("shard 1 restored checkpoint" in e["message"]
+               for e in child["server-1-r1.log"]), children["server-1-r1.log"]
+    assert {e["component"] for e in child["server-1-r1.log"]} == {"server-1"}
     assert (metrics["worker_restarts"], metrics["shard_restarts"]) == (1, 1), \
         metrics["restart_events"]
     assert metrics["restarts"] == 2
@@ -198,8 +203,7 @@ def test_live_line_and_metrics_count_worker_and_shard_restarts_alike(
         servers = next(ln for ln in lines() if ln.startswith("servers: "))
         kill_a_worker_then_a_shard(
             run, servers,
-            # (on a terminal a restart line follows the live line drawn last)
-            lambda text: f"ftrl-ps train: {text}" in run.text)
+            lambda text: any(ln.startswith(f"ftrl-ps train: {text}") for ln in lines()))
         seen = len(run.text)
         wait_until(lambda: LIVE.search(run.text[seen:]) is not None, timeout=60,
                    what="a live line after both restarts")
@@ -210,6 +214,9 @@ def test_live_line_and_metrics_count_worker_and_shard_restarts_alike(
     assert counts and set(counts) == {(1, 1)}, counts
     assert (metrics["worker_restarts"], metrics["shard_restarts"]) == counts[-1]
     assert metrics["restarts"] == 2 and "{" not in run.text  # text: no JSON
+    glued = [ln for ln in re.split(r"[\r\n]+", run.text)
+             if "ftrl-ps train: " in ln and not ln.startswith("ftrl-ps train: ")]
+    assert not glued, glued  # the launcher's lines are not written after the live line
 
 
 def _server(ckpt: Path, *flags: str) -> str:

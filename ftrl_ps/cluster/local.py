@@ -240,8 +240,11 @@ def run_cluster(args: LocalClusterOptions) -> int:
     # --token or $FTRL_PS_TOKEN (so an operator can query the servers), else a fresh one
     token = resolve_token(args.token) or secrets.token_hex(16)
     env = dict(os.environ, **{TOKEN_ENV: token}, PYTHONUNBUFFERED="1")
-    launcher = Launcher(env, warn=lambda why: say(log, why, level=logging.WARNING,
-                                                  prefix="ftrl-ps train: "))
+    def warn(why: str) -> None:  # on a terminal on a line of its own, not after the live line
+        progress.close()
+        say(log, why, level=logging.WARNING, prefix="ftrl-ps train: ")
+
+    launcher = Launcher(env, warn=warn)
     logdir = Path(tempfile.mkdtemp(prefix="ftrl-ps-cluster-"))  # after the checks above
     cluster = Cluster(logdir, launcher, max_restarts=args.max_restarts)
     progress = Progress(f"cluster ({args.workers} workers)", enabled=not args.quiet)
