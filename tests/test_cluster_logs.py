@@ -54,7 +54,9 @@ class Run:
                "--straggle-prob", "1", "--straggle-delay", "0.2", *flags]
         self.out = out
         self.chunks: list[str] = []
-        env = {**os.environ, "PYTHONPATH": str(REPO), "FTRL_PS_LOG_FORMAT": ""}
+        # TMPDIR: the log dir of a run that failed (and was killed) is left in the test's
+        env = {**os.environ, "PYTHONPATH": str(REPO), "FTRL_PS_LOG_FORMAT": "",
+               "TMPDIR": str(out)}
         if tty:
             master, slave = pty.openpty()
             self.proc = subprocess.Popen(cmd, cwd=REPO, stderr=slave, env=env,
