@@ -8,6 +8,7 @@ options given as JSON. Exit code 2 for bad options, 1 for an ftrl-ps error
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ftrl_ps.errors import ConfigError, FTRLPSError
-from ftrl_ps.learn.logs import setup_logging
+from ftrl_ps.learn.logs import say, setup_logging
 
 __all__ = ["main", "run_role"]
 
@@ -50,14 +51,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 2:
-        print("usage: python -m ftrl_ps.cluster.child ROLE OPTIONS_JSON", file=sys.stderr)
-        return 2
+        return _usage_error("usage: python -m ftrl_ps.cluster.child ROLE OPTIONS_JSON")
     try:
         options = options_from_json(args[0], args[1])
     except ConfigError as exc:
-        print(f"ftrl-ps {args[0]}: error: {exc}", file=sys.stderr)
-        return 2
+        return _usage_error(f"error: {exc}", args[0])
     return run_role(options)
+
+
+def _usage_error(message: str, role: str = "child") -> int:
+    """Say ``message`` in the format of ``$FTRL_PS_LOG_FORMAT``; exit code 2."""
+    with contextlib.suppress(ConfigError):  # a bad format: the text one
+        setup_logging(role)
+    say(log, message, level=logging.ERROR, prefix="" if role == "child" else f"ftrl-ps {role}: ")
+    return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -36,6 +36,7 @@ import contextlib
 import ctypes
 import faulthandler
 import gc
+import logging
 import os
 import signal
 import subprocess
@@ -49,6 +50,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from ftrl_ps.errors import ConfigError
+from ftrl_ps.learn.logs import say
 
 __all__ = ["ChildHandle", "ForkedChild", "LAUNCH_ENV", "Launcher", "choose_method",
            "fork_child", "preload", "stop_all"]
@@ -57,6 +59,8 @@ __all__ = ["ChildHandle", "ForkedChild", "LAUNCH_ENV", "Launcher", "choose_metho
 LAUNCH_ENV = "FTRL_PS_LAUNCH"
 
 _PR_SET_PDEATHSIG, _PR_SET_NAME = 1, 15
+
+log = logging.getLogger("ftrl_ps.cluster")
 
 
 class ChildHandle(Protocol):
@@ -236,14 +240,14 @@ def _run(target: Callable[[], int | None]) -> int:  # pragma: no cover - in the 
         result = exc.code
     except KeyboardInterrupt:
         return 130
-    except BaseException:
-        traceback.print_exc()
+    except BaseException:  # a log line (in json one object) with the traceback
+        say(log, "unexpected error", level=logging.CRITICAL, exc_info=True)
         return 1
     if result is None:
         return 0
     if isinstance(result, int):
         return result & 0xFF
-    print(result, file=sys.stderr)  # sys.exit("message")
+    say(log, str(result), level=logging.ERROR)  # sys.exit("message")
     return 1
 
 

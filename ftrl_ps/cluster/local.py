@@ -17,11 +17,11 @@ fallback where there is no ``os.fork``).
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
 import secrets
 import shutil
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
@@ -37,6 +37,7 @@ from ftrl_ps.core.modelio import SavedModel, load_model, save_model
 from ftrl_ps.core.params import FTRLParams
 from ftrl_ps.data.sources import check_shares, estimate_rows, expand, split_for
 from ftrl_ps.errors import ConfigError, FTRLPSError, ServerError
+from ftrl_ps.learn.logs import say
 from ftrl_ps.learn.progress import Progress
 from ftrl_ps.ps.auth import TOKEN_ENV, resolve_token
 from ftrl_ps.ps.export import rows_applied
@@ -50,6 +51,8 @@ from ftrl_ps.server.options import DEFAULT_BITS, ShardOptions
 __all__ = [
     "LocalClusterOptions", "estimate_rows", "local_batch_size", "run_cluster", "workers_span",
 ]
+
+log = logging.getLogger("ftrl_ps.cluster")
 
 
 @dataclass(frozen=True)
@@ -199,11 +202,15 @@ def local_warm_start(opts: LocalClusterOptions) -> tuple[int, int | None]:
     return 1, (pushes * opts.push_step if pushes > 1 else None)
 
 
-def _live_line(client: Any, progress: Progress, history: History) -> None:
-    """The one line of all workers: rows, rows/s over ~5 s, logloss, clocks, restarts."""
+def _live_line(client: Any, progress: Progress, history: History, cluster: Cluster) -> None:
+    """The one line of all workers: rows, rows/s over ~5 s, logloss, clocks, and the
+    restarts of workers and of shards (the supervisor's counts, as in --metrics-json)."""
     o = Overview.from_clock(client.status().get("clock"))
     history.sample(o.rows, o.loss_sum)
-    progress.update(o.rows, o.loss_sum, rate=history.rate(), extra=o.extra())
+    counts = cluster.restart_counts()
+    restarts = (f"worker restarts {counts['worker_restarts']}  "
+                f"shard restarts {counts['shard_restarts']}")
+    progress.update(o.rows, o.loss_sum, rate=history.rate(), extra=o.extra(restarts))
 
 
 def run_cluster(args: LocalClusterOptions) -> int:
@@ -233,7 +240,11 @@ def run_cluster(args: LocalClusterOptions) -> int:
     # --token or $FTRL_PS_TOKEN (so an operator can query the servers), else a fresh one
     token = resolve_token(args.token) or secrets.token_hex(16)
     env = dict(os.environ, **{TOKEN_ENV: token}, PYTHONUNBUFFERED="1")
-    launcher = Launcher(env, warn=lambda why: print(f"ftrl-ps train: {why}", file=sys.stderr))
+    def warn(why: str) -> None:  # on a terminal on a line of its own, not after the live line
+        progress.close()
+        say(log, why, level=logging.WARNING, prefix="ftrl-ps train: ")
+
+    launcher = Launcher(env, warn=warn)
     logdir = Path(tempfile.mkdtemp(prefix="ftrl-ps-cluster-"))  # after the checks above
     cluster = Cluster(logdir, launcher, max_restarts=args.max_restarts)
     progress = Progress(f"cluster ({args.workers} workers)", enabled=not args.quiet)
@@ -261,8 +272,8 @@ def run_cluster(args: LocalClusterOptions) -> int:
 
         urls = [p.url for p in cluster.servers if p.url]
         # always: an operator (or a script) learns here where to query the servers
-        print(f"servers: {', '.join(urls)}  (logs in {logdir}; "
-              f"dashboard {urls[0]}/dashboard)", file=sys.stderr, flush=True)
+        say(log, f"servers: {', '.join(urls)}  (logs in {logdir}; "
+                 f"dashboard {urls[0]}/dashboard)")
         metrics = [logdir / f"worker-{i}.json" for i in range(args.workers)]
         for i in range(args.workers):
             wopts = _worker_options(args, urls, params, bits, i, metrics[i], dtype,
@@ -302,7 +313,7 @@ def run_cluster(args: LocalClusterOptions) -> int:
         results["compile_seconds"] = compile_seconds
         results["servers_ready_seconds"] = servers_ready
         results["launch"] = {"method": launcher.method, "reason": launcher.reason}
-        results["restarts"] = len(cluster.restarts)
+        results.update(cluster.restart_counts())  # restarts, worker_restarts, shard_restarts
         results["restart_events"] = [e.as_dict() for e in cluster.restarts]
         results["shard_streams"] = streams
         results["rows_applied"] = rows_applied(streams)
@@ -314,7 +325,7 @@ def run_cluster(args: LocalClusterOptions) -> int:
         if ok or not any(logdir.iterdir()):  # success, or failed before any process logged
             shutil.rmtree(logdir, ignore_errors=True)
         elif not args.quiet:
-            print(f"logs kept in {logdir}", file=sys.stderr)
+            say(log, f"logs kept in {logdir}")
 
 
 def _wait_for_workers(cluster: Cluster, connect: Any, progress: Progress) -> None:
@@ -328,7 +339,7 @@ def _wait_for_workers(cluster: Cluster, connect: Any, progress: Progress) -> Non
                 last_poll = now
                 with contextlib.suppress(FTRLPSError):
                     client = client or connect()
-                    _live_line(client, progress, history)
+                    _live_line(client, progress, history, cluster)
             time.sleep(HEAL_INTERVAL)
     finally:
         if client is not None:

@@ -78,6 +78,13 @@ class Cluster:
     workers: list[Proc] = field(default_factory=list)
     restarts: list[RestartEvent] = field(default_factory=list)
 
+    def restart_counts(self) -> dict[str, int]:
+        """``restarts`` (all), ``worker_restarts`` and ``shard_restarts``: the keys of
+        ``--metrics-json`` and the numbers of the live line."""
+        workers = sum(1 for e in self.restarts if e.name.startswith("worker "))
+        return {"restarts": len(self.restarts), "worker_restarts": workers,
+                "shard_restarts": len(self.restarts) - workers}
+
     def spawn(self, name: str, options: Any, **how: Any) -> Proc:
         """Start a child for ``options`` logging to ``LOGDIR/NAME.log`` (see Launcher.spawn);
         a restarted role logs to ``NAME-rK.log``."""

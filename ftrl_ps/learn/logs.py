@@ -19,6 +19,16 @@ traceback; only unexpected ones carry it (in JSON as the ``exception`` field
 of the same line). The format comes from ``--log-format`` or, when that is
 not given, ``$FTRL_PS_LOG_FORMAT`` (so exec'd children and containers
 inherit it).
+
+Lines that people and scripts read as they are (``servers: URL, ...``,
+``ftrl-ps train: worker 0 was killed by signal 9: restarted ...``,
+``ftrl-ps server: shard 0 restored checkpoint ...``) go through :func:`say`:
+a log record like any other, so in ``json`` they are objects too, but in
+``text`` they are the bare line (a prefix and the message), as before.
+In ``json``, Python warnings are logged as well (logger ``py.warnings``), so
+that every stderr line of a process is one object. The one exception is the
+progress line on a terminal, redrawn in place with ``\r`` (off a terminal
+it is a log record; :mod:`ftrl_ps.learn.progress`).
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ import logging
 import os
 import sys
 import time
+import traceback
 from typing import Any
 
 __all__ = [
@@ -37,6 +48,7 @@ __all__ = [
     "LEVELS",
     "TextFormatter",
     "component",
+    "say",
     "set_component",
     "setup_logging",
     "uvicorn_level",
@@ -48,6 +60,10 @@ LEVELS = ("debug", "info", "warning", "error", "critical")
 FORMAT_ENV = "FTRL_PS_LOG_FORMAT"
 
 _component = "ftrl-ps"
+#: the name of the handler :func:`setup_logging` installs
+_HANDLER = "ftrl-ps"
+#: the record attribute of a :func:`say` line: its prefix in the text format
+_PLAIN = "ftrl_ps_plain"
 
 
 def set_component(name: str) -> None:
@@ -72,8 +88,12 @@ class TextFormatter(logging.Formatter):
     """``DATE TIME LEVEL COMPONENT MESSAGE`` (a traceback only for unexpected errors)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        line = (f"{_timestamp(record, utc=False)} {record.levelname:<5} {_component}  "
-                f"{record.getMessage()}")
+        prefix = getattr(record, _PLAIN, None)
+        if prefix is not None:  # a say() line: bare
+            line = f"{prefix}{record.getMessage()}"
+        else:
+            line = (f"{_timestamp(record, utc=False)} {record.levelname:<5} {_component}  "
+                    f"{record.getMessage()}")
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         return line
@@ -125,7 +145,8 @@ def uvicorn_level(level: str | None) -> str:
 def setup_logging(
     name: str | None = None, fmt: str | None = None, level: str | None = None
 ) -> None:
-    """Log ``ftrl_ps.*`` and uvicorn records to stderr, one line each.
+    """Log ``ftrl_ps.*`` and uvicorn records (and, in json, Python warnings) to
+    stderr, one line each.
 
     ``name``: this process's component; ``fmt``: ``text`` or ``json`` (None:
     ``$FTRL_PS_LOG_FORMAT``, else text); ``level``: the lowest level shown for
@@ -147,12 +168,12 @@ def setup_logging(
         raise ConfigError(f"log level must be one of {', '.join(LEVELS)}, got {level_name!r}")
     handler = _StderrHandler()
     handler.setFormatter(JsonFormatter() if chosen == "json" else TextFormatter())
-    handler.set_name("ftrl-ps")
+    handler.set_name(_HANDLER)
     numeric = getattr(logging, level_name.upper())
     for logger_name, lvl in (("ftrl_ps", numeric),
                              ("uvicorn", getattr(logging, uvicorn_level(level_name).upper()))):
         logger = logging.getLogger(logger_name)
-        for old in [h for h in logger.handlers if h.get_name() == "ftrl-ps"]:
+        for old in [h for h in logger.handlers if h.get_name() == _HANDLER]:
             logger.removeHandler(old)
         logger.addHandler(handler)
         logger.setLevel(lvl)
@@ -162,4 +183,47 @@ def setup_logging(
         sub_logger.handlers.clear()
         sub_logger.propagate = True
     logging.getLogger("uvicorn.access").disabled = level_name != "debug"
+    # Python warnings: in json as objects too; in text they stay as Python prints them
+    warned = logging.getLogger("py.warnings")
+    for old in [h for h in warned.handlers if h.get_name() == _HANDLER]:
+        warned.removeHandler(old)
+    logging.captureWarnings(chosen == "json")
+    if chosen == "json":
+        warned.addHandler(handler)
+        warned.propagate = False
     os.environ[FORMAT_ENV] = chosen  # children (forked or exec'd) log alike
+
+
+def _configured(logger: logging.Logger) -> bool:
+    """Whether records of ``logger`` reach the handler of :func:`setup_logging`."""
+    current: logging.Logger | None = logger
+    while current is not None:
+        if any(h.get_name() == _HANDLER for h in current.handlers):
+            return True
+        if not current.propagate:
+            return False
+        current = current.parent
+    return False
+
+
+def say(logger: logging.Logger, message: str, *, level: int = logging.INFO,
+        prefix: str = "", exc_info: bool = False) -> None:
+    """Write a line that people and scripts read as it is, through ``logger``.
+
+    Text format: ``prefix + message`` alone (no time, level or component; the
+    traceback of the exception being handled follows with ``exc_info``). JSON
+    format: one object like every log line, ``message`` without the prefix.
+    Written whatever ``--log-level`` says (these lines were always printed,
+    and scripts read some of them). Before :func:`setup_logging` (a library
+    caller, a test) it is printed on stderr as in the text format.
+    """
+    if _configured(logger):
+        record = logger.makeRecord(logger.name, level, "(say)", 0, "%s", (message,),
+                                   sys.exc_info() if exc_info else None,
+                                   extra={_PLAIN: prefix})
+        logger.handle(record)  # not logger.log: no level threshold
+        return
+    text = prefix + message
+    if exc_info:
+        text += "\n" + traceback.format_exc().rstrip()
+    print(text, file=sys.stderr, flush=True)

@@ -21,11 +21,11 @@ See docs/durability.md, section 3.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
 import struct
-import sys
 import threading
 import time
 import zlib
@@ -35,11 +35,16 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import numpy as np
 
 from ftrl_ps.errors import ConfigError, ModelFormatError, ServerError
+from ftrl_ps.learn.logs import say
 
 if TYPE_CHECKING:
     from ftrl_ps.ps.state import ServerState
 
 __all__ = ["KEEP", "Checkpointer", "checkpoint_files", "read_checkpoint", "restore_latest"]
+
+log = logging.getLogger("ftrl_ps.server")
+#: the text format's prefix of the lines about checkpoints (learn.logs.say)
+PREFIX = "ftrl-ps server: "
 
 MAGIC, TAIL = b"FTPSCKPT", b"END."
 FORMAT = 1
@@ -173,7 +178,8 @@ def restore_latest(state: ServerState, directory: Path) -> Path | None:
         try:
             meta, chunks = read_checkpoint(path, state.store.dtype)
         except (ModelFormatError, OSError, struct.error, ValueError) as exc:
-            print(f"ftrl-ps server: skipping checkpoint {path}: {exc}", file=sys.stderr)
+            say(log, f"skipping checkpoint {path}: {exc}", level=logging.WARNING,
+                prefix=PREFIX)
             continue
         mine = {"layout": settings.layout.to_dict(), "dtype": settings.dtype,
                 "params": settings.params.as_dict(), "shard_index": settings.shard_index}
@@ -192,9 +198,9 @@ def restore_latest(state: ServerState, directory: Path) -> Path | None:
         if state.clock is not None and meta.get("work"):
             state.work.restore(meta["work"])  # the hand-out's units (ps.workqueue)
         age = time.time() - float(meta.get("created", time.time()))
-        print(f"ftrl-ps server: shard {settings.shard_index} restored checkpoint {path} "
-              f"(version {version}, {meta['keys']:,} keys, {len(meta['streams'])} worker "
-              f"stream(s), written {age:.1f} s ago)", file=sys.stderr)
+        say(log, f"shard {settings.shard_index} restored checkpoint {path} "
+                 f"(version {version}, {meta['keys']:,} keys, {len(meta['streams'])} worker "
+                 f"stream(s), written {age:.1f} s ago)", prefix=PREFIX)
         return path
     return None
 
@@ -264,7 +270,7 @@ class Checkpointer:
                 try:
                     self.write()
                 except ServerError as exc:  # keep serving; say why the checkpoint failed
-                    print(f"ftrl-ps server: {exc}", file=sys.stderr)
+                    say(log, str(exc), level=logging.ERROR, prefix=PREFIX)
 
         self._thread = threading.Thread(target=loop, name="ftrl-ps-checkpoint", daemon=True)
         self._thread.start()

@@ -144,10 +144,12 @@ class Overview:
             parts.append(f"logloss {self.progressive_logloss:.5f}")
         return "  ".join([*parts, self.extra()])
 
-    def extra(self) -> str:
-        """``clock MIN..MAX  restarts R  live L ...`` (the end of :meth:`line`)."""
+    def extra(self, restarts: str | None = None) -> str:
+        """``clock MIN..MAX  restarts R  live L ...`` (the end of :meth:`line`);
+        ``restarts``: what to show instead of ``restarts R`` (the local cluster's
+        supervisor knows the restarts of workers and of shards)."""
         parts = [f"clock {self.min_clock}..{self.max_clock}"] if self.min_clock is not None else []
-        parts.append(f"restarts {self.restarts}")
+        parts.append(f"restarts {self.restarts}" if restarts is None else restarts)
         parts.append(" ".join(f"{k} {v}" for k, v in self.states.items()) or "no workers yet")
         return "  ".join(parts)
 

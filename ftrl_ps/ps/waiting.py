@@ -5,7 +5,7 @@ podman-compose does not enforce compose's ``depends_on`` conditions. So a
 worker or an export that starts before the servers or before the data waits
 for them here, before it creates its :class:`~ftrl_ps.ps.client.PSClient`
 (whose own retries only bridge short hiccups), for at most ``timeout``
-seconds, saying on stderr what it is waiting for. Nothing here retries a
+seconds, saying what it is waiting for (log lines on stderr). Nothing here retries a
 request that reached a server: these are health probes and file checks.
 
 >>> unmet([], [__file__])
@@ -20,15 +20,18 @@ ftrl_ps.errors.StartupTimeoutError: worker: still missing after 0 s: file /no/su
 
 from __future__ import annotations
 
+import logging
 import os
-import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from ftrl_ps.errors import StartupTimeoutError
+from ftrl_ps.learn.logs import say
 
-__all__ = ["REMIND_EVERY", "health_url", "unmet", "wait_until_ready"]
+__all__ = ["REMIND_EVERY", "health_url", "log_line", "unmet", "wait_until_ready"]
+
+log = logging.getLogger("ftrl_ps.waiting")
 
 #: seconds between two reminders while nothing changes
 REMIND_EVERY = 30.0
@@ -72,6 +75,22 @@ def unmet(urls: Sequence[str], paths: Sequence[str], *, probe_timeout: float = 2
     return out
 
 
+def log_line(line: str) -> None:
+    """The default ``out`` of :func:`wait_until_ready`: an INFO line of the
+    ``ftrl_ps.waiting`` logger, the bare line in the text format
+    (:func:`ftrl_ps.learn.logs.say`)."""
+    say(log, line)
+
+
+def _write(out: TextIO | Callable[[str], None] | None, line: str) -> None:
+    if out is None:
+        return
+    if callable(out):
+        out(line)
+    else:
+        print(line, file=out, flush=True)
+
+
 def wait_until_ready(
     urls: Sequence[str],
     paths: Sequence[str],
@@ -79,12 +98,13 @@ def wait_until_ready(
     timeout: float,
     who: str,
     interval: float = 1.0,
-    out: TextIO | None = sys.stderr,
+    out: TextIO | Callable[[str], None] | None = log_line,
 ) -> float:
     """Wait until every server in ``urls`` answers ``GET /health`` and every file in
     ``paths`` exists; the seconds waited.
 
-    ``who`` names the waiting process in the messages written to ``out`` (None:
+    ``who`` names the waiting process in the messages written to ``out`` (a
+    stream, or a function given each line; default :func:`log_line`; None:
     silent): one line whenever the list of what is missing changes, and a
     reminder every :data:`REMIND_EVERY` seconds. ``timeout`` 0 checks once.
 
@@ -101,15 +121,16 @@ def wait_until_ready(
         todo = unmet(urls, paths, probe_timeout=min(2.0, max(0.2, interval * 2)))
         now = time.monotonic()
         if not todo:
-            if last and out is not None:
-                print(f"{who}: ready after {now - start:.1f} s", file=out, flush=True)
+            if last:
+                _write(out, f"{who}: ready after {now - start:.1f} s")
             return now - start
         if now >= deadline:
             raise StartupTimeoutError(
                 f"{who}: still missing after {timeout:g} s: {'; '.join(todo)}"
             )
         text = "; ".join(todo)
-        if out is not None and (text != last or now - said_at >= REMIND_EVERY):
-            print(f"{who}: waiting (up to {timeout:g} s) for {text}", file=out, flush=True)
+        if text != last or now - said_at >= REMIND_EVERY:
+            _write(out, f"{who}: waiting (up to {timeout:g} s) for {text}")
             last, said_at = text, now
         time.sleep(min(interval, max(0.0, deadline - now)))
+

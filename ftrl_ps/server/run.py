@@ -13,13 +13,15 @@ created, as before.
 
 from __future__ import annotations
 
+import logging
 import os
-import sys
+from collections.abc import Callable
 from typing import TextIO
 
 from ftrl_ps.core.memory import keep_freed_buffers
 from ftrl_ps.errors import ConfigError
-from ftrl_ps.ps.waiting import wait_until_ready
+from ftrl_ps.learn.logs import say
+from ftrl_ps.ps.waiting import log_line, wait_until_ready
 from ftrl_ps.server.options import ShardOptions, is_loopback
 
 __all__ = ["READY_PREFIX", "run_shard", "wait_for_checkpoint_dir"]
@@ -27,9 +29,12 @@ __all__ = ["READY_PREFIX", "run_shard", "wait_for_checkpoint_dir"]
 #: the line a shard prints on stdout once it accepts connections
 READY_PREFIX = "listening on "
 
+log = logging.getLogger("ftrl_ps.server")
+
 
 def wait_for_checkpoint_dir(options: ShardOptions, *, interval: float = 1.0,
-                            out: TextIO | None = sys.stderr) -> float:
+                            out: TextIO | Callable[[str], None] | None = log_line
+                            ) -> float:
     """Wait (up to ``options.start_timeout`` s) for ``options.checkpoint_dir`` to
     exist; the seconds waited (0 when there is nothing to wait for).
 
@@ -64,8 +69,8 @@ def run_shard(options: ShardOptions) -> int:
     keep_freed_buffers()  # request buffers reused, not faulted in anew (core.memory)
     wait_for_checkpoint_dir(options)
     if options.fd is None and not is_loopback(options.host) and settings.token is None:
-        print(f"ftrl-ps server: warning: listening on {options.host} without --token",
-              file=sys.stderr)
+        say(log, f"warning: listening on {options.host} without --token",
+            level=logging.WARNING, prefix="ftrl-ps server: ")
     app = create_app(settings, peers=options.peer_urls())
     sock = (
         socket_from_fd(options.fd) if options.fd is not None
