@@ -126,6 +126,23 @@ def test_export_refuses_an_incomplete_run(tmp_path: Path,
     assert "INCOMPLETE RUN: 1 of 2 configured workers finished" in capsys.readouterr().err
 
 
+def test_exports_lines_are_json_with_log_format_json(tmp_path: Path) -> None:
+    """``export --log-format json``: its waiting, incomplete-run and dead-worker
+    lines are JSON objects like every other stderr line (they were plain prints)."""
+    from tests.conftest import run_cli
+
+    with real_server(["--bits", "10", "--num-workers", "2",
+                      "--registration-timeout", "0.2"]) as srv:
+        _one_of_two_workers_finishes(srv.url)
+        time.sleep(0.5)
+        res = run_cli("export", "--server", srv.url, "--model", str(tmp_path / "m.ftrl"),
+                      "--wait", "--timeout", "5", "--allow-incomplete", "--log-format", "json")
+    assert res.returncode == 0, res.stderr
+    lines = [json.loads(line) for line in res.stderr.splitlines()]  # each line an object
+    assert any(o["message"].startswith("INCOMPLETE RUN: 1 of 2 configured workers")
+               and o["level"] == "warning" for o in lines), [o["message"] for o in lines]
+
+
 # --- a server waits for its checkpoint volume (server/run.py) ---------------------------
 
 

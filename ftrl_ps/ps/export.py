@@ -16,7 +16,7 @@ results and the model file.
 
 from __future__ import annotations
 
-import sys
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,10 +25,13 @@ import numpy as np
 
 from ftrl_ps.core.jsonfile import write_json
 from ftrl_ps.errors import ClockTimeoutError, ConfigError, IncompleteRunError
+from ftrl_ps.learn.logs import say
 from ftrl_ps.ps.auth import resolve_token
 from ftrl_ps.ps.completion import RunProgress
 from ftrl_ps.ps.waiting import wait_until_ready
 from ftrl_ps.ps.worker_main import WorkerOptions, adopt_model, params_with_defaults, parse_urls
+
+log = logging.getLogger(__name__)
 
 __all__ = ["ExportOptions", "latest_registrations", "rows_applied", "run_export"]
 
@@ -150,10 +153,11 @@ def run_export(options: ExportOptions) -> dict[str, Any]:
                       complete=progress.complete, workers_finished=list(progress.finished))
     print(f"model saved to {path} ({saved.keys.size:,} keys with state, {rows:,} rows trained)")
     if dead:
-        print(f"warning: worker(s) {dead} were marked dead during the run", file=sys.stderr)
+        say(log, f"worker(s) {dead} were marked dead during the run", level=logging.WARNING,
+            prefix="warning: ")
     if not progress.complete:
-        print(f"warning: INCOMPLETE RUN: {progress.describe()}; the model has not seen "
-              "their shares of the data", file=sys.stderr)
+        say(log, f"INCOMPLETE RUN: {progress.describe()}; the model has not seen their "
+            "shares of the data", level=logging.WARNING, prefix="warning: ")
     results: dict[str, Any] = {
         "rows": rows, "dead_workers": dead, "keys": int(saved.keys.size),
         "complete": progress.complete, "workers_expected": progress.expected,
@@ -193,12 +197,12 @@ def _wait_for_workers(client: Any, options: ExportOptions) -> None:
         if progress.stalled:
             # loud, and again every minute: this run does not finish by itself
             if text != said or now - said_at >= 60:
-                print(f"export: WARNING: the run is incomplete: {text}. Waiting for them "
-                      f"(up to {options.timeout:g} s); is every worker started, with the "
-                      "same FTRL_PS_NUM_WORKERS as the servers? --allow-incomplete "
-                      "exports what there is", file=sys.stderr, flush=True)
+                say(log, f"WARNING: the run is incomplete: {text}. Waiting for them (up to "
+                    f"{options.timeout:g} s); is every worker started, with the same "
+                    "FTRL_PS_NUM_WORKERS as the servers? --allow-incomplete exports what "
+                    "there is", level=logging.WARNING, prefix="export: ")
                 said, said_at = text, now
         elif not options.quiet and (text != said or now - said_at >= _REPORT_EVERY):
-            print(f"export: waiting for the workers: {text}", file=sys.stderr, flush=True)
+            say(log, f"waiting for the workers: {text}", prefix="export: ")
             said, said_at = text, now
         time.sleep(0.5)

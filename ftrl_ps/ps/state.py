@@ -4,7 +4,7 @@ records (dedup), and the push barrier that checkpoints use for a consistent cut.
 from __future__ import annotations
 
 import contextlib
-import sys
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +21,7 @@ from ftrl_ps.errors import (
     PushGapError,
     WorkerStateError,
 )
+from ftrl_ps.learn.logs import say
 from ftrl_ps.ps import wire
 from ftrl_ps.ps.checkpoint import Checkpointer, restore_latest
 from ftrl_ps.ps.clock import SSPClock
@@ -32,6 +33,8 @@ from ftrl_ps.ps.worklog import WORK_LOG, WorkLog
 from ftrl_ps.ps.workqueue import WorkQueue
 
 __all__ = ["PushBarrier", "ServerState", "load_initial_model"]
+
+log = logging.getLogger(__name__)
 
 #: threads that block in SSP waits (kept apart from the request threadpool so
 #: that waiting workers never starve pushes and pulls)
@@ -122,10 +125,10 @@ class ServerState:
             path = restore_latest(self, self.checkpointer.directory)
             self.restored_from = str(path) if path is not None else None
             if self.clock is not None:  # the hand-out's changes since that checkpoint
-                log = WorkLog(self.checkpointer.directory / WORK_LOG)
-                if replayed := self.work.attach(log):
-                    print(f"ftrl-ps server: shard 0 replayed {replayed} change(s) of the "
-                          f"work hand-out from {log.path}", file=sys.stderr)
+                worklog = WorkLog(self.checkpointer.directory / WORK_LOG)
+                if replayed := self.work.attach(worklog):
+                    say(log, f"shard 0 replayed {replayed} change(s) of the work hand-out "
+                        f"from {worklog.path}", prefix="ftrl-ps server: ")
         if settings.init_model and self.restored_from is None:
             self.initial_keys = load_initial_model(self.store, settings.init_model)
 

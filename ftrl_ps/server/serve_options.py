@@ -14,12 +14,13 @@ export, so it may start before the shards (containers start in any order).
 
 from __future__ import annotations
 
+import logging
 import os
-import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ftrl_ps.errors import ConfigError
+from ftrl_ps.learn.logs import say
 from ftrl_ps.ps.auth import resolve_token
 from ftrl_ps.server.options import is_loopback
 
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from ftrl_ps.ps.service import ServiceConfig
 
 __all__ = ["PREDICT_TOKEN_ENV", "ServeOptions", "run_serve"]
+
+log = logging.getLogger(__name__)
 
 #: environment variable of the token that /v1/predict requires (when set)
 PREDICT_TOKEN_ENV = "FTRL_PS_PREDICT_TOKEN"
@@ -131,8 +134,8 @@ def run_serve(options: ServeOptions) -> int:
     try:
         token = service.config.token
         if options.fd is None and not is_loopback(options.host) and token is None:
-            print(f"ftrl-ps serve: warning: listening on {options.host} without --token",
-                  file=sys.stderr)
+            say(log, f"listening on {options.host} without --token",
+                level=logging.WARNING, prefix="ftrl-ps serve: warning: ")
         app = create_serve_app(service, token=token,
                                predict_token=options.resolved_predict_token(),
                                max_body_bytes=int(options.max_body_mb * (1 << 20)))
