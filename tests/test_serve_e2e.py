@@ -115,3 +115,54 @@ def test_stream_worker_pushes_on_time_while_stdin_stays_open() -> None:
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
+
+
+def test_a_stream_worker_trains_with_the_servers_hyper_parameters_and_its_flags(
+        synth_small: Path, tmp_path: Path) -> None:
+    """``worker --input -`` used its own defaults instead of the servers' alpha..l2
+    (test logloss 0.65 where a file worker on the same rows had 0.48) and ignored
+    --state-dir (no journal), --supersede and --identity; an index whose stream
+    ended is refused with what to do instead."""
+    import io
+
+    from ftrl_ps.errors import ConfigError, WorkerStateError
+    from ftrl_ps.ps.client import PSClient
+    from ftrl_ps.ps.stream_worker import run_stream_worker
+    from ftrl_ps.ps.worker_main import WorkerOptions, run_worker
+
+    train, test = synth_small / "train.svm", synth_small / "test.svm"
+    flags = ["--bits", "18", "--num-workers", "1", "--staleness", "inf", "--alpha", "0.005",
+             "--l1", "0"]
+
+    def test_logloss(url: str) -> float:
+        from ftrl_ps.core.ftrl import FTRL
+        from ftrl_ps.core.params import FTRLParams
+        from ftrl_ps.learn.training import evaluate
+
+        with PSClient(url) as client:
+            keys, n, z = client.dump_state()
+            assert client.server_model is not None
+            params = client.server_model["params"]
+        model = FTRL(18, FTRLParams(**params))
+        model.load_state(keys, n, z)
+        return float(evaluate(model, str(test))["logloss"])
+
+    with real_server(flags) as by_file, real_server(flags) as by_stream:
+        run_worker(WorkerOptions(server=by_file.url, input=str(train), num_workers=1,
+                                 worker_index=0, quiet=True))
+        options = WorkerOptions(server=by_stream.url, input="-", num_workers=1,
+                                worker_index=0, quiet=True, state_dir=str(tmp_path / "st"),
+                                identity="stream-a")
+        with pytest.raises(ConfigError, match=r"--alpha 0.5 \(the servers have 0.005\)"):
+            run_stream_worker(WorkerOptions(server=by_stream.url, input="-", num_workers=1,
+                                            worker_index=0, alpha=0.5),
+                              source=io.BytesIO(b"1 a:1\n"))
+        run_stream_worker(options, source=io.BytesIO(train.read_bytes()))
+        assert list((tmp_path / "st").iterdir())  # its push journal
+        with PSClient(by_stream.url) as client:
+            workers = client.status()["clock"]["workers"]
+        assert [(w["identity"], w["state"]) for w in workers] == [("stream-a", "finished")]
+        assert abs(test_logloss(by_stream.url) - test_logloss(by_file.url)) < 0.002
+        with pytest.raises(WorkerStateError, match="a stream worker finishes its index when "
+                           "its input ends.*serve --learn"):
+            run_stream_worker(options, source=io.BytesIO(b"1 a:1\n"))

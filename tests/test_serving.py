@@ -257,3 +257,41 @@ def test_too_many_json_objects_for_the_row_limit_are_refused_unparsed(model_file
                      "PayloadTooLargeError", "refused before parsing")
         assert_error(client.post("/v1/predict", json={"rows": rows * 2}), 413,
                      "PayloadTooLargeError")
+
+
+def test_a_cluster_source_serves_and_learns_with_the_servers_hyper_parameters(
+        synth_small: Path) -> None:
+    """The servers own the model: serve builds the weights from n/z with their
+    alpha/beta/l1/l2 (it used its own defaults: probabilities of 1e-13 where the
+    exported model said 0.19), its learner trains with them, and a flag that
+    differs is a ConfigError, as for a worker."""
+    from ftrl_ps.core.modelio import load_model
+    from ftrl_ps.errors import ConfigError
+    from ftrl_ps.ps.export import ExportOptions, run_export
+    from ftrl_ps.ps.worker_main import WorkerOptions, run_worker
+
+    train, test = synth_small / "train.svm", synth_small / "test.svm"
+    rows = test.read_bytes().splitlines(keepends=True)[:500]
+    with real_server(["--bits", "18", "--num-workers", "1", "--staleness", "inf",
+                      "--alpha", "0.005", "--l1", "0"]) as srv:
+        run_worker(WorkerOptions(server=srv.url, input=str(train), num_workers=1,
+                                 worker_index=0, quiet=True))
+        run_export(ExportOptions(server=srv.url, model=str(synth_small / "x.ftrl"),
+                                 quiet=True))
+        exported = load_model(synth_small / "x.ftrl").to_ftrl()
+        batch = parse_text(b"".join(rows), 18, labels=True)
+        expected = exported.predict_rows(batch.indptr, batch.indices, batch.values)
+        service = PredictionService(ServiceConfig(server=[srv.url], learn=True))
+        try:
+            assert service.cluster_source is not None and service.learner is not None
+            assert service.cluster_source.params == exported.params
+            assert service.learner.worker.params == exported.params
+            model = service.served.current()
+            got = service.served.predict(model, batch)
+            assert np.max(np.abs(got - expected)) <= 1e-6
+        finally:
+            service.close()
+        same = PredictionService(ServiceConfig(server=[srv.url], given={"alpha": 0.005}))
+        same.close()
+        with pytest.raises(ConfigError, match=r"--alpha 0.5 \(the servers have 0.005\)"):
+            PredictionService(ServiceConfig(server=[srv.url], given={"alpha": 0.5}))

@@ -110,7 +110,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      "failed reloads, the cluster source failing and recovering, rows the "
                      "learner drops); uvicorn's own records from warning up, all at debug")
 
-    g = parser.add_argument_group("hyper-parameters (--server: the workers' values)")
+    g = parser.add_argument_group(
+        "hyper-parameters (--server: the servers' are used, they own the model; one given "
+        "here must equal theirs)")
     d = c.PARAM_DEFAULTS
     g.add_argument("--alpha", type=c.finite_float, help=f"FTRL alpha (default {d.alpha})")
     g.add_argument("--beta", type=c.finite_float, help=f"FTRL beta (default {d.beta})")

@@ -8,7 +8,9 @@ the parameter groups written since the version ``V`` it saw last, so a
 refresh moves what changed, not the whole state. A shard that restarted
 (another change-log instance) is read again in full and its key range
 cleared first. The hyper-parameters (alpha, beta, l1, l2) are the
-service's own: the servers only hold ``n``/``z``; use the workers' values.
+servers' (``/v1/status`` ``model``; they own the model): the weights are
+derived from ``n``/``z`` with them, and a value the service was given that
+differs is a ConfigError, as for a worker.
 
 A failed refresh keeps the model being served and is reported in
 :meth:`ClusterModelSource.status`; the next refresh tries again. The first
@@ -54,15 +56,23 @@ class ClusterModelSource:
 
     def __init__(self, served: ServingModel, urls: Sequence[str], *, params: FTRLParams,
                  token: str | None = None, interval: float = 0.5, timeout: float = 30.0,
-                 on_refreshed: Callable[[float], None] | None = None) -> None:
+                 on_refreshed: Callable[[float], None] | None = None,
+                 given: dict[str, Any] | None = None) -> None:
         self.served = served
         self.interval = float(interval)
         self.on_refreshed = on_refreshed
         self._net = ShardConnections(urls, token=token, timeout=timeout, retries=2)
         self.urls = self._net.urls
         try:
-            self.layout, dtype = self._read_layout()
-            model = FTRL(self.layout.bits, params, dtype=dtype)
+            self.layout, dtype, held = self._read_layout()
+            #: the servers' hyper-parameters (they own the model; ``given``: the
+            #: flags given, each must equal them), ``params`` for servers without
+            self.params = params
+            if held is not None:
+                from ftrl_ps.ps.worker_main import check_against_servers
+
+                self.params = FTRLParams(**check_against_servers(given or {}, held)["params"])
+            model = FTRL(self.layout.bits, self.params, dtype=dtype)
             self._since = [0] * len(self.urls)
             self._instance: list[str | None] = [None] * len(self.urls)
             self.refreshes = 0
@@ -88,7 +98,7 @@ class ClusterModelSource:
             self._net.close()
             raise
 
-    def _read_layout(self) -> tuple[Layout, str]:
+    def _read_layout(self) -> tuple[Layout, str, dict[str, Any] | None]:
         statuses = [self._net.request(i, "GET", "/v1/status").json()
                     for i in range(len(self.urls))]
         layout = Layout.from_dict(statuses[0]["layout"])
@@ -99,7 +109,7 @@ class ClusterModelSource:
             if st["shard"]["index"] != i:
                 raise LayoutMismatchError(f"{self.urls[i]} is shard {st['shard']['index']}, "
                                           f"expected shard {i}: list the URLs in shard order")
-        return layout, str(statuses[0]["dtype"])
+        return layout, str(statuses[0]["dtype"]), statuses[0].get("model")
 
     def _get_changes(self, shard: int, since: int) -> Any:
         return self._net.request(shard, "GET", "/v1/changes", params={"since": since},

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -58,7 +58,10 @@ class ServiceConfig:
     server: list[str] | None = None
     refresh: float = 0.5
     token: str | None = None
+    #: for a model file, and for servers that do not report theirs (they own the model)
     params: FTRLParams = FTRLParams()
+    #: hyper-parameter flags given explicitly: each must equal the servers' (ConfigError)
+    given: dict[str, float] = field(default_factory=dict)
     learn: bool = False
     push_interval: float = 0.5
     worker: WorkerConfig = WorkerConfig()
@@ -96,7 +99,7 @@ class PredictionService:
             assert config.server is not None
             self.cluster_source = ClusterModelSource(
                 self.served, config.server, params=config.params, token=config.token,
-                interval=config.refresh)
+                interval=config.refresh, given=config.given)
             if config.learn:
                 self._start_learner()
         self._warm_up()
@@ -110,7 +113,7 @@ class PredictionService:
         # not registered: the learner pushes asynchronously, outside the SSP clock
         self._client = PSClient(cfg.server, token=cfg.token)
         self.learner = StreamLearner(
-            self._client, source.layout.bits, cfg.params, cfg.worker,
+            self._client, source.layout.bits, source.params, cfg.worker,
             push_interval=cfg.push_interval, max_queue_rows=cfg.max_queue_rows, clocked=False)
         source.on_refreshed = self.learner.refreshed
         self.learner.on_pushed = source.refresh_soon

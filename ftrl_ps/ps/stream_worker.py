@@ -18,7 +18,7 @@ from typing import Any
 
 from ftrl_ps.data.libsvm import ReaderStats
 from ftrl_ps.data.linestream import stream_batches
-from ftrl_ps.errors import UnavailableError
+from ftrl_ps.errors import UnavailableError, WorkerStateError
 from ftrl_ps.ps.auth import resolve_token
 
 __all__ = ["run_stream_worker"]
@@ -36,19 +36,32 @@ def run_stream_worker(options: Any, source: Any = None) -> dict[str, Any]:
     from ftrl_ps.ps.client import PSClient
     from ftrl_ps.ps.layout import Layout
     from ftrl_ps.ps.stream import StreamLearner
-    from ftrl_ps.ps.worker_main import params_with_defaults, parse_urls, worker_config
+    from ftrl_ps.ps.worker_main import (
+        finished_indices,
+        model_params,
+        parse_urls,
+        worker_config,
+    )
 
     stream = source if source is not None else sys.stdin.buffer
     cfg = worker_config(options)
-    params = params_with_defaults(alpha=options.alpha, beta=options.beta, l1=options.l1,
-                                  l2=options.l2)
     stats = ReaderStats()
-    with PSClient(parse_urls(options.server), token=resolve_token(options.token)) as client:
+    with PSClient(parse_urls(options.server), token=resolve_token(options.token),
+                  state_dir=options.state_dir, retry_seconds=options.retry_seconds) as client:
+        params = model_params(options, client.server_model)  # the servers' (they own it)
         lay = client.layout
         layout = Layout(options.bits if options.bits is not None else lay.bits,
                         lay.group_size, lay.num_shards)
+        if options.worker_index in finished_indices(client.status().get("clock") or {}):
+            raise WorkerStateError(
+                f"worker index {options.worker_index} has finished: a stream worker finishes "
+                "its index when its input ends, and a finished index does not train again "
+                "in this run. Learn from a new stream under another index (servers with a "
+                "larger --num-workers), or through 'ftrl-ps serve --learn'")
         # stdin cannot be read again from a row: no position to resume from
-        client.register(options.worker_index, options.num_workers, layout, positional=False)
+        client.register(options.worker_index, options.num_workers, layout,
+                        supersede=options.supersede, identity=options.identity_of(),
+                        positional=False)
         client.start_heartbeat()
         learner = StreamLearner(client, layout.bits, params, cfg,
                                 push_interval=options.push_interval,

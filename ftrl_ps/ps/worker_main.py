@@ -23,8 +23,8 @@ from ftrl_ps.ps.auth import resolve_token
 from ftrl_ps.ps.straggle import StraggleConfig, Straggler
 from ftrl_ps.ps.waiting import wait_until_ready
 
-__all__ = ["WorkerOptions", "adopt_model", "params_with_defaults", "parse_urls", "run_worker",
-           "worker_config"]
+__all__ = ["WorkerOptions", "adopt_model", "check_against_servers", "finished_indices",
+           "model_params", "params_with_defaults", "parse_urls", "run_worker", "worker_config"]
 
 log = logging.getLogger("ftrl_ps.worker")
 
@@ -184,6 +184,12 @@ def adopt_model(options: WorkerOptions, model: dict[str, Any]) -> dict[str, Any]
     """
     given = {"bits": options.bits, "dtype": options.dtype, "alpha": options.alpha,
              "beta": options.beta, "l1": options.l1, "l2": options.l2}
+    return check_against_servers(given, model)
+
+
+def check_against_servers(given: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]:
+    """``model`` (the servers' ``/v1/status`` ``model``), if every flag in ``given``
+    that is not None equals it; else a ConfigError naming the flags that differ."""
     held = {"bits": model["bits"], "dtype": model["dtype"], **model["params"]}
     clash = [f"--{k.replace('_', '-')} {v} (the servers have {held[k]})"
              for k, v in given.items() if v is not None and v != held[k]]
@@ -278,7 +284,7 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
     with PSClient(urls, token=resolve_token(options.token), state_dir=options.state_dir,
                   retry_seconds=options.retry_seconds,
                   commit_on_shard0=options.split == "units") as client:
-        params = _model_params(options, client.server_model)
+        params = model_params(options, client.server_model)
         server_layout = client.layout
         layout = Layout(
             bits=options.bits if options.bits is not None else server_layout.bits,
@@ -286,7 +292,7 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
             num_shards=len(urls),
         )
         clock_status = client.status().get("clock") or {}
-        finished = _finished_indices(clock_status)
+        finished = finished_indices(clock_status)
         # an auto index: the one this identity held (a container killed right after it
         # finished comes back with the same hostname), else any free one
         mine = (index_wanted if index_wanted is not None
@@ -367,7 +373,7 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
     return result
 
 
-def _finished_indices(clock: dict[str, Any]) -> set[int]:
+def finished_indices(clock: dict[str, Any]) -> set[int]:
     """Worker indices whose newest registration has finished (``/v1/status`` clock)."""
     latest: dict[int, dict[str, Any]] = {}
     for w in clock.get("workers", []):
@@ -382,7 +388,7 @@ def _identity_index(clock: dict[str, Any], identity: str | None) -> int | None:
     return max(held, key=lambda w: w["worker_id"])["index"] if held else None
 
 
-def _model_params(options: WorkerOptions, model: dict[str, Any] | None) -> FTRLParams:
+def model_params(options: WorkerOptions, model: dict[str, Any] | None) -> FTRLParams:
     """The servers' hyper-parameters (checked against the flags), or for servers that
     do not report them, the flags'."""
     if model is not None:

@@ -43,7 +43,8 @@ class ServeOptions:
     (shard URLs, comma-separated) is the model source. ``token`` (default
     ``$FTRL_PS_TOKEN``) guards ``/v1/learn`` and is sent to the cluster;
     ``predict_token`` (default ``$FTRL_PS_PREDICT_TOKEN``) guards ``/v1/predict``
-    when set. ``alpha``..``l2`` None mean the defaults (use the workers' values).
+    when set. ``alpha``..``l2``: with ``server``, each one given must equal the
+    servers' (they own the model: theirs are used); with ``model``, unused.
     ``start_timeout`` > 0: wait that long for the shards (or the model file).
     """
 
@@ -98,6 +99,8 @@ class ServeOptions:
             token=resolve_token(self.token),
             params=params_with_defaults(alpha=self.alpha, beta=self.beta, l1=self.l1,
                                         l2=self.l2),
+            given={k: v for k, v in (("alpha", self.alpha), ("beta", self.beta),
+                                     ("l1", self.l1), ("l2", self.l2)) if v is not None},
             learn=self.learn,
             push_interval=self.push_interval,
             worker=WorkerConfig(batch_size=self.batch_size, fetch_step=self.fetch_step,
