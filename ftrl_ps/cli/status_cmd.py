@@ -70,8 +70,8 @@ def summary(index: int, status: dict[str, Any]) -> list[str]:
         staleness = clock.get("staleness")
         lines.append(
             f"  SSP staleness {'inf' if staleness is None else staleness}, "
-            f"min clock {_shown(clock.get('min_clock'))}, max gap allowed "
-            f"{_shown(clock.get('max_gap_allowed'))}"
+            f"min clock {_shown(clock.get('min_clock'))}, largest clock gap a wait was "
+            f"granted at {_shown(clock.get('max_gap_allowed'))}"
         )
         for w in clock.get("workers", []):
             stats = w.get("stats", {})

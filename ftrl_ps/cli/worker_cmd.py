@@ -38,7 +38,7 @@ the same index and directory replays what the shards lack and resumes after
 the rows it already pushed (add --supersede when its predecessor may still be
 registered as live). Shard restarts are ridden out for --retry-seconds.
 
---input - reads an unbounded stream from stdin (e.g. 'tail -F events.svm |'
+--input - reads an unbounded stream from stdin (e.g. 'tail -n +1 -F events.svm |'
 or a message-queue consumer writing lines): lines are trained as they
 arrive and pushed every --push-step steps and at least every
 --push-interval seconds, so a slow stream still publishes. Give the cluster
@@ -48,7 +48,7 @@ staleness works).
 example:
   ftrl-ps worker --server http://127.0.0.1:7000 --input train.svm \\
       --worker-index 0 --num-workers 2
-  tail -F events.svm | ftrl-ps worker --server http://127.0.0.1:7000 --input - \\
+  tail -n +1 -F events.svm | ftrl-ps worker --server http://127.0.0.1:7000 --input - \\
       --worker-index 0 --num-workers 1
 """
 
