@@ -320,6 +320,23 @@ def test_a_client_stopped_by_an_error_leaves_the_cluster_at_once():
         assert time.monotonic() - started < 5  # one attempt, not 60 s of retries
 
 
+def test_a_worker_held_at_the_bound_says_so_once_in_a_while(caplog) -> None:
+    """A worker held by a silent peer (killed -9: no leave) used to print nothing
+    for the whole worker timeout."""
+    from tests._servers import Switchable
+
+    with in_process(bits=8, group_size=16, num_workers=2, staleness=0, worker_timeout=60,
+                    clock_wait_timeout=0.1) as shard:
+        ps = PSClient("http://x", http_clients=[Switchable(shard)])
+        ps.register(0, 2)
+        PSClient("http://x", http_clients=[Switchable(shard)]).register(1, 2)  # stays at 0
+        with caplog.at_level("INFO", logger="ftrl_ps.ps.client"), \
+                pytest.raises(ClockTimeoutError):
+            ps.clock(timeout=1.0)  # about ten server waits of 0.1 s
+    said = [r.getMessage() for r in caplog.records if r.name == "ftrl_ps.ps.client"]
+    assert said == ["worker 0 at clock 1 waits for the others (min clock 0, staleness 0)"]
+
+
 # --- real server processes ----------------------------------------------------------------
 FLAGS = ["--bits", "12", "--group-size", "64"]
 

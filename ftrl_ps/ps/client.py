@@ -27,6 +27,7 @@ Example (needs a running server)::
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import threading
@@ -57,6 +58,9 @@ from ftrl_ps.ps.shards import ShardConnections
 from ftrl_ps.ps.validate import check_keys, check_merge, check_values
 
 __all__ = ["PSClient"]
+
+log = logging.getLogger(__name__)
+SAY_HELD_EVERY = 30.0  #: seconds between two "waits for the others" lines of one client
 
 T = TypeVar("T")
 Arrays = tuple[np.ndarray, np.ndarray]
@@ -123,6 +127,7 @@ class PSClient(StreamingPushes, Pulls):
         self.wire_format = wire_format
         self.commit_on_shard0 = commit_on_shard0
         self._fences_applied: set[tuple[int, int]] = set()
+        self._said_held = -SAY_HELD_EVERY  # time.monotonic() of the last such line
         self._lock = threading.Lock()
         self.worker_id: int | None = None
         self.worker_index: int | None = None
@@ -306,6 +311,11 @@ class PSClient(StreamingPushes, Pulls):
                         f"staleness {answer.get('staleness')})"
                     )
                 wait_body["timeout"] = remaining
+            if time.monotonic() - self._said_held >= SAY_HELD_EVERY:  # (a server wait passed)
+                self._said_held = time.monotonic()
+                log.info("worker %s at clock %d waits for the others (min clock %s, staleness "
+                         "%s)", self.worker_index, target, answer.get("min_clock"),
+                         answer.get("staleness"))
             answer = self._net.post_json(0, f"/v1/workers/{wid}/wait", wait_body, idempotent=True,
                                      timeout=self._wait_timeout()).json()
         return answer
