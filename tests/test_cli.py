@@ -275,3 +275,21 @@ def test_no_rows_to_train_on_is_an_error_and_saves_nothing(tmp_path: Path) -> No
     assert not model.exists()  # was: an empty model, exit 0, 'logloss nan'
     res = run_cli("train", "-", "--test", "-", input="1 3:1\n")
     assert res.returncode == 2 and "cannot both be stdin" in res.stderr
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["eval", "{missing}", "{data}"], "model"),
+    (["predict", "{missing}", "{data}"], "model"),
+    (["train", "{data}", "--resume", "{missing}"], "--resume model"),
+])
+def test_a_missing_model_file_is_a_usage_error_before_any_work(
+        tmp_path: Path, args: list[str], flag: str) -> None:
+    """Exit 2 with one line, as for a missing data file (it was exit 1 after the
+    kernels were loaded: bad arguments are 2, bad data or a corrupt model 1)."""
+    data = tmp_path / "d.svm"
+    data.write_text("1 1:1\n")
+    missing = tmp_path / "nothing.ftrl"
+    res = run_cli(*[a.format(missing=missing, data=data) for a in args])
+    assert res.returncode == 2, res.stderr
+    assert f"error: {flag} file not found: {missing}" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1

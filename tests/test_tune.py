@@ -315,7 +315,7 @@ def test_tune_needs_a_file_with_rows(tmp_path: Path) -> None:
     res = run_cli("tune", "-", "--model", str(tmp_path / "m"))
     assert res.returncode == 2 and "not stdin" in res.stderr
     res = run_cli("train", str(empty), "--params-from", str(tmp_path / "none.ftrl"))
-    assert res.returncode == 1 and "cannot read model" in res.stderr
+    assert res.returncode == 2 and "--params-from model file not found" in res.stderr
 
 
 @pytest.mark.parametrize("defaults_rank", [0, 19])

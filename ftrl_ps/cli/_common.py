@@ -28,6 +28,7 @@ __all__ = [
     "bits_arg",
     "chunk_mb_arg",
     "check_input",
+    "check_model",
     "check_outputs",
     "finite_float",
     "non_negative_float",
@@ -218,6 +219,14 @@ def check_input(path: str, what: str = "input") -> str:
         expand(path)
     except ConfigError as exc:
         raise ConfigError(f"{what}: {exc}") from None
+    return path
+
+
+def check_model(path: str, what: str = "model") -> str:
+    """An existing model file, checked before any work (a kernel compile, a read of
+    the data): a wrong path is a usage error (exit 2), like a missing input."""
+    if not os.path.isfile(path):
+        raise ConfigError(f"{what} file not found: {path}")
     return path
 
 

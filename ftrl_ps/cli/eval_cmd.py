@@ -36,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from ftrl_ps.learn.training import evaluate
     from ftrl_ps.ps.kernels import load_kernels
 
+    c.check_model(args.model)
     c.check_input(args.test, "test data")
     c.check_outputs((args.json, "--json"))
     load_kernels()  # on a fresh machine: compile every kernel now, once, and say so

@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from ftrl_ps.learn.training import predict
     from ftrl_ps.ps.kernels import load_kernels
 
+    c.check_model(args.model)
     c.check_input(args.input)
     to_file = args.output not in (None, "-")
     c.check_outputs((args.output, "--output"))

@@ -224,6 +224,9 @@ def apply_params_from(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    for flag, path in (("--resume", args.resume), ("--params-from", args.params_from)):
+        if path:
+            c.check_model(path, f"{flag} model")
     c.check_input(args.train, "training data")
     if args.test:
         c.check_input(args.test, "test data")
