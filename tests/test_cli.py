@@ -149,6 +149,7 @@ def test_command_exit_codes_and_output_survive_the_fast_exit(tmp_path: Path) -> 
     )
     assert ok.returncode == 0, ok.stderr
     assert "model saved to" in ok.stdout.splitlines()[-1]
+    (tmp_path / "nope").write_bytes(b"not a model")
     bad = subprocess.run(
         [sys.executable, "-m", "ftrl_ps", "eval", str(tmp_path / "nope"), str(data)],
         capture_output=True, text=True,
@@ -210,6 +211,7 @@ def test_outputs_are_checked_before_the_run_and_errors_are_one_line(
     synth_small: Path, tmp_path: Path
 ) -> None:
     train, test = str(synth_small / "train.svm"), str(synth_small / "test.svm")
+    (tmp_path / "none.ftrl").write_bytes(b"not read: the output is checked first")
     for args in (["train", train, "--model", str(tmp_path)],  # a folder
                  ["train", train, "--metrics-json", str(tmp_path / "nodir" / "m.json")],
                  ["predict", str(tmp_path / "none.ftrl"), test, "-o", str(tmp_path)]):
