@@ -319,12 +319,13 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         if settings.get("warm_rounds"):
             worker.first_pull_gate = lambda: _warm_start_turn(client, worker, settings)
         resumed, loss_sum = client.resume_point()
+        counted = resumed  # rows of an earlier process in the report (journal: loss known)
         if resumed:
             worker.resume(resumed, loss_sum)
             log.info("worker %d: resuming after %s rows already pushed", index, f"{resumed:,}")
         elif client.shards_position:  # no journal here: the shards' records agree
             resumed = client.shards_position
-            worker.resume(resumed, None)
+            worker.resume(resumed, None)  # (not in the report: their loss is unknown)
             log.info("worker %d: resuming after %s rows already pushed (the shards' records; "
                      "no journal here)", index, f"{resumed:,}")
         began = time.time()
@@ -343,9 +344,10 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
     report_bad_lines(report.bad_lines, report.bad_examples)
     if not options.quiet:
         log.info(
-            "worker %d/%d: %s rows in %.2f s, progressive logloss %.5f, %d pushes (%s keys), "
-            "%d pulls (%s keys)", index, options.num_workers, f"{report.rows:,}",
-            report.seconds, report.progressive_logloss, report.pushes,
+            "worker %d/%d: %s rows in %.2f s%s, progressive logloss %.5f, %d pushes (%s keys), "
+            "%d pulls (%s keys)", index, options.num_workers, f"{report.rows - counted:,}",
+            report.seconds, f" (after {resumed:,} rows an earlier process pushed)" if resumed
+            else "", report.progressive_logloss, report.pushes,
             f"{report.keys_pushed:,}", report.pulls, f"{report.keys_pulled:,}",
         )
     result = {
