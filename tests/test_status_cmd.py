@@ -19,14 +19,19 @@ from tests._servers import real_cluster
 from tests.conftest import REPO, run_cli
 
 
+def _one_push_and_tick(client: PSClient) -> None:
+    """Worker 0 of 1 pushes one key to each of two shards and ticks with 10 rows."""
+    client.register(0, 1)
+    keys = np.array([3, 10000], dtype=np.uint32)  # one key on each shard
+    client.push(keys, np.ones(2, np.float32), np.ones(2, np.float32))
+    client.clock({"rows": 10.0, "loss_sum": 5.0})
+
+
 def test_status_shows_every_shard_and_the_workers() -> None:
     with real_cluster(2, ["--bits", "14", "--num-workers", "1"]) as shards:
         urls = [s.url for s in shards]
         with PSClient(urls) as client:
-            client.register(0, 1)
-            keys = np.array([3, 10000], dtype=np.uint32)  # one key on each shard
-            client.push(keys, np.ones(2, np.float32), np.ones(2, np.float32))
-            client.clock({"rows": 10.0, "loss_sum": 5.0})
+            _one_push_and_tick(client)
             res = run_cli("status", "--server", ",".join(urls))
             assert res.returncode == 0, res.stderr
             assert "shard 0:" in res.stdout and "shard 1:" in res.stdout
@@ -144,10 +149,7 @@ def test_watch_json_prints_one_json_object_per_refresh() -> None:
     with real_cluster(2, ["--bits", "14", "--num-workers", "1"]) as shards:
         urls = [s.url for s in shards]
         with PSClient(urls) as client:
-            client.register(0, 1)
-            keys = np.array([3, 10000], dtype=np.uint32)  # one key on each shard
-            client.push(keys, np.ones(2, np.float32), np.ones(2, np.float32))
-            client.clock({"rows": 10.0, "loss_sum": 5.0})
+            _one_push_and_tick(client)
             proc = subprocess.Popen(
                 [sys.executable, "-m", "ftrl_ps", "status", "--server", ",".join(urls),
                  "--watch", "0.2", "--json"],
