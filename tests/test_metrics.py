@@ -8,6 +8,7 @@ from sklearn.metrics import log_loss, roc_auc_score
 
 from ftrl_ps._kernels import ftrl as kernels
 from ftrl_ps.core.metrics import EPS, Evaluation, auc, logloss
+from ftrl_ps.errors import DataError
 from tests import naive
 
 
@@ -49,3 +50,21 @@ def test_evaluation_accumulates() -> None:
     assert got["rows"] == 3
     assert got["auc"] == 1.0
     assert got["positive_rate"] == pytest.approx(1 / 3)
+
+
+def test_minus_one_labels_and_bad_input() -> None:
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 1000).astype(float)
+    p = rng.random(1000)
+    assert logloss(2 * y - 1, p) == pytest.approx(log_loss(2 * y - 1, p), rel=1e-12)
+    assert logloss(2 * y - 1, p) == logloss(y, p) == logloss(y == 1, p)
+    assert auc(2 * y - 1, p) == auc(y, p) == pytest.approx(roc_auc_score(y, p))
+    for f in (logloss, auc):
+        with pytest.raises(DataError, match="probabilities must be in"):
+            f([1, 0], [np.nan, 0.5])
+        with pytest.raises(DataError, match="probabilities must be in"):
+            f([1, 0], [1.5, -0.2])
+        with pytest.raises(DataError, match="3 labels but 2 probabilities"):
+            f([1, 0, 1], [0.5, 0.5])
+        with pytest.raises(DataError, match="labels must be"):
+            f([2, 0], [0.5, 0.5])

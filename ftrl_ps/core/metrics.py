@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from ftrl_ps.errors import DataError
+
 __all__ = ["EPS", "Evaluation", "auc", "logloss"]
 
 #: :func:`logloss` clips probabilities to ``[EPS, 1 - EPS]`` before the log. The
@@ -18,10 +20,43 @@ __all__ = ["EPS", "Evaluation", "auc", "logloss"]
 EPS = 1e-15
 
 
+def _checked(labels: npt.ArrayLike, probs: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """``(y, p)``: 0/1 float64 labels and float64 probabilities, validated.
+
+    Labels are read as in a libsvm file: ``1``/``True`` is a click, ``0``,
+    ``-1`` and ``False`` are none; anything else, a length mismatch, and
+    probabilities that are NaN or outside ``[0, 1]`` raise :class:`DataError`.
+    """
+    y = np.asarray(labels).reshape(-1)
+    p = np.asarray(probs).reshape(-1)
+    if y.size != p.size:
+        raise DataError(f"{y.size} labels but {p.size} probabilities")
+    try:
+        y = y.astype(np.float64)
+        p = p.astype(np.float64)
+    except (TypeError, ValueError):
+        raise DataError("labels and probabilities must be numbers") from None
+    bad = ~np.isin(y, (-1.0, 0.0, 1.0))
+    if bad.any():
+        raise DataError(f"labels must be 1 (click) or 0 / -1 (none), got {float(y[bad][0])!r}")
+    bad = ~((p >= 0.0) & (p <= 1.0))  # NaN too
+    if bad.any():
+        raise DataError(f"probabilities must be in [0, 1], got {float(p[bad][0])!r}")
+    return (y == 1.0).astype(np.float64), p
+
+
 def logloss(labels: npt.ArrayLike, probs: npt.ArrayLike) -> float:
-    """Mean binary cross-entropy, probabilities clipped to ``[EPS, 1 - EPS]`` (EPS = 1e-15)."""
-    y = np.asarray(labels, dtype=np.float64)
-    p = np.clip(np.asarray(probs, dtype=np.float64), EPS, 1.0 - EPS)
+    """Mean binary cross-entropy, probabilities clipped to ``[EPS, 1 - EPS]`` (EPS = 1e-15).
+
+    Labels ``1``/``True`` are a click, ``0``/``-1``/``False`` none, as in a
+    libsvm file; other labels, a length mismatch and probabilities that are
+    NaN or outside ``[0, 1]`` raise :class:`~ftrl_ps.errors.DataError`. No rows: NaN.
+
+    >>> round(logloss([1, -1], [0.8, 0.2]), 6) == round(logloss([1, 0], [0.8, 0.2]), 6)
+    True
+    """
+    y, p = _checked(labels, probs)
+    p = np.clip(p, EPS, 1.0 - EPS)
     if y.size == 0:
         return float("nan")
     return float(-np.mean(y * np.log(p) + (1.0 - y) * np.log1p(-p)))
@@ -30,10 +65,11 @@ def logloss(labels: npt.ArrayLike, probs: npt.ArrayLike) -> float:
 def auc(labels: npt.ArrayLike, probs: npt.ArrayLike) -> float:
     """ROC AUC by the rank-sum (Mann-Whitney) formula, ties counted as 1/2.
 
-    Returns NaN when only one class is present.
+    Labels and probabilities are checked as by :func:`logloss`. Returns NaN
+    when only one class is present.
     """
-    y = np.asarray(labels, dtype=np.float64) > 0.5
-    p = np.asarray(probs, dtype=np.float64)
+    y01, p = _checked(labels, probs)
+    y = y01 > 0.5
     n_pos = int(y.sum())
     n_neg = y.size - n_pos
     if n_pos == 0 or n_neg == 0:
