@@ -358,3 +358,20 @@ def test_tune_reads_a_folder_or_glob_of_parts_as_train_does(synth_small: Path,
     for name in ("dir", "glob"):
         other = load_model(models[name])
         assert other.params == first.params and np.array_equal(other.z, first.z)
+
+
+@pytest.mark.parametrize("quiet", [[], ["-q"]])
+def test_metrics_json_to_stdout_keeps_stdout_json_alone(tmp_path: Path, quiet: list[str]) -> None:
+    """``--metrics-json -``: the table and the summary go to stderr, as train's do."""
+    rng = np.random.default_rng(3)
+    train = tmp_path / "t.svm"
+    train.write_text("".join(
+        f"{int(rng.random() < 0.3)} " + " ".join(f"{j}:1" for j in sorted(
+            rng.choice(300, size=5, replace=False))) + "\n" for _ in range(600)))
+    res = run_cli("tune", str(train), "--model", str(tmp_path / "m.ftrl"), "--bits", "12",
+                  "--budget", "4", "--max-epochs", "2", "--metrics-json", "-", *quiet)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["rows"] == 600 and out["table"]
+    assert "held-out logloss" in res.stderr and "best: alpha" in res.stderr
+    assert "saved to" in res.stderr

@@ -33,7 +33,8 @@ best get.
 
 It prints the table of settings and held-out losses, then trains a new model
 on ALL rows of TRAIN with the winner and saves it to OUT; the model header
-records the chosen settings.
+records the chosen settings. With --metrics-json - the table and the summary
+go to stderr, so stdout is the JSON alone (as for train).
 
 Memory: TRAIN's rows are held in memory, about 8 bytes per feature (7.4 GB of
 generated text took 7.2 GB). For a larger file, --max-rows N searches on the

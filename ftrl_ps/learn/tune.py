@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from ftrl_ps.core.jsonfile import write_json
+from ftrl_ps.core.jsonfile import summary_stream, write_json
 from ftrl_ps.core.modelio import load_model
 from ftrl_ps.core.params import DEFAULT_BITS, FTRLParams
 from ftrl_ps.errors import ConfigError, DataError, ModelFormatError
@@ -244,7 +244,8 @@ def run_tune(opts: TuneOptions) -> int:
                                        on_pass=on_pass)
     searched = time.perf_counter()
     best = result.best
-    table = _table(result, best, sys.stdout)
+    out = summary_stream(opts.metrics_json)  # stderr when the JSON has stdout
+    table = _table(result, best, out)
     if left_out:  # the rows searched are freed before all of TRAIN is read again
         del rows, compact, train, held, row_features
         model, trained, loss_sum, bad_lines = _final_streamed(opts, best, bits, dtype)
@@ -267,9 +268,9 @@ def run_tune(opts: TuneOptions) -> int:
     print(f"best: alpha {p.alpha:g} beta {p.beta:g} l1 {p.l1:g} l2 {p.l2:g}, {best.epochs} "
           f"pass(es): held-out logloss {best.holdout_logloss:.5f} (defaults "
           f"{result.best_of(0).holdout_logloss:.5f}); {len(result.trials)} trials in "
-          f"{searched - parsed:.2f} s, cost {cost / budget_cost:.0%} of the budget")
+          f"{searched - parsed:.2f} s, cost {cost / budget_cost:.0%} of the budget", file=out)
     print(f"model trained on all {trained:,} rows x {best.epochs} pass(es) saved to {path} "
-          f"({model.keys.size:,} keys with state); total {done - started:.2f} s")
+          f"({model.keys.size:,} keys with state); total {done - started:.2f} s", file=out)
     write_json(opts.metrics_json, {
         "rows": trained, "rows_searched": searched_rows, "max_rows": opts.max_rows,
         "features": features, "bad_lines": bad_lines, "best": tuned,
