@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ftrl_ps.core.ftrl import FTRL
 from ftrl_ps.core.modelio import load_model
 from ftrl_ps.errors import DataError
 from ftrl_ps.learn.online import OnlineFTRL
@@ -131,3 +132,36 @@ def test_bad_examples_raise_and_change_nothing() -> None:
         model.learn_many([{"a": 1}, {"b": 2}], [1])
     np.testing.assert_array_equal(model.model.state, state)
     assert model.rows_seen == 1
+
+
+def test_numpy_booleans_are_labels_too() -> None:
+    labels = np.array([True, False, True])
+    model, ref = OnlineFTRL(bits=8), OnlineFTRL(bits=8)
+    for i, y in enumerate(labels):
+        model.learn_one({"a": i}, y)
+        ref.learn_one({"a": i}, bool(y))
+    np.testing.assert_array_equal(model.model.state, ref.model.state)
+
+
+def test_load_continues_the_progressive_logloss(tmp_path: Path) -> None:
+    model = OnlineFTRL(bits=10)
+    for x, y in _stream(50, seed=4):
+        model.learn_one(x, y)
+    back = OnlineFTRL.load(model.save(tmp_path / "m.ftrl"))
+    assert back.rows_seen == 50
+    assert back.progressive_logloss == pytest.approx(model.progressive_logloss, rel=1e-12)
+    assert load_model(back.save(tmp_path / "again.ftrl")).training["rows"] == 50
+
+
+def test_a_replaced_model_hashes_into_its_own_space() -> None:
+    """``model.model`` swapped for a smaller FTRL: names are hashed into its 2**4
+    slots (before, learn_one wrote slots of 2**16 outside its array)."""
+    model, ref = OnlineFTRL(bits=16), OnlineFTRL(bits=4)
+    model.predict_proba_one({"a": 1})  # the names of 2**16 slots are cached
+    model.model = FTRL(4)
+    for i, (x, y) in enumerate(_stream(100, seed=5)):
+        model.learn_one(x, y)
+        ref.learn_one(x, y)
+        if i % 10 == 0:
+            assert model.predict_proba_one(x) == ref.predict_proba_one(x)
+    np.testing.assert_array_equal(model.model.state, ref.model.state)

@@ -50,6 +50,9 @@ class FTRLParams:
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
+            if isinstance(value, np.floating | np.integer):  # e.g. np.float32 from a grid
+                value = float(value)
+                object.__setattr__(self, name, value)
             if not isinstance(value, int | float) or not math.isfinite(value):
                 raise ConfigError(f"{name} must be a finite number, got {value!r}")
         if self.alpha <= 0:

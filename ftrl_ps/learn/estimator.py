@@ -18,6 +18,27 @@ Fitted attributes: ``classes_``, ``model_`` (the :class:`~ftrl_ps.FTRL`),
 makes most weights exactly 0; 1 x 2**bits slots after fitting on dicts),
 ``intercept_`` and ``n_features_in_`` (array inputs).
 
+Parameters changed after fitting
+--------------------------------
+``set_params`` on a fitted estimator works as in scikit-learn's online
+estimators: ``fit`` always starts a new model from the current parameters.
+``alpha``, ``beta``, ``l1``, ``l2`` and ``dtype`` take effect at the next
+``partial_fit``, which continues the fitted model under them (FTRL-Proximal's
+``n``/``z`` state is valid under any of them; a new ``dtype`` casts it); until
+then the predict methods and :meth:`FTRLClassifier.save` use the fitted
+model's values (``model_.params``). ``bits`` is the size of the model, which
+only ``fit`` can change: after ``set_params(bits=...)`` ``partial_fit`` and
+every predict method raise ``ValueError("bits changed from A to B since fit;
+call fit ...")``.
+
+Model files
+-----------
+:meth:`FTRLClassifier.save` records ``classes_`` in the file's header. A file
+of the command line records none: ``FTRLClassifier.load(path, classes=[-1, 1])``
+names them; without ``classes`` the loaded estimator has ``classes_ = [0, 1]``
+and reads labels as a libsvm file does (``1`` a click, ``0`` and ``-1`` none)
+in ``partial_fit`` and ``score``, so both work on the file's own -1/+1 labels.
+
 scikit-learn's checks
 ---------------------
 The estimator passes every check of ``sklearn.utils.estimator_checks.check_estimator``
@@ -51,9 +72,15 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ftrl_ps.core.ftrl import FTRL
 from ftrl_ps.core.modelio import load_model, save_model
-from ftrl_ps.core.params import DEFAULT_BITS, FTRLParams, check_bits
+from ftrl_ps.core.params import DEFAULT_BITS, DTYPES, FTRLParams, check_bits
 from ftrl_ps.data.batch import Batch
-from ftrl_ps.data.features import NameCache, column_slots, rows_from_csr, rows_from_dense
+from ftrl_ps.data.features import (
+    NameCache,
+    binary_labels,
+    column_slots,
+    rows_from_csr,
+    rows_from_dense,
+)
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.online import OnlineFTRL, to_rows
 
@@ -107,9 +134,22 @@ class FTRLClassifier(ClassifierMixin, BaseEstimator):
     def _params(self) -> FTRLParams:
         return FTRLParams(alpha=self.alpha, beta=self.beta, l1=self.l1, l2=self.l2)
 
+    def _fitted_bits(self) -> int:
+        """The fitted model's ``bits``; ValueError if ``set_params`` changed ``bits`` since.
+
+        ``bits`` is the size of the model's arrays: ``partial_fit`` and the
+        predict methods cannot apply a new value, only ``fit`` can.
+        """
+        bits = check_bits(self.bits)
+        if bits != self.model_.bits:
+            raise ValueError(f"bits changed from {self.model_.bits} to {bits} since fit; "
+                             "call fit (partial_fit and predict use the fitted model's "
+                             "feature space)")
+        return bits
+
     def _rows(self, X: Any, reset: bool, y: Any = None) -> tuple[Batch, Any]:
         """Validated rows of X (labels zero) and, when given, validated y."""
-        bits = check_bits(self.bits)
+        bits = check_bits(self.bits) if reset else self._fitted_bits()
         if _is_dicts(X):
             if reset:  # a model of named features has no columns
                 for name in ("n_features_in_", "feature_names_in_"):
@@ -138,6 +178,8 @@ class FTRLClassifier(ClassifierMixin, BaseEstimator):
         return rows, y
 
     def _labels(self, y: np.ndarray) -> np.ndarray:
+        if getattr(self, "_libsvm_labels", False):  # a model file that records no classes
+            return binary_labels(y, y.shape[0])  # 1 a click; 0 and -1 none, as in a libsvm file
         unknown = ~np.isin(y, self.classes_)
         if unknown.any():
             raise ValueError(f"y holds {y[unknown][0]!r}, not one of classes_ {self.classes_}")
@@ -169,9 +211,10 @@ class FTRLClassifier(ClassifierMixin, BaseEstimator):
         classes = self._binary_classes(y)
         model = FTRL(check_bits(self.bits), self._params(), dtype=self.dtype)
         self.classes_ = classes
+        self._libsvm_labels = False
         labels = self._labels(y)
         for _ in range(int(self.epochs)):
-            model._fit(labels, rows.indptr, rows.indices, rows.values)
+            model.fit_rows(labels, rows.indptr, rows.indices, rows.values)
         self.model_ = model
         return self
 
@@ -179,7 +222,9 @@ class FTRLClassifier(ClassifierMixin, BaseEstimator):
         """One pass over ``X, y`` continuing from the current model.
 
         The first call needs ``classes`` (both labels), as in scikit-learn's
-        other online estimators.
+        other online estimators. ``alpha``, ``beta``, ``l1``, ``l2`` and ``dtype``
+        changed by ``set_params`` since the last fit apply from this call on;
+        a changed ``bits`` raises ``ValueError`` (only ``fit`` can resize the model).
         """
         first = not hasattr(self, "model_")
         if first and classes is None:
@@ -187,12 +232,35 @@ class FTRLClassifier(ClassifierMixin, BaseEstimator):
         rows, y = self._rows(X, reset=first, y=y)
         if first:
             self.classes_ = self._binary_classes(np.asarray(classes))
+            self._libsvm_labels = False
             self.model_ = FTRL(check_bits(self.bits), self._params(), dtype=self.dtype)
+        elif classes is not None and getattr(self, "_libsvm_labels", False):
+            # a model file that records no classes takes the first ones it is given
+            self.classes_ = self._binary_classes(np.asarray(classes))
+            self._libsvm_labels = False
         elif classes is not None and not np.array_equal(np.unique(classes), self.classes_):
             raise ValueError(f"classes {classes!r} differ from classes_ {self.classes_}")
         labels = self._labels(np.asarray(y))
-        self.model_._fit(labels, rows.indptr, rows.indices, rows.values)
+        self._apply_params()
+        self.model_.fit_rows(labels, rows.indptr, rows.indices, rows.values)
         return self
+
+    def _apply_params(self) -> None:
+        """Give the fitted model the current ``alpha``/``beta``/``l1``/``l2`` and ``dtype``.
+
+        FTRL-Proximal's ``n``/``z`` state is valid under any of them (the weights
+        are derived from it), so training simply continues with the new values;
+        a new ``dtype`` casts the state.
+        """
+        params = self._params()
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
+        model = self.model_
+        if params != model.params:
+            model.params = params
+        if self.dtype != model.dtype:
+            model.state = model.state.astype(self.dtype)
+            model.dtype = self.dtype
 
     # -- prediction ------------------------------------------------------------------------
 
@@ -200,19 +268,28 @@ class FTRLClassifier(ClassifierMixin, BaseEstimator):
         """The margin ``w . x + bias`` of every row (> 0 predicts ``classes_[1]``)."""
         check_is_fitted(self)
         rows, _ = self._rows(X, reset=False)
-        return self.model_._margins(rows.indptr, rows.indices, rows.values)
+        return self.model_.margin_rows(rows.indptr, rows.indices, rows.values)
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """``P(classes_[0])``, ``P(classes_[1])`` of every row, shape ``(n, 2)``."""
         check_is_fitted(self)
         rows, _ = self._rows(X, reset=False)
-        p = self.model_._predict(rows.indptr, rows.indices, rows.values)
+        p = self.model_.predict_rows(rows.indptr, rows.indices, rows.values)
         return np.column_stack([1.0 - p, p])
 
     def predict(self, X: Any) -> np.ndarray:
         """The predicted class of every row."""
         check_is_fitted(self)
         return self.classes_[(self.decision_function(X) > 0).astype(np.intp)]
+
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """Mean accuracy on ``X, y``. A model loaded from a file that records no
+        classes (the command line's) reads ``y`` as a libsvm file's labels:
+        ``1`` is ``classes_[1]``, ``0`` and ``-1`` are ``classes_[0]``."""
+        if getattr(self, "_libsvm_labels", False):
+            y = np.asarray(y)
+            y = self.classes_[self._labels(y.reshape(-1)).astype(np.intp)].reshape(y.shape)
+        return float(super().score(X, y, sample_weight))
 
     # -- fitted model as scikit-learn shows it ---------------------------------------------
 
@@ -244,23 +321,40 @@ class FTRLClassifier(ClassifierMixin, BaseEstimator):
         """Write the model file of ``ftrl-ps train --model`` (classes in its header)."""
         check_is_fitted(self)
         extra: dict[str, Any] = {"source": "python FTRLClassifier", "epochs": int(self.epochs)}
-        if all(isinstance(c, int | float | str | np.integer | np.floating | np.str_)
-               for c in self.classes_):
+        if not getattr(self, "_libsvm_labels", False) and all(
+                isinstance(c, int | float | str | np.integer | np.floating | np.str_ | np.bool_)
+                for c in self.classes_):
             extra["classes"] = self.classes_.tolist()
         if hasattr(self, "n_features_in_"):
             extra["n_features_in"] = int(self.n_features_in_)
         return save_model(path, self.model_, **extra)
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> FTRLClassifier:
-        """A fitted FTRLClassifier from a model file (Python's or the command line's)."""
+    def load(cls, path: str | os.PathLike[str], classes: Any = None) -> FTRLClassifier:
+        """A fitted FTRLClassifier from a model file (Python's or the command line's).
+
+        ``classes`` (two labels, e.g. ``[-1, 1]``) sets ``classes_`` of a file
+        that records none; a file saved by :meth:`save` records its own, and
+        different ``classes`` are an error. Without either, ``classes_`` is
+        ``[0, 1]`` and labels are read as in a libsvm file (``1`` is a click,
+        ``0`` and ``-1`` are none) by :meth:`partial_fit` and :meth:`score`;
+        the first ``classes`` passed to ``partial_fit`` replace them.
+        """
         saved = load_model(path)
         p = saved.params
         epochs = saved.training.get("epochs", 1)
         clf = cls(alpha=p.alpha, beta=p.beta, l1=p.l1, l2=p.l2, bits=saved.bits,
                   dtype=saved.dtype, epochs=epochs if isinstance(epochs, int) else 1)
         clf.model_ = saved.to_ftrl()
-        clf.classes_ = np.asarray(saved.training.get("classes", [0, 1]))
+        recorded = saved.training.get("classes")
+        given = None if classes is None else cls._binary_classes(np.asarray(classes))
+        if recorded is not None and given is not None \
+                and not np.array_equal(given, np.asarray(recorded)):
+            raise ValueError(f"classes {classes!r} differ from the classes {recorded} "
+                             f"recorded in {os.fspath(path)}")
+        clf.classes_ = np.asarray(recorded) if recorded is not None \
+            else given if given is not None else np.array([0, 1])
+        clf._libsvm_labels = recorded is None and given is None
         if "n_features_in" in saved.training:
             clf.n_features_in_ = int(saved.training["n_features_in"])
         return clf

@@ -27,6 +27,7 @@ False
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -134,16 +135,20 @@ class OnlineFTRL:
         """``(indptr, indices, values)`` of one dict (the reader's row)."""
         if not isinstance(x, Mapping):
             raise DataError(f"x must be a dict of features, got {type(x).__name__}")
+        if self._names.bits != self.model.bits:  # self.model was replaced
+            self._names = NameCache(self.model.bits)
         indices, values = slots_of_row(x, self._names)
         return np.array([0, indices.size], dtype=np.int64), indices, values
 
     def learn_one(self, x: Mapping[Any, Any], y: Any) -> None:
         """Learn from one example: ``x`` a dict of features, ``y`` 1/True or 0/-1/False."""
-        label = _LABELS.get(y) if isinstance(y, bool | int | float | np.number) else None
+        label = _LABELS.get(y) if isinstance(y, bool | int | float | np.number | np.bool_) \
+            else None
         if label is None:
             raise DataError(f"labels must be -1, 0 or 1 (or booleans), got {y!r}")
         indptr, indices, values = self._one(x)
-        self.loss_sum += self.model._fit(np.array([label], np.float32), indptr, indices, values)
+        self.loss_sum += self.model.fit_rows(np.array([label], np.float32), indptr, indices,
+                                             values)
         self.rows_seen += 1
 
     def learn_many(self, X: Any, y: Any) -> None:
@@ -153,12 +158,12 @@ class OnlineFTRL:
                           rows.indices, rows.values))
 
     def _learn(self, rows: Batch) -> None:
-        self.loss_sum += self.model._fit(rows.labels, rows.indptr, rows.indices, rows.values)
+        self.loss_sum += self.model.fit_rows(rows.labels, rows.indptr, rows.indices, rows.values)
         self.rows_seen += rows.rows
 
     def predict_proba_one(self, x: Mapping[Any, Any]) -> dict[bool, float]:
         """``{False: P(no click), True: P(click)}`` for one example."""
-        p = float(self.model._predict(*self._one(x))[0])
+        p = float(self.model.predict_rows(*self._one(x))[0])
         return {False: 1.0 - p, True: p}
 
     def predict_one(self, x: Mapping[Any, Any]) -> bool:
@@ -169,7 +174,7 @@ class OnlineFTRL:
         """``P(False)``, ``P(True)`` of every row: an ``(n, 2)`` array, or for a
         pandas DataFrame a DataFrame with columns ``False``, ``True`` and X's index."""
         rows = self._rows(X)
-        p = self.model._predict(rows.indptr, rows.indices, rows.values)
+        p = self.model.predict_rows(rows.indptr, rows.indices, rows.values)
         out = np.column_stack([1.0 - p, p])
         if hasattr(X, "iloc") and hasattr(X, "index"):
             import pandas as pd
@@ -180,7 +185,7 @@ class OnlineFTRL:
     def predict_many(self, X: Any) -> np.ndarray:
         """The more likely label of every row (boolean array)."""
         rows = self._rows(X)
-        return self.model._predict(rows.indptr, rows.indices, rows.values) > 0.5
+        return self.model.predict_rows(rows.indptr, rows.indices, rows.values) > 0.5
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the model file (the format of ``ftrl-ps train --model``)."""
@@ -190,5 +195,16 @@ class OnlineFTRL:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> OnlineFTRL:
-        """An OnlineFTRL on the model saved in ``path`` (by Python or the command line)."""
-        return cls(model=load_model(path).to_ftrl())
+        """An OnlineFTRL on the model saved in ``path`` (by Python or the command line).
+
+        :attr:`rows_seen` and :attr:`progressive_logloss` continue from the
+        file's ``rows`` and ``progressive_logloss`` when it records both.
+        """
+        saved = load_model(path)
+        online = cls(model=saved.to_ftrl())
+        rows, loss = saved.training.get("rows"), saved.training.get("progressive_logloss")
+        if isinstance(rows, int) and rows > 0 and isinstance(loss, int | float) \
+                and math.isfinite(loss):
+            online.rows_seen = rows
+            online.loss_sum = float(loss) * rows
+        return online
