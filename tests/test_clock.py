@@ -570,3 +570,18 @@ def test_the_shard_says_when_it_declares_a_worker_dead(caplog) -> None:
     said = [r.getMessage() for r in caplog.records if r.name == "ftrl_ps.ps.clock"]
     assert said == [f"worker {b} (index 1) sent nothing for 10 s: dead now, it no longer "
                     "holds back the others"]
+
+
+def test_online_learners_totals_are_kept_never_lowered_and_checkpointed() -> None:
+    clock = SSPClock(None, num_workers=1)
+    clock.report_online("serve-a", 100, 30.0)
+    clock.report_online("serve-a", 40, 10.0)  # late: lowers nothing
+    clock.report_online("serve-b", 5, 1.0)
+    assert clock.snapshot()["online"] == {"serve-a": {"rows": 100, "loss_sum": 30.0},
+                                          "serve-b": {"rows": 5, "loss_sum": 1.0}}
+    again = SSPClock(None, num_workers=1)
+    again.restore(json.loads(json.dumps(clock.state())))  # as a checkpoint keeps it
+    assert again.snapshot()["online"] == clock.snapshot()["online"]
+    for i in range(70):  # bounded: the oldest learners go first
+        again.report_online(f"l{i}", 1, 0.0)
+    assert len(again.snapshot()["online"]) == 64 and "serve-a" not in again.snapshot()["online"]

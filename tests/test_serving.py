@@ -295,3 +295,53 @@ def test_a_cluster_source_serves_and_learns_with_the_servers_hyper_parameters(
         same.close()
         with pytest.raises(ConfigError, match=r"--alpha 0.5 \(the servers have 0.005\)"):
             PredictionService(ServiceConfig(server=[srv.url], given={"alpha": 0.5}))
+
+
+def test_rows_learned_online_count_in_the_shards_status_metrics_and_export(
+        tmp_path: Path) -> None:
+    """serve --learn pushes anonymously, outside the SSP clock: the shards said
+    '0 rows trained' and INCOMPLETE RUN for a model that held every learned row.
+    Now the learner reports its totals to shard 0 after each push."""
+    import httpx
+
+    from tests.conftest import run_cli
+
+    with real_server(["--bits", str(BITS), "--num-workers", "1", "--staleness", "inf",
+                      "--checkpoint-dir", str(tmp_path / "ck"), "--checkpoint-interval",
+                      "0.2"]) as srv:
+        cfg = ServiceConfig(server=[srv.url], learn=True, refresh=0.05, push_interval=0.1,
+                            worker=WorkerConfig(batch_size=50))
+        service = PredictionService(cfg)
+        with TestClient(create_serve_app(service)) as client:
+            answer = client.post("/v1/learn", content=b"1 3:1 7:1\n0 5:1\n" * 100,
+                                 headers=TEXT)
+            assert answer.json()["accepted"] == 200
+
+            def online() -> dict[str, dict[str, float]]:
+                clock = httpx.get(f"{srv.url}/v1/status", trust_env=False).json()["clock"]
+                return dict(clock["online"])
+
+            wait_until(lambda: sum(o["rows"] for o in online().values()) == 200)
+        totals = online()
+        assert len(totals) == 1 and next(iter(totals.values()))["loss_sum"] > 0
+        status = run_cli("status", "--server", srv.url)
+        assert "200 rows learned online" in status.stdout, status.stdout
+        from ftrl_ps.ps.overview import Overview
+
+        clock = httpx.get(f"{srv.url}/v1/status", trust_env=False).json()["clock"]
+        assert "200 rows" in Overview.from_clock(clock).line()  # status --watch, dashboard
+        assert "online 200 rows" in Overview.from_clock(clock).line()
+        metrics = httpx.get(f"{srv.url}/metrics", trust_env=False).text
+        assert "ftrl_ps_rows_trained_total 200.0" in metrics
+        # a late report with lower totals lowers nothing
+        learner = next(iter(totals))
+        httpx.post(f"{srv.url}/v1/workers/online", trust_env=False,
+                   json={"learner": learner, "rows": 50, "loss_sum": 1.0})
+        assert online() == totals
+        out = run_cli("export", "--server", srv.url, "--model", str(tmp_path / "m.ftrl"),
+                      "--metrics-json", str(tmp_path / "m.json"))
+        assert out.returncode == 0, out.stderr
+        assert "200 rows trained" in out.stdout and "INCOMPLETE" not in out.stderr
+        assert "an online-learning cluster" in out.stderr
+        assert httpx.post(f"{srv.url}/v1/workers/online", trust_env=False,
+                          json={"learner": "x", "rows": -1, "loss_sum": 0}).status_code == 400

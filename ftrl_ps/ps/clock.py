@@ -115,6 +115,7 @@ class SSPClock(RegistryState):
         self._first_registration: float | None = None
         self._missing_expired = False
         self._last_epoch = 0
+        self._online = {}
         self.max_gap_allowed = 0
         self._sweeper: threading.Thread | None = None
         self._stop_sweeper = threading.Event()
@@ -365,6 +366,7 @@ class SSPClock(RegistryState):
                 "min_clock": self._min_live_locked(),
                 "max_gap_allowed": self.max_gap_allowed,
                 "warm_start": self._warm.snapshot(self._workers),
+                "online": {k: {"rows": r, "loss_sum": s} for k, (r, s) in self._online.items()},
             }
 
     def start_sweeper(self, interval: float | None = None) -> None:

@@ -72,6 +72,8 @@ class RunProgress:
     expecting: bool = False
     #: a plan of work units is loaded and every unit is done (``--split units``)
     units_done: bool = False
+    #: rows online learners (``serve --learn``, outside the SSP clock) pushed
+    online_rows: int = 0
 
     @classmethod
     def from_snapshot(cls, snapshot: Mapping[str, Any],
@@ -95,7 +97,14 @@ class RunProgress:
             expecting=bool(snapshot.get("missing_indices")),
             units_done=bool(work and work.get("plan") and work.get("units")
                             and work.get("done") == work.get("units")),
+            online_rows=int(sum(o["rows"] for o in (snapshot.get("online") or {}).values())),
         )
+
+    @property
+    def online_only(self) -> bool:
+        """No SSP worker ever registered, and online learners pushed rows: a cluster
+        that learns through ``serve --learn`` only (it has no shares to finish)."""
+        return bool(self.online_rows) and not (self.finished or self.live or self.dead)
 
     @property
     def complete(self) -> bool:
@@ -115,6 +124,11 @@ class RunProgress:
 
     def describe(self) -> str:
         """One line: how many finished, and which indices are live, missing or dead."""
+        online = (f"; {self.online_rows:,} rows learned online (serve --learn, outside the "
+                  "SSP workers)") if self.online_rows else ""
+        return self._describe() + online
+
+    def _describe(self) -> str:
         if self.expected is None:
             return "no worker has registered yet"
         parts = [f"{len(self.finished)} of {self.expected} configured workers finished"]

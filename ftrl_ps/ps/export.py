@@ -147,6 +147,7 @@ def run_export(options: ExportOptions) -> dict[str, Any]:
     # rows whose pushes the shards applied (exact); without worker streams (anonymous
     # pushes) what the workers reported at their clock ticks
     rows = applied or int(sum(w.get("stats", {}).get("rows", 0) for w in every))
+    rows += int(sum(o["rows"] for o in (snap.get("online") or {}).values()))  # serve --learn
     # a superseded registration (its index registered again) is no dead worker
     dead = [w["index"] for w in latest_registrations(every) if w.get("state") == "dead"]
     path = save_model(options.model, saved, rows=rows, servers=len(urls), dead_workers=dead,
@@ -155,7 +156,9 @@ def run_export(options: ExportOptions) -> dict[str, Any]:
     if dead:
         say(log, f"worker(s) {dead} were marked dead during the run", level=logging.WARNING,
             prefix="warning: ")
-    if not progress.complete:
+    if progress.online_only:  # nothing of a batch run to be missing
+        say(log, f"an online-learning cluster: {progress.describe()}", prefix="export: ")
+    elif not progress.complete:
         say(log, f"INCOMPLETE RUN: {progress.describe()}; the model has not seen their "
             "shares of the data", level=logging.WARNING, prefix="warning: ")
     results: dict[str, Any] = {

@@ -97,6 +97,9 @@ class Overview:
     num_workers: int | None = None
     max_gap_allowed: int = 0
     missing: list[int] = field(default_factory=list)
+    #: rows pushed by online learners (``serve --learn``, outside the SSP clock);
+    #: counted in ``rows`` and ``loss_sum`` too
+    online_rows: int = 0
 
     @property
     def progressive_logloss(self) -> float:
@@ -121,10 +124,13 @@ class Overview:
         for w in latest.values():
             states[w.state] = states.get(w.state, 0) + 1
         clocks = [w.clock for w in latest.values() if w.state == "live"]
+        online = list((snap.get("online") or {}).values())
+        online_rows = int(sum(o["rows"] for o in online))
         return cls(
             workers=[latest[i] for i in sorted(latest)],
-            rows=sum(w.rows for w in every),
-            loss_sum=sum(w.loss_sum for w in every),
+            rows=sum(w.rows for w in every) + online_rows,
+            loss_sum=sum(w.loss_sum for w in every) + sum(o["loss_sum"] for o in online),
+            online_rows=online_rows,
             states=dict(sorted(states.items())),
             restarts=len(every) - len(latest),
             min_clock=min(clocks) if clocks else None,
@@ -151,6 +157,8 @@ class Overview:
         parts = [f"clock {self.min_clock}..{self.max_clock}"] if self.min_clock is not None else []
         parts.append(f"restarts {self.restarts}" if restarts is None else restarts)
         parts.append(" ".join(f"{k} {v}" for k, v in self.states.items()) or "no workers yet")
+        if self.online_rows:
+            parts.append(f"online {human(self.online_rows)} rows")
         return "  ".join(parts)
 
 

@@ -301,6 +301,18 @@ class StreamingPushes:
             return False  # gone, or dead already: the worker timeout applies as before
         return True
 
+    def report_online(self, learner: str, rows: int, loss_sum: float) -> bool:
+        """Tell shard 0 an online learner's totals (rows trained and pushed, their
+        loss sum), which it counts in its status, metrics and exports. One attempt
+        of at most 2 s; False if it failed (the next report carries the totals)."""
+        try:
+            self._net.post_json(0, "/v1/workers/online", {"learner": learner, "rows": rows,
+                                                           "loss_sum": loss_sum},
+                                timeout=2.0, retry=False)
+        except FTRLPSError:
+            return False
+        return True
+
     def _make_durable_shard(self, shard: int, attempts: int = 4) -> None:
         assert self.stream is not None
         for _ in range(attempts):

@@ -17,6 +17,8 @@ from ftrl_ps.errors import UnknownWorkerError, WorkerStateError
 __all__ = ["DEAD", "FINISHED", "LIVE", "RegistryState", "WorkerInfo", "refusal"]
 
 LIVE, FINISHED, DEAD = "live", "finished", "dead"
+#: online learners (``serve --learn``) whose totals shard 0 keeps; the oldest go first
+MAX_ONLINE = 64
 
 
 @dataclass
@@ -98,6 +100,8 @@ class RegistryState:
     _missing_expired: bool
     _last_epoch: int
     num_workers: int | None
+    #: per online learner (outside the SSP clock): rows and loss sum it pushed in all
+    _online: dict[str, tuple[int, float]]
 
     def _sweep_locked(self, now: float) -> list[int]:  # pragma: no cover - SSPClock's
         raise NotImplementedError
@@ -132,6 +136,7 @@ class RegistryState:
                 "num_workers": self.num_workers, "last_epoch": self._last_epoch,
                 "missing_expired": self._missing_expired,
                 "workers": [w.to_row() for w in self._workers.values()],
+                "online": {k: list(v) for k, v in self._online.items()},
             }
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -143,6 +148,8 @@ class RegistryState:
             self._missing_expired = bool(state["missing_expired"])
             self._first_registration = now
             self._workers, self._by_index = {}, {}
+            self._online = {k: (int(r), float(s)) for k, (r, s) in
+                            (state.get("online") or {}).items()}
             for row in state["workers"]:
                 w = WorkerInfo.from_row(row, now)
                 self._workers[w.worker_id] = w
@@ -166,6 +173,16 @@ class RegistryState:
             w.state, w.left = DEAD, True
             self._cond.notify_all()
             return True
+
+    def report_online(self, learner: str, rows: int, loss_sum: float) -> None:
+        """An online learner's totals so far (rows it trained and pushed, their
+        loss sum): kept per learner, never lowered (a report that arrives late,
+        or again after this shard restarted, changes nothing wrong)."""
+        with self._cond:
+            old = self._online.pop(learner, (0, 0.0))
+            self._online[learner] = (max(old[0], rows), max(old[1], loss_sum))
+            while len(self._online) > MAX_ONLINE:
+                del self._online[next(iter(self._online))]
 
     def current_epoch(self, worker_index: int) -> int | None:
         """The epoch (worker id) of the index's live registration, else None."""

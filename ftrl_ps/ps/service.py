@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,7 +117,14 @@ class PredictionService:
             self._client, source.layout.bits, source.params, cfg.worker,
             push_interval=cfg.push_interval, max_queue_rows=cfg.max_queue_rows, clocked=False)
         source.on_refreshed = self.learner.refreshed
-        self.learner.on_pushed = source.refresh_soon
+        learner, name = self.learner, f"serve-{uuid.uuid4().hex[:12]}"
+
+        def pushed() -> None:  # refresh now; shard 0 counts the rows in its totals
+            source.refresh_soon()
+            report = learner.worker.report
+            self._client.report_online(name, int(report.rows), float(report.loss_sum))
+
+        self.learner.on_pushed = pushed
         self.learner.start()
 
     def _warm_up(self) -> None:

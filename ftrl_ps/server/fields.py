@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
-__all__ = ["Count", "Epoch", "integer"]
+__all__ = ["Count", "Epoch", "NonNegative", "integer", "number"]
 
 
 def integer(value: Any) -> Any:
@@ -22,7 +22,16 @@ def integer(value: Any) -> Any:
     return value
 
 
+def number(value: Any) -> Any:
+    """JSON Schema's number: never ``true`` or ``false``."""
+    if isinstance(value, bool):
+        raise ValueError("must be a number, not a boolean")
+    return value
+
+
 #: a count or sequence number (a JSON-safe integer >= 0)
 Count = Annotated[int, Field(ge=0, le=(1 << 53) - 1), BeforeValidator(integer)]
+#: a finite number >= 0 (e.g. a sum of log losses)
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False), BeforeValidator(number)]
 #: a registration's epoch (>= 1)
 Epoch = Annotated[int, Field(ge=1, le=(1 << 53) - 1), BeforeValidator(integer)]

@@ -23,7 +23,7 @@ from ftrl_ps.errors import LayoutMismatchError
 from ftrl_ps.ps.clock import SSPClock
 from ftrl_ps.ps.state import ServerState
 from ftrl_ps.server.deps import AuthDep, StateDep
-from ftrl_ps.server.fields import Count
+from ftrl_ps.server.fields import Count, NonNegative
 
 __all__ = ["ClockRequest", "answer_tick", "router"]
 
@@ -225,6 +225,21 @@ def finish(worker_id: int, state: StateDep,
     if record is not None:
         answer["stream"] = record
     return answer
+
+
+class OnlineReport(_Strict):
+    learner: str = Field(min_length=1, max_length=64, description="the learner's own id")
+    rows: Count = Field(description="rows it trained and pushed in all")
+    loss_sum: NonNegative = Field(description="their log loss sum")
+
+
+@router.post("/online", summary="an online learner's totals (serve --learn)")
+def online(req: OnlineReport, state: StateDep) -> dict[str, Any]:
+    """Rows an online learner (``ftrl-ps serve --learn``: anonymous pushes outside
+    the SSP clock) trained and pushed so far: shard 0 counts them in its status,
+    metrics and exports (totals, so a repeated or late report changes nothing)."""
+    state.require_clock().report_online(req.learner, req.rows, req.loss_sum)
+    return {"learner": req.learner, "rows": req.rows}
 
 
 @router.post("/{worker_id}/leave", summary="the worker's process is stopping")
