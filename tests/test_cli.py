@@ -181,9 +181,8 @@ def test_train_loads_only_what_it_needs(tmp_path: Path) -> None:
     assert heavy == "[]"
 
 
-def test_predict_output_is_written_whole_even_over_its_own_input(
-    synth_small: Path, tmp_path: Path
-) -> None:
+def test_predict_output_is_written_whole(synth_small: Path, tmp_path: Path) -> None:
+    """(Over its own input it is refused: test_an_output_that_is_an_input_...)"""
     test = synth_small / "test.svm"
     model = tmp_path / "m.ftrl"
     assert run_cli("train", str(synth_small / "train.svm"), "--bits", "18", "--model",
@@ -191,9 +190,9 @@ def test_predict_output_is_written_whole_even_over_its_own_input(
     expected = run_cli("predict", str(model), str(test)).stdout
     victim = tmp_path / "victim.svm"
     victim.write_bytes(test.read_bytes())
-    res = run_cli("predict", str(model), str(victim), "-o", str(victim))
+    res = run_cli("predict", str(model), str(test), "-o", str(victim))
     assert res.returncode == 0, res.stderr
-    assert victim.read_text() == expected  # read whole before it was replaced
+    assert victim.read_text() == expected  # replaced whole
     # a bad line ends the run: the old output stays as it was, nothing half-written
     bad = tmp_path / "bad.svm"
     bad.write_text(test.read_text() + "oops\n")
@@ -295,3 +294,31 @@ def test_a_missing_model_file_is_a_usage_error_before_any_work(
     assert res.returncode == 2, res.stderr
     assert f"error: {flag} file not found: {missing}" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args, message", [
+    (["train", "{data}", "--model", "{data}"], "--model {data} is also the training data"),
+    (["train", "{data}", "--test", "{test}", "--model", "{test}"],
+     "--model {test} is also the test data"),
+    (["train", "{data}", "--model", "{out}", "--metrics-json", "{out}"],
+     "--metrics-json {out} is also the --model file"),
+    (["predict", "{model}", "{data}", "-o", "{data}"], "--output {data} is also the input"),
+    (["predict", "{model}", "{data}", "-o", "{model}"], "--output {model} is also the model"),
+    (["eval", "{model}", "{test}", "--json", "{test}"], "--json {test} is also the test data"),
+    (["tune", "{data}", "--model", "{data}"], "--model {data} is also the training data"),
+])
+def test_an_output_that_is_an_input_or_another_output_is_refused(
+        tmp_path: Path, args: list[str], message: str) -> None:
+    """'train X --model X' replaced the training data with the model, exit 0 (found
+    by QA, session 32): each such command now exits 2 and leaves the files alone."""
+    paths = {"data": tmp_path / "d.svm", "test": tmp_path / "t.svm",
+             "model": tmp_path / "m.ftrl", "out": tmp_path / "out"}
+    paths["data"].write_text("1 1:1\n0 2:1\n" * 20)
+    paths["test"].write_text("1 1:1\n")
+    assert run_cli("train", str(paths["data"]), "--model", str(paths["model"]),
+                   "-q").returncode == 0
+    before = {k: p.read_bytes() for k, p in paths.items() if p.exists()}
+    res = run_cli(*[a.format(**paths) for a in args])
+    assert res.returncode == 2, res.stderr
+    assert message.format(**paths) in res.stderr
+    assert {k: p.read_bytes() for k, p in paths.items() if p.exists()} == before

@@ -230,12 +230,23 @@ def check_model(path: str, what: str = "model") -> str:
     return path
 
 
-def check_outputs(*outputs: tuple[str | None, str]) -> None:
+def check_outputs(*outputs: tuple[str | None, str],
+                  inputs: tuple[tuple[str | None, str], ...] = ()) -> None:
     """Each ``(path, flag)`` given can be written (folders made as the model file's
-    writer makes them): a wrong path fails now, not after the run it would save."""
+    writer makes them): a wrong path fails now, not after the run it would save.
+    No output may be one of the ``inputs`` (``(path, what)``: a data file it would
+    replace) or another output (one would replace the other)."""
     from ftrl_ps.core.outfile import check_writable
 
+    taken = {os.path.realpath(p): what for p, what in inputs
+             if p and p != "-" and os.path.isfile(p)}
     for path, flag in outputs:
+        if path and path != "-":
+            real = os.path.realpath(path)
+            if real in taken:
+                raise ConfigError(f"{flag} {path} is also {taken[real]}: it would be "
+                                  "replaced; write it elsewhere")
+            taken[real] = f"the {flag} file"
         if path:
             check_writable(path, flag, make_parents=flag == "--model")
 

@@ -38,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
 
     c.check_model(args.model)
     c.check_input(args.test, "test data")
-    c.check_outputs((args.json, "--json"))
+    c.check_outputs((args.json, "--json"),
+                    inputs=((args.test, "the test data"), (args.model, "the model")))
     load_kernels()  # on a fresh machine: compile every kernel now, once, and say so
     model = load_model(args.model).to_ftrl()
     ev = evaluate(

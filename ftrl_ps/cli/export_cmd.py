@@ -61,6 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ftrl_ps.ps.export import ExportOptions, run_export
 
-    c.check_outputs((args.model, "--model"), (args.metrics_json, "--metrics-json"))
+    c.check_outputs((args.model, "--model"), (args.metrics_json, "--metrics-json"),
+                    inputs=((args.test, "the test data"),))
     run_export(c.options_from(ExportOptions, args))
     return 0

@@ -18,9 +18,9 @@ ignored.
 
 --output is written whole or not at all: to a temporary file beside it, renamed
 over it at the end (a failed or interrupted run leaves an old file as it was;
-INPUT itself may be the output). With --skip-bad-lines a malformed line has no
-output line, so later lines no longer match INPUT's line by line: the command
-says so, with the first skipped lines.
+INPUT or MODEL as the output is refused: it would be replaced). With
+--skip-bad-lines a malformed line has no output line, so later lines no longer
+match INPUT's line by line: the command says so, with the first skipped lines.
 
 example:
   ftrl-ps predict model.ftrl data/test.svm -o preds.txt
@@ -45,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
     c.check_model(args.model)
     c.check_input(args.input)
     to_file = args.output not in (None, "-")
-    c.check_outputs((args.output, "--output"))
+    c.check_outputs((args.output, "--output"),
+                    inputs=((args.input, "the input"), (args.model, "the model")))
     load_kernels()  # on a fresh machine: compile every kernel now, once, and say so
     model = load_model(args.model).to_ftrl()
     kw = {"chunk_bytes": args.chunk_mb << 20, "skip_bad_lines": args.skip_bad_lines}

@@ -232,7 +232,8 @@ def run(args: argparse.Namespace) -> int:
         c.check_input(args.test, "test data")
         if args.test == "-" == args.train:
             raise ConfigError("TRAIN and --test cannot both be stdin ('-')")
-    c.check_outputs((args.model, "--model"), (args.metrics_json, "--metrics-json"))
+    c.check_outputs((args.model, "--model"), (args.metrics_json, "--metrics-json"),
+                    inputs=((args.train, "the training data"), (args.test, "the test data")))
     apply_params_from(args)
     ignored = [] if getattr(args, "workers", 0) else cluster_flags_given(args)
     if ignored:

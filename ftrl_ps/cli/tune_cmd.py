@@ -96,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
     from ftrl_ps.ps.kernels import load_kernels
 
     c.check_input(args.train, "training data")
-    c.check_outputs((args.model, "--model"), (args.metrics_json, "--metrics-json"))
+    c.check_outputs((args.model, "--model"), (args.metrics_json, "--metrics-json"),
+                    inputs=((args.train, "the training data"),))
     options = c.options_from(TuneOptions, args)
     load_kernels()  # a fresh machine compiles here, once, and says so
     return run_tune(options)
