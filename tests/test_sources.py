@@ -186,3 +186,25 @@ def test_lines_ending_with_a_bare_cr_are_a_clear_error(tmp_path: Path) -> None:
     crlf = tmp_path / "crlf.svm"
     crlf.write_bytes(b"1 1:1\r\n0 2:1\r\n")
     assert sum(b.rows for b in InputReader(str(crlf), 10)) == 2
+
+
+def test_progress_is_the_share_of_bytes_on_disk_gzip_parts_whole(tmp_path: Path) -> None:
+    """Progress divided the text read (decompressed) by the size on disk: a gzip
+    input showed 100 % a third of the way through (found by QA, session 32)."""
+    text = b"".join(b"1 %d:1 %d:0.5\n" % (i, i + 7) for i in range(40_000))
+    (tmp_path / "one.svm.gz").write_bytes(gzip.compress(text))
+    (tmp_path / "dir").mkdir()
+    for i in range(4):
+        (tmp_path / "dir" / f"part-{i}.gz").write_bytes(gzip.compress(text[:50_000]))
+    (tmp_path / "plain.svm").write_bytes(text)
+
+    def shares(source: Path) -> list[float | None]:
+        reader = InputReader(str(source), 12, chunk_bytes=1 << 16)
+        return [reader.fraction() for _ in reader] + [reader.fraction()]
+
+    assert set(shares(tmp_path / "one.svm.gz")) == {None}  # unknown, not a wrong 100 %
+    parts = shares(tmp_path / "dir")  # by parts read whole: 0, 1/4, 2/4, 3/4, then 1
+    assert parts == sorted(parts) and parts[0] == 0.0 and parts[-1] == 1.0
+    assert {round(p * 4) for p in parts[:-1] if p is not None} == {0, 1, 2, 3}
+    plain = shares(tmp_path / "plain.svm")
+    assert plain == sorted(plain) and 0 < plain[0] < 0.5 and plain[-1] == 1.0

@@ -240,13 +240,12 @@ def test_reading_train_shows_its_progress(synth_small: Path, max_rows: int | Non
     import io
 
     from ftrl_ps.learn.progress import Progress
-    from ftrl_ps.learn.tune import TuneOptions, _read, _size
+    from ftrl_ps.learn.tune import TuneOptions, _read
 
     out = io.StringIO()
     options = TuneOptions(train=str(synth_small / "train.svm"), model="m", chunk_mb=1,
                           max_rows=max_rows)
-    rows, left_out, _, _ = _read(options, 18, _size(options.train),
-                                 Progress("reading", stream=out, log_interval=0))
+    rows, left_out, _, _ = _read(options, 18, Progress("reading", stream=out, log_interval=0))
     lines = out.getvalue().splitlines()
     assert rows.rows == (max_rows or 20000) and left_out == (max_rows is not None)
     assert len(lines) >= 2 and all(line.startswith("reading: ") for line in lines)

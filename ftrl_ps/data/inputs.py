@@ -45,6 +45,7 @@ class InputReader:
         self.stats = ReaderStats()
         self.parts: list[Part] | None = None
         self.source = source
+        self._part, self._done_disk, self._part_bytes = 0, 0, 0  # where a pass is
         if isinstance(source, str | os.PathLike) and os.fspath(source) != "-":
             self.parts = expand(os.fspath(source))
             self.name = os.fspath(source)
@@ -57,15 +58,30 @@ class InputReader:
         """Bytes on disk of all parts (None for a stream)."""
         return None if self.parts is None else sum(p.size for p in self.parts)
 
+    def fraction(self) -> float | None:
+        """The share of the input's bytes on disk read so far in this pass; None
+        when unknown (a stream, an empty input, or one gzip file: its text is
+        longer than its size on disk). A gzip part counts once read whole."""
+        parts = self.parts
+        if not parts or (len(parts) == 1 and parts[0].gzip) or not self.size:
+            return None
+        current = parts[self._part] if self._part < len(parts) else None
+        inside = 0 if current is None or current.gzip else self._part_bytes
+        return min(1.0, (self._done_disk + inside) / self.size)
+
     def __iter__(self) -> Iterator[Batch]:
         self.stats = ReaderStats()
+        self._part, self._done_disk, self._part_bytes = 0, 0, 0
         if self.parts is None:
             yield from self._one(LibsvmReader(self.source, self.bits, **self.reader_kw))
             return
         named = len(self.parts) > 1  # a skipped line is then told by part and line
-        for part in self.parts:
+        for i, part in enumerate(self.parts):
+            self._part, self._part_bytes = i, 0
             yield from self._one(LibsvmReader(part.name, self.bits, **self.reader_kw),
                                  part.name if named else None)
+            self._done_disk += part.size
+        self._part = len(self.parts)
 
     def _one(self, reader: LibsvmReader, name: str | None = None) -> Iterator[Batch]:
         done = ReaderStats(**{k: getattr(self.stats, k) for k in ("rows", "lines",
@@ -82,6 +98,7 @@ class InputReader:
         self.stats.lines = done.lines + part.lines
         self.stats.bad_lines = done.bad_lines + part.bad_lines
         self.stats.bytes_read = done.bytes_read + part.bytes_read
+        self._part_bytes = part.bytes_read
         mine = (part.bad_examples if name is None else
                 [(f"{name}:{line}", token, why) for line, token, why in part.bad_examples])
         self.stats.bad_examples = (examples + mine)[:MAX_BAD_EXAMPLES]

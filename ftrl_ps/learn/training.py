@@ -81,12 +81,11 @@ def train(
     start = time.perf_counter()
     for epoch in range(epochs):
         reader = _reader(source, model.bits, chunk_bytes, skip_bad_lines)
-        size = reader.size
         for batch in prefetch(reader, depth=2):
             report.loss_sum += model._fit(batch.labels, batch.indptr, batch.indices, batch.values)
             report.rows += batch.rows
             if progress is not None:
-                done = reader.stats.bytes_read / size if size else None
+                done = reader.fraction()  # (a prefetched chunk ahead: at most one)
                 frac = (epoch + done) / epochs if done is not None else None
                 progress.update(
                     report.rows, report.loss_sum, frac, extra=f"epoch {epoch + 1}/{epochs}"

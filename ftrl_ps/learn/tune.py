@@ -86,12 +86,12 @@ def _size(path: str) -> int | None:
         return None
 
 
-def _read(opts: TuneOptions, bits: int, size: int | None, progress: Any = None
+def _read(opts: TuneOptions, bits: int, progress: Any = None
           ) -> tuple[Any, bool, int, list[Any]]:
     """TRAIN's rows (its first ``opts.max_rows``), whether rows were left out,
     and the bad lines skipped (count and examples); ``progress`` (default: a
     line on stderr unless ``opts.quiet``) shows the rows read and the share
-    done of ``size`` bytes (or of ``opts.max_rows``)."""
+    done of TRAIN's bytes on disk (or of ``opts.max_rows``)."""
     from ftrl_ps.data.batch import Batch
     from ftrl_ps.data.inputs import InputReader
     from ftrl_ps.learn.progress import Progress
@@ -108,7 +108,7 @@ def _read(opts: TuneOptions, bits: int, size: int | None, progress: Any = None
         for batch in cut:
             rows += batch.rows
             done = (rows / opts.max_rows if opts.max_rows
-                    else reader.stats.bytes_read / size if size else None)
+                    else reader.fraction())
             progress.update(rows, fraction=done)
             yield batch
         progress.update(rows, fraction=1.0, force=True)
@@ -207,7 +207,7 @@ def run_tune(opts: TuneOptions) -> int:
     size = _size(opts.train)
     _warn_if_too_big(opts, size)
     started = time.perf_counter()
-    data, left_out, bad_lines, bad_examples = _read(opts, bits, size)
+    data, left_out, bad_lines, bad_examples = _read(opts, bits)
     if not left_out:  # else the final pass over all of TRAIN reports them
         report_bad_lines(bad_lines, bad_examples)
     if data.rows < 2:
