@@ -322,3 +322,26 @@ def test_an_output_that_is_an_input_or_another_output_is_refused(
     assert res.returncode == 2, res.stderr
     assert message.format(**paths) in res.stderr
     assert {k: p.read_bytes() for k, p in paths.items() if p.exists()} == before
+
+
+def test_sigterm_stops_a_single_process_train_as_ctrl_c_does(tmp_path: Path) -> None:
+    """It was killed silently (-15) while a local cluster says 'interrupted', 130."""
+    import signal
+    import time
+
+    from tests.conftest import REPO
+
+    data = tmp_path / "big.svm"
+    data.write_bytes(b"1 1:1 2:0.5 3:1\n0 4:1 5:1\n" * 400_000)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ftrl_ps", "train", str(data), "--epochs", "50",
+         "--model", str(tmp_path / "m.ftrl"), "--bits", "10"],
+        cwd=REPO, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 60
+    while "train:" not in proc.stderr.readline():  # the progress line: training
+        assert time.monotonic() < deadline and proc.poll() is None
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "interrupted" in err
+    assert not (tmp_path / "m.ftrl").exists()

@@ -255,14 +255,15 @@ def run(args: argparse.Namespace) -> int:
     warm_training(model.dtype)  # and, meanwhile, the kernels are loaded before the file opens
     chunk = args.chunk_mb << 20
     progress = Progress("train", enabled=not args.quiet)
-    report = train(
-        model,
-        args.train,
-        epochs=args.epochs,
-        chunk_bytes=chunk,
-        skip_bad_lines=args.skip_bad_lines,
-        progress=progress,
-    )
+    with c.sigterm_as_interrupt():  # `kill PID`: 'interrupted', exit 130, as for Ctrl-C
+        report = train(
+            model,
+            args.train,
+            epochs=args.epochs,
+            chunk_bytes=chunk,
+            skip_bad_lines=args.skip_bad_lines,
+            progress=progress,
+        )
     report_bad_lines(report.bad_lines, report.bad_examples)
     if not report.rows:  # nothing learned: no model to save, no metric to give
         raise DataError(f"{args.train}: no rows to train on"
