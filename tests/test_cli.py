@@ -345,3 +345,13 @@ def test_sigterm_stops_a_single_process_train_as_ctrl_c_does(tmp_path: Path) -> 
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130 and "interrupted" in err
     assert not (tmp_path / "m.ftrl").exists()
+
+
+def test_eval_of_one_class_says_why_there_is_no_auc(tmp_path: Path) -> None:
+    data = tmp_path / "d.svm"
+    data.write_text("1 1:1\n0 2:1\n" * 20)
+    assert run_cli("train", str(data), "--model", str(tmp_path / "m"), "-q").returncode == 0
+    ones = tmp_path / "ones.svm"
+    ones.write_text("1 1:1\n1 2:1\n")
+    res = run_cli("eval", str(tmp_path / "m"), str(ones))
+    assert res.returncode == 0 and "AUC - (the data holds one class only)" in res.stdout

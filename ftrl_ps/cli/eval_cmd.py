@@ -7,6 +7,7 @@ import sys
 
 from ftrl_ps.cli import _common as c
 from ftrl_ps.core.jsonfile import summary_stream, write_json
+from ftrl_ps.core.metrics import auc_text
 from ftrl_ps.errors import DataError
 
 __all__ = ["DESCRIPTION", "HELP", "NAME", "add_arguments", "run"]
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     if not ev["rows"]:
         raise DataError(f"{args.test}: no rows to evaluate")
     print(
-        f"logloss {ev['logloss']:.5f}  AUC {ev['auc']:.5f}  rows {ev['rows']:,}  "
+        f"logloss {ev['logloss']:.5f}  AUC {auc_text(ev['auc'])}  rows {ev['rows']:,}  "
         f"positive rate {ev['positive_rate']:.4f}",
         file=summary_stream(args.json),
     )

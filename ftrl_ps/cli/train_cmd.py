@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from ftrl_ps.cli import _common as c
 from ftrl_ps.core.jsonfile import summary_stream, write_json
+from ftrl_ps.core.metrics import auc_text
 from ftrl_ps.errors import ConfigError, DataError
 from ftrl_ps.learn.progress import Progress, report_bad_lines
 from ftrl_ps.ps.auth import TOKEN_ENV
@@ -305,7 +306,7 @@ def run(args: argparse.Namespace) -> int:
     if args.test:
         ev = evaluate(model, args.test, chunk_bytes=chunk, skip_bad_lines=args.skip_bad_lines)
         print(
-            f"test {args.test}: logloss {ev['logloss']:.5f}  AUC {ev['auc']:.5f}  "
+            f"test {args.test}: logloss {ev['logloss']:.5f}  AUC {auc_text(ev['auc'])}  "
             f"rows {ev['rows']:,}  positive rate {ev['positive_rate']:.4f}",
             file=out,
         )

@@ -33,6 +33,7 @@ import numpy as np
 from ftrl_ps.cluster.launch import Launcher, preload
 from ftrl_ps.cluster.supervise import Cluster
 from ftrl_ps.core.jsonfile import summary_stream, write_json
+from ftrl_ps.core.metrics import auc_text
 from ftrl_ps.core.modelio import SavedModel, load_model, save_model
 from ftrl_ps.core.params import FTRLParams
 from ftrl_ps.data.sources import check_shares, estimate_rows, expand, split_for
@@ -441,7 +442,7 @@ def _finish(
             skip_bad_lines=args.skip_bad_lines,
         )
         print(
-            f"test {args.test}: logloss {ev['logloss']:.5f}  AUC {ev['auc']:.5f}  "
+            f"test {args.test}: logloss {ev['logloss']:.5f}  AUC {auc_text(ev['auc'])}  "
             f"rows {ev['rows']:,}  positive rate {ev['positive_rate']:.4f}", file=out
         )
         results.update({f"test_{k}": v for k, v in ev.items()})

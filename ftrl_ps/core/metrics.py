@@ -5,6 +5,7 @@ They share a tiny protocol, as river's metrics do: ``update`` then ``get``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -12,7 +13,7 @@ import numpy.typing as npt
 
 from ftrl_ps.errors import DataError
 
-__all__ = ["EPS", "Evaluation", "auc", "logloss"]
+__all__ = ["EPS", "Evaluation", "auc", "auc_text", "logloss"]
 
 #: :func:`logloss` clips probabilities to ``[EPS, 1 - EPS]`` before the log. The
 #: same value as the training kernel's clip (``ftrl_ps._kernels.ftrl.EPS``, checked
@@ -60,6 +61,17 @@ def logloss(labels: npt.ArrayLike, probs: npt.ArrayLike) -> float:
     if y.size == 0:
         return float("nan")
     return float(-np.mean(y * np.log(p) + (1.0 - y) * np.log1p(-p)))
+
+
+def auc_text(value: float | None) -> str:
+    """An AUC for people: ``0.81234``, or why there is none (one class only).
+
+    >>> auc_text(0.812345), auc_text(float("nan"))
+    ('0.81234', '- (the data holds one class only)')
+    """
+    if value is None or math.isnan(value):
+        return "- (the data holds one class only)"
+    return f"{value:.5f}"
 
 
 def auc(labels: npt.ArrayLike, probs: npt.ArrayLike) -> float:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ftrl_ps.core.jsonfile import write_json
+from ftrl_ps.core.metrics import auc_text
 from ftrl_ps.errors import ClockTimeoutError, ConfigError, IncompleteRunError
 from ftrl_ps.learn.logs import say
 from ftrl_ps.ps.auth import resolve_token
@@ -169,7 +170,7 @@ def run_export(options: ExportOptions) -> dict[str, Any]:
     if options.test:
         ev = evaluate(saved.to_ftrl(), options.test, chunk_bytes=options.chunk_mb << 20)
         print(
-            f"test {options.test}: logloss {ev['logloss']:.5f}  AUC {ev['auc']:.5f}  "
+            f"test {options.test}: logloss {ev['logloss']:.5f}  AUC {auc_text(ev['auc'])}  "
             f"rows {ev['rows']:,}"
         )
         results.update({f"test_{k}": v for k, v in ev.items()})
