@@ -208,3 +208,17 @@ def test_progress_is_the_share_of_bytes_on_disk_gzip_parts_whole(tmp_path: Path)
     assert {round(p * 4) for p in parts[:-1] if p is not None} == {0, 1, 2, 3}
     plain = shares(tmp_path / "plain.svm")
     assert plain == sorted(plain) and 0 < plain[0] < 0.5 and plain[-1] == 1.0
+
+
+def test_a_file_and_its_gzip_twin_in_one_input_are_warned_about_once(tmp_path: Path,
+                                                                   caplog) -> None:
+    """They were both read, every row twice, without a word (found by QA, session 32)."""
+    (tmp_path / "x.svm").write_bytes(b"1 1:1\n")
+    (tmp_path / "x.svm.gz").write_bytes(gzip.compress(b"1 1:1\n"))
+    (tmp_path / "y.svm").write_bytes(b"0 2:1\n")
+    with caplog.at_level("WARNING", logger="ftrl_ps.data.sources"):
+        assert len(expand(str(tmp_path))) == 3
+        expand(str(tmp_path))  # said once
+        expand(str(tmp_path / "y.svm"))  # no twins: nothing
+    said = [r.getMessage() for r in caplog.records if r.name == "ftrl_ps.data.sources"]
+    assert len(said) == 1 and "holds both" in said[0] and "x.svm.gz" in said[0]

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import glob
 import io
+import logging
 import os
 from dataclasses import asdict, dataclass
 from typing import Any, BinaryIO
@@ -203,7 +204,24 @@ def expand(spec: str) -> list[Part]:
         raise ConfigError(f"no input files in the directory {spec} (hidden ones are skipped)"
                           if not is_url(spec) and os.path.isdir(spec)
                           else f"no input files match {spec}")
+    _warn_twins(spec, names)
     return [_part(n, s) for n, s in zip(names, sizes, strict=True)]
+
+
+_warned: set[str] = set()
+
+
+def _warn_twins(spec: str, names: list[str]) -> None:
+    """Once per input: parts ``X`` and ``X.gz`` both there are likely the same rows,
+    which would be trained twice (a file gzipped beside its original)."""
+    given = set(names)
+    twins = [n for n in names if n.endswith(".gz") and n[:-3] in given]
+    if twins and spec not in _warned:
+        _warned.add(spec)
+        logging.getLogger(__name__).warning(
+            "%s holds both %s and %s%s: if they are the same rows, every row is read twice "
+            "(give a glob such as '*.gz' to pick one)", spec, twins[0][:-3], twins[0],
+            f" (and {len(twins) - 1} more such pair(s))" if len(twins) > 1 else "")
 
 
 def work_units(parts: list[Part], unit_bytes: int, epochs: int = 1) -> list[Unit]:
