@@ -50,3 +50,16 @@ def test_a_path_that_cannot_be_written_fails_at_once(tmp_path: Path, where: str)
     assert (tmp_path / "missing").is_dir()
     assert list((tmp_path / "missing").iterdir()) == []  # the probe file is gone
     check_writable("-", "--json")  # stdout
+
+
+def test_a_full_disk_names_the_file(tmp_path: Path) -> None:
+    """'No space left on device' without the file it was writing (found by QA,
+    session 32): the error now carries the target's path."""
+    import errno
+
+    target = tmp_path / "m.ftrl"
+    with pytest.raises(OSError) as caught, replacing(target, "wb") as f:
+        f.write(b"x")
+        raise OSError(errno.ENOSPC, "No space left on device")
+    assert caught.value.errno == errno.ENOSPC and caught.value.filename == str(target)
+    assert list(tmp_path.iterdir()) == []

@@ -87,6 +87,11 @@ def replacing(path: str | os.PathLike[str], mode: str = "w", *,
             if fsync:
                 os.fsync(f.fileno())
         os.replace(tmp, target)
+    except OSError as exc:  # a full disk: say which file (the write itself does not)
+        Path(tmp).unlink(missing_ok=True)
+        if exc.filename is None and exc.errno is not None:
+            raise OSError(exc.errno, exc.strerror, str(target)) from exc
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
