@@ -43,6 +43,17 @@ REAL_PAIRS = {
 #: ``finish()`` writes the model (``-f``) and the predictions (``-p``).
 #: runs VW's own C++ driver (parse + train + model write) and prints the time
 #: of that phase alone, after the interpreter and the vowpalwabbit import
+def require_vw() -> None:
+    """Exit at once, saying how to get it, when Vowpal Wabbit (the benchmarks'
+    reference) is not installed: not after the data and the ftrl-ps side."""
+    import importlib.util
+
+    if importlib.util.find_spec("vowpalwabbit") is None:
+        raise SystemExit("this benchmark runs Vowpal Wabbit beside ftrl-ps, and the "
+                         "'vowpalwabbit' package is not installed: bash scripts/setup.sh "
+                         "dev,bench (or pip install vowpalwabbit)")
+
+
 VW_DRIVER = (
     "import sys, time; from vowpalwabbit import Workspace; t = time.perf_counter(); "
     "Workspace(arg_list=sys.argv[1:]).finish(); "

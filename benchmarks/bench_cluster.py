@@ -106,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     if args.repeat < 1:
         raise SystemExit("--repeat must be >= 1")
+    h.require_vw()
     args.data_dir.mkdir(parents=True, exist_ok=True)
     folder, truth, _ = h.ensure_synth_data(args.data_dir, args.rows, args.test_rows, args.bits,
                                            args.seed)

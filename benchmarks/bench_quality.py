@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="SSP staleness of the cluster, 0..N or inf (default %(default)s)")
     p.add_argument("--json", type=Path, help="also write the results to this JSON file")
     args = p.parse_args(argv)
+    h.require_vw()
     rows = []
     result: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:

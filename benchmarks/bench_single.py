@@ -185,6 +185,7 @@ def _measure(args: argparse.Namespace, folder: Path, work: Path) -> dict[str, An
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
+    h.require_vw()
     args.data_dir.mkdir(parents=True, exist_ok=True)
     folder, truth, gen = h.ensure_synth_data(args.data_dir, args.rows, args.test_rows,
                                              args.bits, args.seed)
