@@ -345,3 +345,45 @@ def test_rows_learned_online_count_in_the_shards_status_metrics_and_export(
         assert "an online-learning cluster" in out.stderr
         assert httpx.post(f"{srv.url}/v1/workers/online", trust_env=False,
                           json={"learner": "x", "rows": -1, "loss_sum": 0}).status_code == 400
+
+
+def test_a_large_learn_request_is_trained_in_rounds_pushing_every_push_step() -> None:
+    """One 400-row request used to be one round with one pull and one push."""
+    from ftrl_ps.ps import stream
+
+    class Counting:
+        pulls = pushes = 0
+
+        def pull(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            self.pulls += 1
+            return np.zeros(keys.size, np.float32), np.zeros(keys.size, np.float32)
+
+        def push(self, keys: np.ndarray, dn: np.ndarray, dz: np.ndarray, **progress) -> None:
+            self.pushes += 1
+
+        def clock(self, stats: object = None) -> None:
+            return None
+
+    client = Counting()
+    learner = stream.StreamLearner(client, BITS, FTRLParams(),
+                                   WorkerConfig(batch_size=10, fetch_step=2, push_step=4),
+                                   push_interval=60)
+    learner.start()
+    learner.submit(parse_text(b"1 3:1\n0 4:1\n" * 200, BITS, labels=True))  # 40 mini-batches
+    learner.stop()
+    assert client.pulls == 20 and client.pushes == 10, (client.pulls, client.pushes)
+    status = learner.status()
+    assert (status["rows_trained"], status["rows_pushed"], status["rows_dropped"]) == (400, 400, 0)
+
+
+def test_the_learner_queue_bound_includes_the_request() -> None:
+    from ftrl_ps.errors import PayloadTooLargeError, UnavailableError
+    from ftrl_ps.ps import stream
+
+    learner = stream.StreamLearner(object(), BITS, FTRLParams(), WorkerConfig(batch_size=10),
+                                   max_queue_rows=1000, submit_timeout=0)
+    with pytest.raises(PayloadTooLargeError, match="5000 rows are more than the learner queues"):
+        learner.submit(parse_text(b"1 3:1\n" * 5000, BITS, labels=True))
+    learner.submit(parse_text(b"1 3:1\n" * 900, BITS, labels=True))  # not started: stays
+    with pytest.raises(UnavailableError, match="the learner is behind: 900 rows queued"):
+        learner.submit(parse_text(b"1 3:1\n" * 900, BITS, labels=True))

@@ -84,7 +84,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="merge rule: keys in this share of a push's rows are averaged "
                        "over the learners (default 0.5)")
     learn.add_argument("--max-queue-rows", type=c.positive_int, default=1_000_000,
-                       help="rows waiting for the learner before /v1/learn answers 503 "
+                       help="rows queued for the learner, a request's included, before "
+                       "/v1/learn answers 503; a request with more rows: 413 "
                        "(default 1000000)")
 
     net = parser.add_argument_group("network and limits")

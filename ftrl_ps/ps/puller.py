@@ -57,10 +57,14 @@ class ClusterModelSource:
     def __init__(self, served: ServingModel, urls: Sequence[str], *, params: FTRLParams,
                  token: str | None = None, interval: float = 0.5, timeout: float = 30.0,
                  on_refreshed: Callable[[float], None] | None = None,
+                 on_restart: Callable[[int], None] | None = None,
                  given: dict[str, Any] | None = None) -> None:
         self.served = served
         self.interval = float(interval)
         self.on_refreshed = on_refreshed
+        #: called with the shard's index when a shard is seen to have restarted
+        self.on_restart = on_restart
+        self.shard_restarts = 0  # restarts seen (another change-log instance)
         self._net = ShardConnections(urls, token=token, timeout=timeout, retries=2)
         self.urls = self._net.urls
         try:
@@ -125,6 +129,10 @@ class ClusterModelSource:
             resp = self._get_changes(shard, 0)
             instance = resp.headers.get(INSTANCE_HEADER)
         self._instance[shard] = instance
+        if restarted:
+            self.shard_restarts += 1
+            if self.on_restart is not None:
+                self.on_restart(shard)
         self._since[shard] = int(resp.headers.get(VERSION_HEADER, "0"))
         msg = wire.decode(resp.content, wire.ENTRIES)
         assert msg.keys is not None and msg.values is not None
@@ -214,6 +222,7 @@ class ClusterModelSource:
             "last_refresh_keys": self.last_keys,
             "refreshed_at": self.refreshed_at,
             "shard_versions": list(self._since),
+            "shard_restarts": self.shard_restarts,
             "refresh_error": self.last_error,
             "refresh_error_at": self.last_error_at,
             "healthy": self.last_error is None,

@@ -285,6 +285,12 @@ class StreamingPushes:
             f"before its finish after {attempts} attempts"
         )
 
+    def abort(self) -> None:
+        """Stop retrying (the process stops): requests in progress or to come fail
+        after their current attempt instead of retrying for ``retry_seconds``.
+        :meth:`leave` still makes its one attempt."""
+        self._net.abort()
+
     def leave(self, timeout: float = 2.0) -> bool:
         """Tell shard 0 this worker's process is stopping (Ctrl-C, SIGTERM, an
         error), so it stops holding back the others now rather than after the

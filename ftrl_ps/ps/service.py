@@ -14,11 +14,20 @@ The learner does not register as an SSP worker: it pushes asynchronously
 (anonymous pushes, which the client retries only when the connection could
 not be made, so none is applied twice) and never ticks or waits on the SSP
 clock. It therefore runs against a cluster of any staleness, next to batch
-workers, as several replicas, and restarts at once.
+workers, as several replicas, and restarts at once. The price: its pushes are
+not journaled, so a shard that restarts from a checkpoint has lost what the
+learner pushed to it after that checkpoint. The cluster source sees the
+restart; the service logs a warning and counts it
+(``learner.shard_restarts`` in ``/v1/status``).
+
+:meth:`PredictionService.close` gives the learner :data:`SHUTDOWN_GRACE`
+seconds to train and push what it accepted, then stops its retries and logs
+the rows it drops (``learner.rows_dropped``).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -39,6 +48,12 @@ from ftrl_ps.ps.stream import StreamLearner
 from ftrl_ps.ps.worker import WorkerConfig
 
 __all__ = ["TEXT_TYPES", "PredictionService", "ServiceConfig"]
+
+log = logging.getLogger(__name__)
+
+#: seconds a stopping service gives its learner to push what it accepted (then: one
+#: attempt of the request in progress; Kubernetes' grace period is 60 s)
+SHUTDOWN_GRACE = 10.0
 
 #: media types read as libsvm text
 TEXT_TYPES = ("text/plain", "text/x-libsvm", "application/x-libsvm")
@@ -94,6 +109,7 @@ class PredictionService:
         self.file_source: ModelFileSource | None = None
         self.cluster_source: ClusterModelSource | None = None
         self.started_at = time.time()
+        self.shard_restarts = 0  # shard restarts seen while learning (rows may be lost)
         if config.model is not None:
             self.file_source = ModelFileSource(self.served, config.model, config.reload_interval)
         else:
@@ -117,6 +133,7 @@ class PredictionService:
             self._client, source.layout.bits, source.params, cfg.worker,
             push_interval=cfg.push_interval, max_queue_rows=cfg.max_queue_rows, clocked=False)
         source.on_refreshed = self.learner.refreshed
+        source.on_restart = self._shard_restarted
         learner, name = self.learner, f"serve-{uuid.uuid4().hex[:12]}"
 
         def pushed() -> None:  # refresh now; shard 0 counts the rows in its totals
@@ -126,6 +143,13 @@ class PredictionService:
 
         self.learner.on_pushed = pushed
         self.learner.start()
+
+    def _shard_restarted(self, shard: int) -> None:
+        self.shard_restarts += 1
+        url = self.cluster_source.urls[shard] if self.cluster_source is not None else "?"
+        log.warning("shard %d (%s) restarted: rows this service learned since that shard's "
+                    "last checkpoint may be lost (the learner's pushes are not journaled); "
+                    "%d such restart(s) seen", shard, url, self.shard_restarts)
 
     def _warm_up(self) -> None:
         """Load the kernels of a request now, not at the first request."""
@@ -148,7 +172,7 @@ class PredictionService:
     def close(self) -> None:
         """Graceful shutdown: train and push what was learned, stop every thread."""
         if self.learner is not None:
-            self.learner.stop()
+            self.learner.stop(timeout=SHUTDOWN_GRACE)
         if self._client is not None:
             self._client.close()
         if self.file_source is not None:
@@ -227,7 +251,8 @@ class PredictionService:
             "ready": self.ready(),
             "model": self.served.status(),
             "source": source.status(),
-            "learner": self.learner.status() if self.learner is not None else None,
+            "learner": None if self.learner is None else {
+                **self.learner.status(), "shard_restarts": self.shard_restarts},
             "limits": {"max_rows": self.config.max_rows,
                        "max_queue_rows": self.config.max_queue_rows},
             "uptime_s": round(time.time() - self.started_at, 3),

@@ -17,6 +17,7 @@ The parameter-server verbs on top of it are in :mod:`ftrl_ps.ps.client`.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -75,6 +76,8 @@ class ShardConnections:
         self.timeout = float(timeout)
         self.retries = int(retries)
         self.retry_seconds = float(retry_seconds)
+        #: set by :meth:`abort`: no more retries (a failing request fails now)
+        self.aborted = threading.Event()
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         if http_clients is not None:
             if len(http_clients) != len(self.urls):
@@ -162,6 +165,11 @@ class ShardConnections:
                                     self.urls[shard], time.monotonic() - started)
                     return resp
             elapsed = time.monotonic() - started
+            if self.aborted.is_set():
+                raise TransportError(
+                    f"{method} {self.urls[shard]}{path} failed after {attempt + 1} attempt(s) "
+                    f"in {elapsed:.1f} s: {failure}; not retried: the process is stopping"
+                ) from cause
             if not retry or (attempt >= self.retries and elapsed >= self.retry_seconds):
                 raise TransportError(
                     f"{method} {self.urls[shard]}{path} failed after {attempt + 1} attempt(s) "
@@ -172,8 +180,8 @@ class ShardConnections:
                 log.warning("shard %d (%s) does not answer (%s): retrying for up to %g s",
                             shard, self.urls[shard], failure, self.retry_seconds)
                 said = True
-            time.sleep(max(0.0, min(2.0, 0.05 * 2**attempt,
-                                    self.retry_seconds - elapsed + 0.05)))
+            self.aborted.wait(max(0.0, min(2.0, 0.05 * 2**attempt,
+                                          self.retry_seconds - elapsed + 0.05)))
             attempt += 1
 
     def post_json(self, shard: int, path: str, obj: Any, *, idempotent: bool = True,
@@ -190,6 +198,12 @@ class ShardConnections:
             return [fn(i) for i in shards]
         futures = [self._pool.submit(fn, i) for i in shards]
         return [f.result() for f in futures]
+
+    def abort(self) -> None:
+        """Stop retrying: requests that fail from now on (those waiting to retry
+        too) raise TransportError after their current attempt (a process that
+        stops does not wait for ``retry_seconds``)."""
+        self.aborted.set()
 
     def close(self) -> None:
         """Close every connection (unusable after)."""

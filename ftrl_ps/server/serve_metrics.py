@@ -16,9 +16,11 @@ metrics every app has (:func:`ftrl_ps.server.metrics.instrument`)::
     ftrl_ps_serve_refresh_failures_total       cluster: refreshes that failed
     ftrl_ps_serve_learn_rows_accepted_total    --learn: rows /v1/learn accepted
     ftrl_ps_serve_learn_rows_trained_total     --learn: rows the learner trained
-    ftrl_ps_serve_learn_rows_dropped_total     --learn: rows dropped (cluster failed)
+    ftrl_ps_serve_learn_rows_dropped_total     --learn: rows dropped (cluster failed, shutdown)
     ftrl_ps_serve_learn_rows_queued            --learn: rows waiting for the learner
     ftrl_ps_serve_learn_pushes_total           --learn: pushes the learner sent
+    ftrl_ps_serve_learn_shard_restarts_total   --learn: shard restarts seen (rows learned
+                                               since its last checkpoint may be lost)
 
 Alert on ``ftrl_ps_serve_source_healthy == 0`` and on a model age larger
 than expected; the model age of a cluster source grows while nothing is
@@ -80,12 +82,14 @@ class ServeCollector(Collector):
             yield _counter("refresh_failures", "refreshes from the cluster that failed",
                            cluster.failed_refreshes)
         if service.learner is not None:
-            learner = service.learner.status()
+            learner = {**service.learner.status(), "shard_restarts": service.shard_restarts}
             for key, doc in (("rows_accepted", "rows /v1/learn accepted"),
                              ("rows_trained", "rows the online learner trained"),
-                             ("rows_dropped", "rows the online learner dropped because the "
-                              "cluster failed"),
-                             ("pushes", "pushes the online learner sent")):
+                             ("rows_dropped", "rows the online learner dropped: the "
+                              "cluster failed, or it was not reachable at shutdown"),
+                             ("pushes", "pushes the online learner sent"),
+                             ("shard_restarts", "shard restarts seen while learning: rows "
+                              "learned since that shard's last checkpoint may be lost")):
                 yield _counter(f"learn_{key}", doc, float(learner[key]))
             yield _gauge("learn_rows_queued", "rows waiting for the online learner",
                          float(learner["rows_queued"]))

@@ -96,7 +96,8 @@ async def predict(request: Request) -> Response:
 async def learn(request: Request) -> JSONResponse:
     """Queue labelled rows for the online learner; they reach the cluster within
     ``--push-interval`` seconds and the served model with the next refresh.
-    503 when the learner's queue stays full (retry later)."""
+    503 when the learner's queue stays too full for the request (retry later), 413
+    for a request with more rows than the whole queue (``--max-queue-rows``)."""
     service = _service(request)
     check_request_token(request, request.app.state.token)
     media_type = content_type(request.scope)
