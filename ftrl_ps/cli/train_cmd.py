@@ -225,6 +225,11 @@ def apply_params_from(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    with c.sigterm_as_interrupt():  # `kill PID`: 'interrupted', exit 130, as for Ctrl-C
+        return _run(args)  # (a local cluster's children are stopped then)
+
+
+def _run(args: argparse.Namespace) -> int:
     for flag, path in (("--resume", args.resume), ("--params-from", args.params_from)):
         if path:
             c.check_model(path, f"{flag} model")
@@ -243,8 +248,7 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "workers", 0):
         from ftrl_ps.cluster.local import LocalClusterOptions, run_cluster
 
-        with c.sigterm_as_interrupt():  # `kill PID`: children stopped, as for Ctrl-C
-            return run_cluster(c.options_from(LocalClusterOptions, args))
+        return run_cluster(c.options_from(LocalClusterOptions, args))
     from ftrl_ps.core.memory import populate_async
     from ftrl_ps.core.modelio import SavedModel, save_model
     from ftrl_ps.learn.training import evaluate, train
@@ -256,15 +260,14 @@ def run(args: argparse.Namespace) -> int:
     warm_training(model.dtype)  # and, meanwhile, the kernels are loaded before the file opens
     chunk = args.chunk_mb << 20
     progress = Progress("train", enabled=not args.quiet)
-    with c.sigterm_as_interrupt():  # `kill PID`: 'interrupted', exit 130, as for Ctrl-C
-        report = train(
-            model,
-            args.train,
-            epochs=args.epochs,
-            chunk_bytes=chunk,
-            skip_bad_lines=args.skip_bad_lines,
-            progress=progress,
-        )
+    report = train(
+        model,
+        args.train,
+        epochs=args.epochs,
+        chunk_bytes=chunk,
+        skip_bad_lines=args.skip_bad_lines,
+        progress=progress,
+    )
     report_bad_lines(report.bad_lines, report.bad_examples)
     if not report.rows:  # nothing learned: no model to save, no metric to give
         raise DataError(f"{args.train}: no rows to train on"

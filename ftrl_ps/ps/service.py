@@ -138,8 +138,9 @@ class PredictionService:
 
         def pushed() -> None:  # refresh now; shard 0 counts the rows in its totals
             source.refresh_soon()
-            report = learner.worker.report
-            self._client.report_online(name, int(report.rows), float(report.loss_sum))
+            rows, report = learner.rows_pushed, learner.worker.report  # applied rows only
+            loss = report.loss_sum * rows / report.rows if report.rows else 0.0
+            self._client.report_online(name, int(rows), float(loss))
 
         self.learner.on_pushed = pushed
         self.learner.start()
