@@ -5,22 +5,18 @@ serve's counters account for every accepted row and it reports shard restarts.""
 
 from __future__ import annotations
 
-import queue
 import re
 import signal
-import subprocess
 import sys
-import threading
 import time
 
 import httpx
 import pytest
 
 from tests._servers import real_server
-from tests.conftest import REPO, wait_until
+from tests.conftest import wait_until
 from tests.test_serve_ops import BITS, TEXT, Serve, free_port, metrics
 from tests.test_serve_ops import serves as serves  # noqa: F401 - the fixture
-from tests.test_services import clean_env
 
 ROWS = b"1 3:1 5:1\n0 7:1\n" * 50  # 100 rows
 
@@ -29,16 +25,8 @@ class StreamWorker(Serve):
     """``ftrl-ps worker --input - ARGS`` with a pipe on its stdin."""
 
     def __init__(self, *args: str) -> None:
-        command = [sys.executable, "-m", "ftrl_ps", "worker", "--input", "-", *args]
-        self.popen = subprocess.Popen(command, cwd=REPO, env=clean_env(), text=True,
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE)
-        self.stdout: queue.Queue[str] = queue.Queue()
-        self._err: list[str] = []
-        self._pumps = [threading.Thread(target=self._pump, args=pair, daemon=True) for pair in (
-            (self.popen.stdout, self.stdout.put), (self.popen.stderr, self._err.append))]
-        for t in self._pumps:
-            t.start()
+        super().__init__(command=[sys.executable, "-m", "ftrl_ps", "worker", "--input", "-",
+                                  *args], stdin=True)
 
     def feed(self, data: bytes) -> None:
         assert self.popen.stdin is not None

@@ -34,11 +34,14 @@ class Serve:
     """A running ``python -m MODULE ARGS`` (``ftrl_ps serve`` by default): its
     stdout and stderr are read in threads, so both can be waited for while it runs."""
 
-    def __init__(self, *args: str, module: str = "ftrl_ps", env: dict[str, str] | None = None
-                 ) -> None:
-        command = [sys.executable, "-m", module, *(["serve"] if module == "ftrl_ps" else []),
-                   *args]
+    def __init__(self, *args: str, module: str = "ftrl_ps", env: dict[str, str] | None = None,
+                 command: list[str] | None = None, stdin: bool = False) -> None:
+        """``command``: another command line than ``python -m MODULE [serve] ARGS``;
+        ``stdin``: a pipe on its standard input."""
+        command = command or [sys.executable, "-m", module,
+                              *(["serve"] if module == "ftrl_ps" else []), *args]
         self.popen = subprocess.Popen(command, cwd=REPO, env=env or clean_env(), text=True,
+                                      stdin=subprocess.PIPE if stdin else None,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.stdout: queue.Queue[str] = queue.Queue()
         self._err: list[str] = []
