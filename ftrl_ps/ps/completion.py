@@ -39,6 +39,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ftrl_ps.ps.registry import online_totals
+
 __all__ = ["RunProgress"]
 
 
@@ -97,7 +99,7 @@ class RunProgress:
             expecting=bool(snapshot.get("missing_indices")),
             units_done=bool(work and work.get("plan") and work.get("units")
                             and work.get("done") == work.get("units")),
-            online_rows=int(sum(o["rows"] for o in (snapshot.get("online") or {}).values())),
+            online_rows=online_totals(snapshot)[0],
         )
 
     @property

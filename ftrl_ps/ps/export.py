@@ -148,7 +148,7 @@ def run_export(options: ExportOptions) -> dict[str, Any]:
     # rows whose pushes the shards applied (exact); without worker streams (anonymous
     # pushes) what the workers reported at their clock ticks
     rows = applied or int(sum(w.get("stats", {}).get("rows", 0) for w in every))
-    rows += int(sum(o["rows"] for o in (snap.get("online") or {}).values()))  # serve --learn
+    rows += progress.online_rows  # serve --learn
     # a superseded registration (its index registered again) is no dead worker
     dead = [w["index"] for w in latest_registrations(every) if w.get("state") == "dead"]
     path = save_model(options.model, saved, rows=rows, servers=len(urls), dead_workers=dead,

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ftrl_ps.learn.progress import human
+from ftrl_ps.ps.registry import online_totals
 
 __all__ = ["History", "Overview", "WorkerView"]
 
@@ -124,12 +125,11 @@ class Overview:
         for w in latest.values():
             states[w.state] = states.get(w.state, 0) + 1
         clocks = [w.clock for w in latest.values() if w.state == "live"]
-        online = list((snap.get("online") or {}).values())
-        online_rows = int(sum(o["rows"] for o in online))
+        online_rows, online_loss = online_totals(snap)
         return cls(
             workers=[latest[i] for i in sorted(latest)],
             rows=sum(w.rows for w in every) + online_rows,
-            loss_sum=sum(w.loss_sum for w in every) + sum(o["loss_sum"] for o in online),
+            loss_sum=sum(w.loss_sum for w in every) + online_loss,
             online_rows=online_rows,
             states=dict(sorted(states.items())),
             restarts=len(every) - len(latest),

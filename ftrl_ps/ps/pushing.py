@@ -300,21 +300,21 @@ class StreamingPushes:
         if self.worker_id is None:
             return False
         self.stop_heartbeat()
-        try:
-            self._net.post_json(0, f"/v1/workers/{self.worker_id}/leave", {},
-                                timeout=timeout, retry=False)
-        except FTRLPSError:
-            return False  # gone, or dead already: the worker timeout applies as before
-        return True
+        # False: gone, or dead already: the worker timeout applies as before
+        return self._tell_shard0(f"/v1/workers/{self.worker_id}/leave", {}, timeout)
 
     def report_online(self, learner: str, rows: int, loss_sum: float) -> bool:
         """Tell shard 0 an online learner's totals (rows trained and pushed, their
         loss sum), which it counts in its status, metrics and exports. One attempt
         of at most 2 s; False if it failed (the next report carries the totals)."""
+        return self._tell_shard0("/v1/workers/online",
+                                 {"learner": learner, "rows": rows, "loss_sum": loss_sum})
+
+    def _tell_shard0(self, path: str, body: dict[str, Any], timeout: float = 2.0) -> bool:
+        """POST ``body`` to shard 0 once (no retries, at most ``timeout`` seconds):
+        whether it answered, for calls a stopping or busy process need not wait for."""
         try:
-            self._net.post_json(0, "/v1/workers/online", {"learner": learner, "rows": rows,
-                                                           "loss_sum": loss_sum},
-                                timeout=2.0, retry=False)
+            self._net.post_json(0, path, body, timeout=timeout, retry=False)
         except FTRLPSError:
             return False
         return True

@@ -8,13 +8,14 @@ The registry itself (registration, SSP clock, dead-worker sweep) is
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ftrl_ps.errors import UnknownWorkerError, WorkerStateError
 
-__all__ = ["DEAD", "FINISHED", "LIVE", "RegistryState", "WorkerInfo", "refusal"]
+__all__ = ["DEAD", "FINISHED", "LIVE", "RegistryState", "WorkerInfo", "online_totals",
+           "refusal"]
 
 LIVE, FINISHED, DEAD = "live", "finished", "dead"
 #: online learners (``serve --learn``) whose totals shard 0 keeps; the oldest go first
@@ -71,6 +72,18 @@ class WorkerInfo:
             raise ValueError(f"unknown worker state {state!r}")
         return cls(int(wid), int(index), instance, int(clock), now, state, dict(stats),
                    pid=pid, restored=True, identity=rest[0] if rest else None)
+
+
+def online_totals(snapshot: Mapping[str, Any] | None) -> tuple[int, float]:
+    """Rows and loss sum of every online learner in a clock snapshot (``/v1/status``
+    ``clock``; its ``online`` part).
+
+    >>> online_totals({"online": {"a": {"rows": 3, "loss_sum": 1.5}, "b": {"rows": 2,
+    ...                                                                 "loss_sum": 0.5}}})
+    (5, 2.0)
+    """
+    online = list(((snapshot or {}).get("online") or {}).values())
+    return int(sum(o["rows"] for o in online)), float(sum(o["loss_sum"] for o in online))
 
 
 def refusal(w: WorkerInfo, worker_timeout: float) -> str | None:
