@@ -76,6 +76,24 @@ def test_learns_layout_and_checks_the_shards_agree():
                             dtype=["float32", "float64"][i]) for i in range(2)])
 
 
+def test_shards_started_with_other_settings_or_bits_are_named_with_their_own_values():
+    """QA: shards that merged or derived weights differently were taken without a
+    word, and a shard's bits were swapped with shard 0's in the message."""
+    with in_process_cluster(2, bits=8, group_size=16) as pair:
+        ps = PSClient(["http://a", "http://b"], http_clients=pair)  # same settings: taken
+        ps.close()
+    with in_process(bits=8, group_size=16, num_shards=2, shard_index=0) as s0, \
+            in_process(bits=8, group_size=16, num_shards=2, shard_index=1, l1=0.5,
+                       merge_rule="sum") as s1, \
+            pytest.raises(ConfigError, match=r"different settings \(shard 1 has merge_rule "
+                          r"sum, shard 0 contraction; shard 1 has l1 0.5, shard 0 1.0\)"):
+        PSClient(["http://a", "http://b"], http_clients=[s0, s1])
+    with in_process(bits=8, group_size=16, num_shards=2, shard_index=0) as s0, \
+            in_process(bits=9, group_size=16, num_shards=2, shard_index=1) as s1, \
+            pytest.raises(LayoutMismatchError, match="bits: shard 1 has 9, shard 0 has 8"):
+        PSClient(["http://a", "http://b"], http_clients=[s0, s1])
+
+
 @pytest.mark.parametrize(("status", "payload", "cls"), [
     (400, {"error": "ProtocolError", "detail": "bad keys"}, ProtocolError),
     (400, {"error": "ConfigError", "detail": "x"}, ConfigError),
@@ -318,6 +336,24 @@ def test_a_client_stopped_by_an_error_leaves_the_cluster_at_once():
             started = time.monotonic()
             raise RuntimeError("the input is gone")
         assert time.monotonic() - started < 5  # one attempt, not 60 s of retries
+
+
+def test_a_heartbeat_retrying_while_shard_0_is_away_does_not_hold_back_the_exit():
+    """QA: SIGTERM of a worker whose shard 0 was down took ~112 s: leaving joined
+    the heartbeat thread, which was in a request retrying for ``retry_seconds``."""
+    from tests._servers import Switchable
+
+    with in_process(bits=8, group_size=16, num_workers=1, staleness=0) as shard:
+        away = Switchable(shard)
+        with pytest.raises(KeyboardInterrupt), \
+                PSClient("http://x", http_clients=[away], retry_seconds=60) as ps:
+            ps.register(0, 1)
+            away.down = True
+            ps.start_heartbeat(interval=0.05)
+            time.sleep(0.5)  # the heartbeat is retrying now
+            started = time.monotonic()
+            raise KeyboardInterrupt
+        assert time.monotonic() - started < 5  # was: until the 60 s of retries ended
 
 
 def test_a_worker_held_at_the_bound_says_so_once_in_a_while(caplog) -> None:

@@ -54,6 +54,7 @@ from ftrl_ps.ps.layout import Layout
 from ftrl_ps.ps.pulling import Pulls
 from ftrl_ps.ps.pushing import StreamingPushes
 from ftrl_ps.ps.replay import PushStream
+from ftrl_ps.ps.shard_settings import check_shards_agree
 from ftrl_ps.ps.shards import ShardConnections
 from ftrl_ps.ps.validate import check_keys, check_merge, check_values
 
@@ -159,21 +160,20 @@ class PSClient(StreamingPushes, Pulls):
         #: what the servers own of the model: bits, dtype, params (hyper-parameters)
         self.server_model: dict[str, Any] | None = first.get("model")
         if self.layout.num_shards != len(self.urls):
-            raise LayoutMismatchError(
-                f"the servers form {self.layout.num_shards} shard(s) but {len(self.urls)} "
-                "URL(s) were given"
-            )
+            raise LayoutMismatchError(f"the servers form {self.layout.num_shards} shard(s) "
+                                      f"but {len(self.urls)} URL(s) were given")
         for i, st in enumerate(statuses):
             if st["shard"]["index"] != i:
                 raise ConfigError(
                     f"{self.urls[i]} is shard {st['shard']['index']}, expected shard {i}: "
                     "list the URLs in shard order"
                 )
-            Layout.from_dict(st["layout"]).check_same(self.layout, what=f"shard {i}")
+            self.layout.check_same(Layout.from_dict(st["layout"]), what=f"shard {i}",
+                                   against="shard 0")
             if st["dtype"] != first["dtype"]:
-                raise LayoutMismatchError(
-                    f"shard {i} stores {st['dtype']}, shard 0 stores {first['dtype']}"
-                )
+                raise LayoutMismatchError(f"shard {i} stores {st['dtype']}, shard 0 "
+                                          f"stores {first['dtype']}")
+        check_shards_agree([st.get("settings", {}) for st in statuses])
 
     # --- parameters ----------------------------------------------------------------
     def push(self, keys: Any, delta_n: Any, delta_z: Any, merge: Any = None, *,
@@ -351,12 +351,12 @@ class PSClient(StreamingPushes, Pulls):
         self._hb_thread = threading.Thread(target=loop, name="ps-heartbeat", daemon=True)
         self._hb_thread.start()
 
-    def stop_heartbeat(self) -> None:
-        """Stop the heartbeat thread (if running)."""
+    def stop_heartbeat(self, timeout: float | None = None) -> None:
+        """Stop the heartbeat thread; wait at most ``timeout`` s for one in progress."""
         thread, self._hb_thread = self._hb_thread, None
         if thread is not None:
             self._hb_stop.set()
-            thread.join()
+            thread.join(timeout)
 
     def finish(self, stats: dict[str, Any] | None = None) -> None:
         """Tell shard 0 this worker is done (it stops holding back the others);
@@ -401,6 +401,7 @@ class PSClient(StreamingPushes, Pulls):
 
     def __exit__(self, kind: object, *exc: object) -> None:
         if kind is not None and not self.finished:  # Ctrl-C, SIGTERM, an error
+            self.abort()  # nothing retries for retry_seconds now (a heartbeat neither)
             self.leave()
         self.close()
 

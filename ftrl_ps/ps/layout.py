@@ -208,10 +208,12 @@ class Layout:
             raise ConfigError(f"layout must have exactly the fields {sorted(expected)}")
         return cls(data["bits"], data["group_size"], data["num_shards"])
 
-    def check_same(self, other: Layout, *, what: str = "worker") -> None:
-        """Raise :class:`LayoutMismatchError` naming every field that differs."""
+    def check_same(self, other: Layout, *, what: str = "worker", against: str = "server"
+                   ) -> None:
+        """Raise :class:`LayoutMismatchError` naming every field that differs
+        (``other``: ``what``'s layout, ``self``: ``against``'s)."""
         diffs = [
-            f"{name}: {what} has {getattr(other, name)}, server has {getattr(self, name)}"
+            f"{name}: {what} has {getattr(other, name)}, {against} has {getattr(self, name)}"
             for name in ("bits", "group_size", "num_shards")
             if getattr(self, name) != getattr(other, name)
         ]

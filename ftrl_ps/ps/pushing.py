@@ -54,7 +54,7 @@ class StreamingPushes:
     #: (worker, epoch) of the fences this client applied on every shard
     _fences_applied: set[tuple[int, int]]
 
-    def stop_heartbeat(self) -> None:  # pragma: no cover - PSClient's
+    def stop_heartbeat(self, timeout: float | None = None) -> None:  # pragma: no cover - PSClient's
         raise NotImplementedError
 
     def start_heartbeat(self, interval: float | None = None) -> None:  # pragma: no cover
@@ -299,7 +299,7 @@ class StreamingPushes:
         that stops is not kept waiting. True if shard 0 took note."""
         if self.worker_id is None:
             return False
-        self.stop_heartbeat()
+        self.stop_heartbeat(timeout)
         # False: gone, or dead already: the worker timeout applies as before
         return self._tell_shard0(f"/v1/workers/{self.worker_id}/leave", {}, timeout)
 

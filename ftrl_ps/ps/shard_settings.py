@@ -17,7 +17,7 @@ from ftrl_ps.ps.auth import TOKEN_ENV, resolve_token
 from ftrl_ps.ps.layout import DEFAULT_GROUP_SIZE, Layout
 from ftrl_ps.ps.merge import DEFAULT_RULE, RULES
 
-__all__ = ["TOKEN_ENV", "ServerSettings"]
+__all__ = ["SHARED", "TOKEN_ENV", "ServerSettings", "check_shards_agree"]
 
 
 @dataclass(frozen=True)
@@ -184,3 +184,24 @@ class ServerSettings:
             "max_json_depth": self.max_json_depth,
             "warm_rounds": self.warm_rounds,
         }
+
+
+#: settings every shard of one cluster must share (the layout and dtype are checked
+#: apart); a shard that merges or derives weights its own way makes another model
+SHARED = ("merge_rule", "num_workers", "staleness", "warm_rounds")
+
+
+def check_shards_agree(settings: list[dict[str, Any]]) -> None:
+    """A ConfigError naming every setting in which a shard differs from shard 0
+    (``settings``: each shard's ``/v1/status`` ``settings``, in shard order)."""
+    def shared(st: dict[str, Any]) -> dict[str, Any]:
+        params = (st.get("model") or {}).get("params") or {}
+        return {**{k: st.get(k) for k in SHARED}, **params}
+
+    first = shared(settings[0])
+    clash = [f"shard {i} has {k} {v}, shard 0 {first.get(k)}"
+             for i, st in enumerate(settings[1:], 1)
+             for k, v in shared(st).items() if v != first.get(k)]
+    if clash:
+        raise ConfigError("the shards were started with different settings ("
+                          + "; ".join(clash) + "): start every shard with the same flags")
