@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -300,3 +301,43 @@ def test_finishing_worker_costs_shard_0_one_checkpoint_that_holds_its_pushes(
         gap = c.post(f"/v1/workers/{ps.worker_id}/finish", json={"sent": 4})  # never sent
         assert gap.status_code == 409 and gap.json()["error"] == "PushGapError"
         assert ckpt.written == written + 1  # the repeated finish and the gap: none
+
+
+def test_an_idle_shard_does_not_rewrite_its_checkpoint_every_interval(tmp_path: Path) -> None:
+    """QA: a finished, idle cluster rewrote its whole state every interval (512 MiB
+    at --bits 26 every 30 s, for ever). A change of the state, the streams or the
+    clock still gets its checkpoint at the next interval."""
+    app = create_app(settings(tmp_path, num_workers=1))
+    with TestClient(app) as c:
+        ckpt = app.state.ftrl.checkpointer
+        ps = PSClient("http://testserver", http_clients=[c])
+        ps.register(0, 1)
+        ps.push(KEYS, np.full(4, 0.5), np.arange(4.0), position=10)
+        assert ckpt.write_if_changed() is not None
+        ckpt.write_if_changed()  # at most one more: the first marked its push durable
+        written, files = ckpt.written, sorted(tmp_path.glob("shard-0-*.ckpt"))
+        for _ in range(3):
+            assert ckpt.write_if_changed() is None  # was: a new file every interval
+        assert ckpt.written == written and sorted(tmp_path.glob("shard-0-*.ckpt")) == files
+        assert ckpt.age() < 1  # the newest file holds the state as it is now
+        ps.push(KEYS, np.full(4, 0.5), np.arange(4.0), position=20)
+        assert ckpt.write_if_changed() is not None and ckpt.written == written + 1
+        ps.finish()  # the clock changes (finished): written by finish, then idle again
+        assert ckpt.write_if_changed() is None or ckpt.write_if_changed() is None
+        _, n, streams = restored(tmp_path, num_workers=1)
+        assert n == [1.0] * 4 and streams[0]["last_seq"] == 2
+
+
+def test_the_checkpoint_thread_of_an_idle_shard_writes_nothing(tmp_path: Path) -> None:
+    app = create_app(ServerSettings(bits=12, group_size=64, checkpoint_dir=str(tmp_path),
+                                    checkpoint_interval=0.05, num_workers=1))
+    with TestClient(app) as c:
+        ckpt = app.state.ftrl.checkpointer
+        ps = PSClient("http://testserver", http_clients=[c])
+        ps.register(0, 1)
+        ps.push(KEYS, np.full(4, 0.5), np.arange(4.0), position=10)
+        ps.finish()
+        time.sleep(0.5)  # the push's checkpoints are written by now
+        written = ckpt.written
+        time.sleep(0.5)  # ten intervals: was ten more files written
+        assert ckpt.written == written and ckpt.age() < 0.5

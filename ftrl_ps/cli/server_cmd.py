@@ -110,7 +110,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="write checkpoints of this shard here and restore the newest valid "
                           "one at start (default: none, the state lives in memory only)")
     dur.add_argument("--checkpoint-interval", type=c.positive_float, default=30.0,
-                     metavar="SECONDS", help="seconds between checkpoints (default 30)")
+                     metavar="SECONDS", help="seconds between checkpoints; an interval in "
+                     "which nothing changed writes none (default 30)")
     dur.add_argument("--start-timeout", type=c.non_negative_float, default=0.0,
                      metavar="SECONDS",
                      help="wait up to this long at start for --checkpoint-dir to exist (a "

@@ -221,6 +221,7 @@ class Checkpointer:
         self._began = -math.inf  # time.monotonic() when the newest write began
         self._since = time.monotonic()  # the state is not in a checkpoint of ours since
         self._last_path: Path | None = None
+        self._mark: Any = None  # what the newest checkpoint holds (:meth:`_state_mark`)
         self._lock = threading.Lock()
         state.telemetry.gauge("checkpoint_age_seconds", "seconds since the cut of this "
                               "shard's newest checkpoint (since its start before the first)",
@@ -242,8 +243,27 @@ class Checkpointer:
                 return self._last_path
             return self._write_locked()
 
+    def _state_mark(self) -> Any:
+        """What a checkpoint would hold, in brief: the store's write version (every
+        push, withdrawal and load bumps it) and the stream, clock and hand-out state."""
+        st = self.state
+        return (st.store.changes.version, _records(st),
+                st.clock.state() if st.clock is not None else None,
+                st.work.state() if st.clock is not None else None)
+
+    def write_if_changed(self) -> Path | None:
+        """:meth:`write`, unless nothing changed since the newest checkpoint (an idle
+        shard does not rewrite its whole state every interval): then None, and that
+        file counts as cut now (:meth:`age`, :meth:`ensure`)."""
+        with self._lock:
+            if self._last_path is not None and self._state_mark() == self._mark:
+                self._began = time.monotonic()
+                return None
+            return self._write_locked()
+
     def _write_locked(self) -> Path:
         began = time.monotonic()  # the cut is taken after this moment
+        mark = self._state_mark()  # taken before the cut: a change in between rewrites
         t0 = time.perf_counter()
         self.version += 1
         try:
@@ -258,7 +278,7 @@ class Checkpointer:
             old.unlink(missing_ok=True)
         self.written += 1
         self.last_seconds = time.perf_counter() - t0
-        self._began, self._last_path = began, path
+        self._began, self._last_path, self._mark = began, path, mark
         return path
 
     def start(self) -> None:
@@ -268,7 +288,7 @@ class Checkpointer:
         def loop() -> None:
             while not self._stop.wait(self.interval):
                 try:
-                    self.write()
+                    self.write_if_changed()
                 except ServerError as exc:  # keep serving; say why the checkpoint failed
                     say(log, str(exc), level=logging.ERROR, prefix=PREFIX)
 
