@@ -152,6 +152,7 @@ class PSClient(StreamingPushes, Pulls):
         self.layout = Layout.from_dict(first["layout"])
         self.dtype = np.dtype(first["dtype"])
         self.server_settings: dict[str, Any] = first.get("settings", {})
+        self.runs = [st["shard"].get("run") for st in statuses]  # run ids (ps.journal)
         limits = [st.get("settings", {}).get("max_body_mb") for st in statuses]
         #: the smallest request body the servers take (None: they do not say)
         self.max_body_bytes: int | None = (
