@@ -157,10 +157,14 @@ def test_kill_9_of_a_real_server_and_restart_on_the_same_dir(tmp_path: Path):
         wait_until(lambda: ps.streams(0)[0]["durable_seq"] >= 4, what="a checkpoint of them")
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
+        run = ps.runs[0]
     proc, url = start()
     try:
         n = httpx.post(url + "/v1/pull", json={"keys": KEYS.tolist()}, trust_env=False).json()["n"]
         assert n == [4.0] * 4
+        # the same run: a worker's journal of it is still this run's (ps.journal)
+        status = httpx.get(url + "/v1/status", trust_env=False).json()
+        assert status["shard"]["run"] == run
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
@@ -341,3 +345,38 @@ def test_the_checkpoint_thread_of_an_idle_shard_writes_nothing(tmp_path: Path) -
         written = ckpt.written
         time.sleep(0.5)  # ten intervals: was ten more files written
         assert ckpt.written == written and ckpt.age() < 0.5
+
+
+def test_a_journal_knows_its_run_and_refuses_another_one(tmp_path: Path):
+    """The header keeps each shard's run id: a journal none of whose shards' runs is
+    the servers' is another run's (refused); one shard restarted empty (a new run
+    there) is the same run; a synced shard's new run is noted; a version 1 file
+    (no run ids) is taken as this run's and upgraded."""
+    import struct
+
+    from ftrl_ps.ps.replay import PushStream
+
+    path = tmp_path / "worker-0.journal"
+    j = PushJournal(path, 0, 2, np.float32, ["a" * 16, "b" * 16])
+    PushStream(j).record(np.array([1, 3000], np.uint32), np.ones(2, np.float32),
+                         np.ones(2, np.float32), np.array([0, 1, 2]), position=7, loss_sum=1)
+    j.close()
+    with pytest.raises(ConfigError, match="another cluster run.*another --state-dir"):
+        PushJournal(path, 0, 2, np.float32, ["c" * 16, "d" * 16])
+    with pytest.raises(ConfigError, match="another cluster run"):  # checked, nothing written
+        PushJournal.check_file(path, 0, 2, np.float32, ["c" * 16, "d" * 16])
+    PushJournal(path, 0, 2, np.float32, [None, None]).close()  # servers that do not say
+    again = PushJournal(path, 0, 2, np.float32, ["a" * 16, "e" * 16])  # shard 1 restarted
+    assert again.runs == ["a" * 16, "e" * 16] and again.last is not None
+    again.note_run(0, "f" * 16)  # shard 0 restarted empty and was synced
+    again.close()
+    assert PushJournal(path, 0, 2, np.float32, ["f" * 16, "e" * 16]).last.position == 7
+    # an older worker's journal: the version 1 header, no run ids
+    data = path.read_bytes()
+    head = struct.pack("<8sIIIc3x", b"FTPSJRNL", 1, 0, 2, b"f")
+    path.write_bytes(head + data[len(head) + 32:])
+    old = PushJournal(path, 0, 2, np.float32, ["g" * 16, "h" * 16])
+    assert old.last is not None and old.last.position == 7 and old.runs == ["g" * 16, "h" * 16]
+    old.close()
+    with pytest.raises(ConfigError, match="another cluster run"):  # upgraded: it says now
+        PushJournal(path, 0, 2, np.float32, ["i" * 16, "j" * 16])

@@ -400,7 +400,7 @@ def test_an_idle_worker_asks_again_right_after_its_tick(monkeypatch: pytest.Monk
             return next(answers)
 
     worker = SimpleNamespace(
-        report=SimpleNamespace(rows=0, epochs=0), rows_applied=0,
+        report=SimpleNamespace(rows=0, epochs=0), rows_applied=0, position=0,
         config=SimpleNamespace(epochs=1), round_length=None,
         train_batches=lambda batches: list(batches), push=lambda final: None,
         idle=lambda: ticks)

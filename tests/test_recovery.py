@@ -191,3 +191,51 @@ def test_a_resumed_worker_reports_the_rows_it_trained_itself(synth_small: Path,
     assert line, again.stderr
     here, before = (int(g.replace(",", "")) for g in line.groups())
     assert before >= 5000 and here + before == 20_000
+
+
+def test_a_worker_restarted_twice_without_a_journal_trains_every_row_once(
+        synth_small: Path) -> None:
+    """kill -9 of a worker without --state-dir, twice: each process resumes after the
+    shards' record of the index, so every row is applied once. (Its pushes recorded
+    the rows *this* process trained as the position: the second restart resumed too
+    early and trained rows again, 62 pushes for 51 in the QA run.)"""
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+
+    import httpx
+
+    from tests._servers import real_server
+    from tests.conftest import REPO, wait_until
+
+    with real_server(["--bits", "18", "--num-workers", "1"]) as srv:
+        cmd = [sys.executable, "-m", "ftrl_ps", "worker", "--server", srv.url, "--input",
+               str(synth_small / "train.svm"), "--worker-index", "0", "--num-workers", "1",
+               "--batch-size", "250", "--supersede", "--straggle-prob", "1",
+               "--straggle-delay", "0.1"]  # no --state-dir; 1,000 rows per push
+
+        def record() -> dict:
+            recs = httpx.get(srv.url + "/v1/streams", trust_env=False).json()
+            return recs[0] if recs else {"pushes": 0, "position": 0}
+
+        def kill_after(pushes: int) -> None:
+            proc = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.DEVNULL)
+            try:
+                wait_until(lambda: record()["pushes"] >= pushes or proc.poll() is not None,
+                           timeout=60, what=f"{pushes} pushes")
+                assert proc.poll() is None, "the worker ended before it was killed"
+            finally:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+        kill_after(5)
+        kill_after(record()["pushes"] + 3)
+        last = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
+        final = record()
+    assert last.returncode == 0, last.stderr
+    resumed = re.search(r"resuming after ([\d,]+) rows", last.stderr)
+    assert resumed and int(resumed.group(1).replace(",", "")) >= 8000, last.stderr
+    # as in a clean run: 20 pushes of 1,000 rows, the last at the share's end
+    assert (final["position"], final["pushes"]) == (20_000, 20), final

@@ -205,6 +205,8 @@ def test_health_status_and_openapi(shard: Shard):
     assert st["layout"] == {"bits": 12, "group_size": 64, "num_shards": 1}
     pid = st["shard"].pop("pid")
     assert isinstance(pid, int) and pid > 0
+    run = st["shard"].pop("run")  # this shard's run id (a new one: started empty)
+    assert isinstance(run, str) and len(run) == 16
     assert st["shard"] == {"index": 0, "num_shards": 1, "begin": 0, "end": 4097,
                            "groups": [0, 65]}
     assert st["model"] == {"bits": 12, "dtype": "float32",

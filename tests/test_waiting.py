@@ -126,6 +126,40 @@ def test_export_refuses_an_incomplete_run(tmp_path: Path,
     assert "INCOMPLETE RUN: 1 of 2 configured workers finished" in capsys.readouterr().err
 
 
+def test_export_refuses_a_model_a_shard_lost_pushes_of(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Shard 1 restarted empty (no checkpoint) after the worker finished: the clock
+    says complete, but shard 1 no longer holds the worker's pushes (its finish said
+    which it sent there), so the export refuses as for an incomplete run, or with
+    --allow-incomplete writes it marked incomplete. (It wrote half a model marked
+    complete, exit 0.)"""
+    from tests.test_serve_ops import free_port
+
+    data = tmp_path / "t.svm"
+    data.write_text("".join(f"{i % 2} {i * 37 % 4000}:1 {i * 91 % 4000}:1\n" for i in range(300)))
+    common = ["--bits", "12", "--group-size", "64", "--num-shards", "2", "--num-workers", "1"]
+    shard1 = [*common, "--shard-index", "1", "--port", str(free_port())]
+    model = tmp_path / "m.ftrl"
+    with real_server([*common, "--shard-index", "0"]) as s0:
+        with real_server(shard1) as s1:
+            urls = f"{s0.url},{s1.url}"
+            run_worker(WorkerOptions(server=urls, input=str(data), num_workers=1,
+                                     worker_index=0, quiet=True, batch_size=10))
+            whole = run_export(ExportOptions(server=urls, model=str(model), wait=True))
+        assert whole["complete"] is True and whole["rows"] == 300
+        model.unlink()
+        with real_server(shard1):  # the same URL, started empty
+            with pytest.raises(IncompleteRunError, match=r"incomplete: shard 1 \(http\S+\) "
+                               r"lacks pushes of finished worker\(s\) \[0\].*--allow-incomplete"):
+                run_export(ExportOptions(server=urls, model=str(model), wait=True, timeout=5))
+            assert not model.exists()
+            part = run_export(ExportOptions(server=urls, model=str(model), wait=True,
+                                            allow_incomplete=True))
+    assert part["complete"] is False and part["keys"] < whole["keys"]
+    assert "INCOMPLETE RUN: 1 of 1 configured workers finished; shard 1" \
+        in capsys.readouterr().err
+
+
 def test_exports_lines_are_json_with_log_format_json(tmp_path: Path) -> None:
     """``export --log-format json``: its waiting, incomplete-run and dead-worker
     lines are JSON objects like every other stderr line (they were plain prints)."""

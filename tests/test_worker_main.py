@@ -11,7 +11,7 @@ import pytest
 
 from ftrl_ps.ps.client import PSClient
 from ftrl_ps.ps.worker_main import WorkerOptions, run_worker
-from tests._servers import TOKEN, real_server
+from tests._servers import TOKEN, real_cluster, real_server
 
 
 @pytest.mark.parametrize("split", ["shares", "units"])
@@ -61,3 +61,31 @@ def test_auto_split_is_decided_on_the_input(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="gzip-compressed; '--split shares' reads byte ranges"):
         gz.check()
     replace(gz, split="auto").check()  # auto hands it out whole
+
+
+def test_a_state_dir_of_an_earlier_run_is_refused_by_new_servers(tmp_path: Path) -> None:
+    """A --state-dir left from an earlier run (a compose volume kept): new servers
+    have other run ids, so the worker refuses it with exit 2 before registering,
+    instead of replaying the old run's pushes into them and training nothing."""
+    from tests.conftest import run_cli
+
+    rng = np.random.default_rng(5)
+    data = tmp_path / "t.svm"
+    data.write_text("".join(f"{int(rng.random() < 0.3)} {a}:1 {a + 7}:1\n"
+                            for a in rng.integers(0, 4000, 200)))
+    server = ["--bits", "12", "--group-size", "64", "--num-shards", "2", "--num-workers", "1"]
+    worker = ["worker", "--input", str(data), "--worker-index", "0", "--num-workers", "1",
+              "--batch-size", "10", "--state-dir", str(tmp_path / "state"), "-q"]
+    for run in ("first", "second"):
+        with real_cluster(2, server) as shards:
+            urls = ",".join(s.url for s in shards)
+            done = run_cli(*worker, "--server", urls)
+            with PSClient([s.url for s in shards]) as ps:
+                workers, streams = ps.status()["clock"]["workers"], ps.streams(0)
+        if run == "first":
+            assert done.returncode == 0, done.stderr
+            assert streams and streams[0]["position"] == 200
+    assert done.returncode == 2, done.stderr
+    assert "push journal of another cluster run" in done.stderr
+    assert "another --state-dir" in done.stderr and len(done.stderr.splitlines()) <= 2
+    assert workers == [] and streams == []  # the new servers are untouched

@@ -102,7 +102,7 @@ def write_checkpoint(state: ServerState, directory: Path, version: int) -> tuple
                 "format": FORMAT, "version": version, "shard_index": settings.shard_index,
                 "layout": settings.layout.to_dict(), "dtype": settings.dtype,
                 "params": settings.params.as_dict(), "keys": total, "created": time.time(),
-                "streams": streams, "clock": clock, "work": work,
+                "streams": streams, "clock": clock, "work": work, "run": state.run_id,
             }).encode()
             out.write(meta)
             f.write(_TRAILER.pack(len(meta), out.crc, TAIL))
@@ -193,6 +193,7 @@ def restore_latest(state: ServerState, directory: Path) -> Path | None:
         for keys, n, z in chunks:
             state.store.load(keys, n, z)
         state.dedup.restore(meta["streams"])
+        state.run_id = str(meta.get("run") or state.run_id)  # (older files: a new one)
         if state.clock is not None and meta.get("clock") is not None:
             state.clock.restore(meta["clock"])
         if state.clock is not None and meta.get("work"):

@@ -153,6 +153,7 @@ class PSClient(StreamingPushes, Pulls):
         self.layout = Layout.from_dict(first["layout"])
         self.dtype = np.dtype(first["dtype"])
         self.server_settings: dict[str, Any] = first.get("settings", {})
+        self.runs = [st["shard"].get("run") for st in statuses]  # run ids (ps.journal)
         limits = [st.get("settings", {}).get("max_body_mb") for st in statuses]
         #: the smallest request body the servers take (None: they do not say)
         self.max_body_bytes: int | None = (
@@ -164,10 +165,8 @@ class PSClient(StreamingPushes, Pulls):
                                       f"but {len(self.urls)} URL(s) were given")
         for i, st in enumerate(statuses):
             if st["shard"]["index"] != i:
-                raise ConfigError(
-                    f"{self.urls[i]} is shard {st['shard']['index']}, expected shard {i}: "
-                    "list the URLs in shard order"
-                )
+                raise ConfigError(f"{self.urls[i]} is shard {st['shard']['index']}, expected "
+                                  f"shard {i}: list the URLs in shard order")
             self.layout.check_same(Layout.from_dict(st["layout"]), what=f"shard {i}",
                                    against="shard 0")
             if st["dtype"] != first["dtype"]:

@@ -76,6 +76,9 @@ class RunProgress:
     units_done: bool = False
     #: rows online learners (``serve --learn``, outside the SSP clock) pushed
     online_rows: int = 0
+    #: shards that lack pushes of finished workers (ftrl_ps.ps.export.lacking_pushes),
+    #: in words; the run is not complete then ("": none)
+    lost: str = ""
 
     @classmethod
     def from_snapshot(cls, snapshot: Mapping[str, Any],
@@ -111,7 +114,9 @@ class RunProgress:
     @property
     def complete(self) -> bool:
         """Every configured index has a finished worker, or every work unit is done
-        and no worker is live."""
+        and no worker is live (and no shard lost pushes of a finished one)."""
+        if self.lost:
+            return False
         if self.units_done and not self.live and self.finished:
             return True
         return self.expected is not None and set(range(self.expected)) <= set(self.finished)
@@ -142,4 +147,6 @@ class RunProgress:
             parts.append(f"never registered: {_list(self.missing)}")
         if self.dead:
             parts.append(f"died and not replaced: {_list(self.dead)}")
+        if self.lost:
+            parts.append(self.lost)
         return "; ".join(parts)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -34,7 +34,8 @@ from ftrl_ps.ps.worker_main import WorkerOptions, adopt_model, params_with_defau
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ExportOptions", "latest_registrations", "rows_applied", "run_export"]
+__all__ = ["ExportOptions", "lacking_pushes", "latest_registrations", "rows_applied",
+           "run_export"]
 
 #: seconds between two progress lines while waiting for the workers
 _REPORT_EVERY = 10.0
@@ -77,6 +78,35 @@ def rows_applied(streams: list[list[dict[str, Any]]]) -> int:
         for rec in shard:
             best[rec["worker"]] = max(best.get(rec["worker"], 0), int(rec["position"]))
     return sum(best.values())
+
+
+def lacking_pushes(workers: list[dict[str, Any]],
+                   streams: list[list[dict[str, Any]]]) -> dict[int, list[int]]:
+    """Per shard, the finished worker indices whose pushes it lacks: a shard that
+    lost them after the worker finished (restarted without its checkpoint, or the
+    checkpoint's volume lost), which no worker is left to replay.
+
+    A finished registration says (``sent_to``) the last seq it sent to each shard,
+    and every shard held those in a checkpoint when it finished; without it (an
+    older worker) shard 0, which gets a part of every push, must be at least as far
+    as any other shard.
+
+    >>> lacking_pushes([{"index": 0, "worker_id": 5, "state": "finished", "sent_to": [9, 8]}],
+    ...                [[{"worker": 0, "last_seq": 9}], []])
+    {1: [0]}
+    """
+    seqs = [{int(r["worker"]): int(r["last_seq"]) for r in shard} for shard in streams]
+    out: dict[int, list[int]] = {}
+    for w in latest_registrations(workers):
+        if w.get("state") != "finished":
+            continue
+        index, sent = w["index"], w.get("sent_to")
+        if sent is None or len(sent) != len(seqs):  # shard 0 must hold the most
+            sent = [max(s.get(index, 0) for s in seqs)] + [0] * (len(seqs) - 1)
+        for shard, have in enumerate(seqs):
+            if have.get(index, 0) < sent[shard]:
+                out.setdefault(shard, []).append(index)
+    return out
 
 
 def latest_registrations(workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -133,8 +163,18 @@ def run_export(options: ExportOptions) -> dict[str, Any]:
         keys, n, z = client.dump_state()
         status = client.status()
         snap = status.get("clock") or {}
-        applied = rows_applied([client.streams(i) for i in range(len(urls))])
+        streams = [client.streams(i) for i in range(len(urls))]
+    applied = rows_applied(streams)
     progress = RunProgress.from_snapshot(snap, status.get("work"))
+    if lacking := lacking_pushes(snap.get("workers", []), streams):
+        lost = "; ".join(f"shard {i} ({urls[i]}) lacks pushes of finished worker(s) {w}"
+                         for i, w in sorted(lacking.items()))
+        if not options.allow_incomplete:
+            raise IncompleteRunError(
+                f"the run is incomplete: {lost} (did it restart without its checkpoint?); "
+                "no model written (restart it from its --checkpoint-dir, or export what "
+                "there is with --allow-incomplete / FTRL_PS_ALLOW_INCOMPLETE=1)")
+        progress = replace(progress, lost=lost)
     dtype = str(client.dtype)  # what the servers store: float64 stays float64
     saved = SavedModel(
         bits=layout.bits,

@@ -140,7 +140,7 @@ class UnitStream:
         self.yielded = 0
         self.units = 0
         self._reported = 0  # rows applied (of this stream) when progress was last reported
-        self._base = worker.report.rows  # rows counted before (a resumed worker's)
+        self._base = worker.position  # rows trained before (a resumed worker's)
         self._current: tuple[Unit, int, int] | None = None  # unit, rows skipped, yielded before
 
     def _applied(self) -> int:

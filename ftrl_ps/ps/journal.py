@@ -9,6 +9,7 @@ is always kept (it holds the position). See docs/durability.md, section 4.
 On disk (``worker --state-dir DIR``: ``DIR/worker-<index>.journal``)::
 
     header   "FTPSJRNL" | version u32 | worker u32 | num_shards u32 | dtype char (f/d) | 3 pad
+             | per shard: its run id, 16 ASCII bytes (zeros: unknown; not in version 1)
     records  length u32 | crc32 u32 | payload
     payload  seq u64 | position u64 | loss_sum f64 | count u32 | parts mask u32... (see
              _ENTRY) | per shard: prev u64, digest u64, total pushes u64, total digest u64
@@ -17,6 +18,12 @@ On disk (``worker --state-dir DIR``: ``DIR/worker-<index>.journal``)::
 Records are appended with one ``write`` each (a process killed mid-write leaves a
 torn last record, which is detected by its length or CRC and dropped: its push
 was never sent). Without a directory the journal lives in memory only.
+
+The run ids say which cluster run the pushes belong to (each shard's, from its
+``/v1/status``: new when it starts without a checkpoint, kept in its checkpoints).
+A journal none of whose shards' runs is the servers' is another run's: loading
+it is a ConfigError (replayed, its pushes would rebuild that run's model in new
+servers). A version 1 journal (no run ids) is taken as this run's.
 """
 
 from __future__ import annotations
@@ -33,11 +40,12 @@ import numpy as np
 
 from ftrl_ps.errors import ConfigError, ModelFormatError, WorkerStateError
 
-__all__ = ["JournalEntry", "PushJournal"]
+__all__ = ["JournalEntry", "PushJournal", "check_run"]
 
 _MAGIC = b"FTPSJRNL"
-_VERSION = 1
+_VERSION = 2
 _HEAD = struct.Struct("<8sIIIc3x")
+_RUN = 16  # bytes of a shard's run id
 _REC = struct.Struct("<II")
 _ENTRY = struct.Struct("<QQdIQ")  # seq, position, loss_sum, count, parts bit mask
 _SHARD = struct.Struct("<QQQQ")  # prev, digest, total pushes, total digest
@@ -122,6 +130,19 @@ class JournalEntry:
         return cls(seq, position, loss_sum, keys, dn, dz, prev, parts, digests, totals)
 
 
+def check_run(path: Path, was: list[str | None], now: list[str | None]) -> None:
+    """Refuse the journal ``path`` of runs ``was`` (per shard; None: unknown) when the
+    servers' runs ``now`` are known and none of its shards' is the same: another
+    cluster run's pushes (a state dir left from an earlier run). A shard that
+    restarted without its checkpoint has a new run, the others keep theirs."""
+    pairs = [(w, n) for w, n in zip(was, now, strict=True) if w is not None and n is not None]
+    if pairs and all(w != n for w, n in pairs):
+        raise ConfigError(
+            f"{path} is the push journal of another cluster run (runs {[w for w, _ in pairs]}, "
+            f"the servers' are {[n for _, n in pairs]}): delete it, or give this worker "
+            "another --state-dir (a new run starts from an empty one)")
+
+
 class PushJournal:
     """The pushes of one worker index not yet durable on every shard.
 
@@ -131,15 +152,20 @@ class PushJournal:
         The journal file (created if missing, else loaded); None: memory only.
     worker, num_shards, dtype
         Checked against an existing file's header.
+    runs : list of str or None, optional
+        Each shard's run id (None: unknown); an existing file of another run is a
+        ConfigError (:func:`check_run`).
     """
 
     def __init__(self, path: str | os.PathLike[str] | None, worker: int, num_shards: int,
-                 dtype: Any) -> None:
+                 dtype: Any, runs: list[str | None] | None = None) -> None:
         self.path = Path(path) if path is not None else None
         self.worker, self.num_shards = worker, num_shards
         self.dtype = np.dtype(dtype)
         if num_shards > 32:
             raise ConfigError("the journal supports at most 32 shards")
+        #: each shard's run id, as the header says (None: unknown)
+        self.runs: list[str | None] = list(runs) if runs is not None else [None] * num_shards
         self.entries: list[JournalEntry] = []
         self.dropped_torn = False
         self._released = 0
@@ -153,22 +179,42 @@ class PushJournal:
                 self._load()
             self._rewrite()
 
+    @classmethod
+    def check_file(cls, path: str | os.PathLike[str], worker: int, num_shards: int,
+                   dtype: Any, runs: list[str | None]) -> None:
+        """Check an existing journal file as loading it would (its header, its run),
+        writing nothing (before registering: another process may hold it)."""
+        probe = cls(None, worker, num_shards, dtype, runs)
+        probe.path = Path(path)
+        if probe.path.exists():
+            probe._load()
+
     # --- reading ---------------------------------------------------------------------
-    def _header(self) -> bytes:
+    def _header(self, version: int = _VERSION) -> bytes:
         code = b"d" if self.dtype == np.float64 else b"f"
-        return _HEAD.pack(_MAGIC, _VERSION, self.worker, self.num_shards, code)
+        head = _HEAD.pack(_MAGIC, version, self.worker, self.num_shards, code)
+        if version == 1:
+            return head
+        return head + b"".join((r or "").encode("ascii")[:_RUN].ljust(_RUN, b"\0")
+                               for r in self.runs)
 
     def _load(self) -> None:
         assert self.path is not None
         data = self.path.read_bytes()
         if len(data) < _HEAD.size or data[:8] != _MAGIC:
             raise ModelFormatError(f"{self.path} is not an ftrl-ps push journal")
-        if data[:_HEAD.size] != self._header():
+        version = _HEAD.unpack_from(data)[1]
+        off = _HEAD.size if version == 1 else _HEAD.size + _RUN * self.num_shards
+        if version not in (1, _VERSION) or data[:_HEAD.size] != self._header(version)[:_HEAD.size]:
             raise ConfigError(
                 f"{self.path} belongs to another worker/layout/dtype "
                 f"(this is worker {self.worker} with {self.num_shards} shard(s), {self.dtype})"
             )
-        off = _HEAD.size
+        if version > 1:
+            was = [data[_HEAD.size + _RUN * i:_HEAD.size + _RUN * (i + 1)].rstrip(b"\0")
+                   .decode("ascii", "replace") or None for i in range(self.num_shards)]
+            check_run(self.path, was, self.runs)
+            self.runs = [r if r is not None else w for r, w in zip(self.runs, was, strict=True)]
         while off < len(data):
             if off + _REC.size > len(data):
                 self.dropped_torn = True
@@ -180,6 +226,16 @@ class PushJournal:
                 break
             self.entries.append(JournalEntry.decode(payload, self.num_shards, self.dtype))
             off += _REC.size + length
+
+    def note_run(self, shard: int, run: str | None) -> None:
+        """``shard`` answered with run id ``run`` (it restarted without a checkpoint,
+        and this worker synced it): the header says so from now on."""
+        with self._lock:
+            if run is None or self.runs[shard] == run:
+                return
+            self.runs[shard] = run
+            if self.path is not None:
+                self._rewrite()
 
     @property
     def last(self) -> JournalEntry | None:
@@ -278,9 +334,10 @@ class PushJournal:
             assert self.path is not None
             self.close()
             tmp = self.path.with_name(self.path.name + ".tmp")
-            size, offsets = _HEAD.size, []
+            head = self._header()
+            size, offsets = len(head), []
             with open(tmp, "wb") as f:
-                f.write(self._header())
+                f.write(head)
                 for e in self.entries:  # a spilled entry is read from the old file
                     payload = e.encode(self.dtype)
                     f.write(_REC.pack(len(payload), zlib.crc32(payload)) + payload)

@@ -43,6 +43,7 @@ class StreamingPushes:
     worker_clock: int
     _num_workers: int
     _layout_sent: Layout | None
+    runs: list[str | None]
     _identity: str | None = None
     commit_on_shard0: bool = False
     #: rows an earlier process of this index pushed, from the shards' records, when
@@ -80,6 +81,11 @@ class StreamingPushes:
         share; not stdin): without a journal, :attr:`shards_position` is found.
         """
         lay = layout if layout is not None else self.layout
+        if worker_index is not None and self.stream is None and (
+                path := self._journal_path(worker_index)) is not None:
+            # a journal of another run is refused before registering (it writes nothing)
+            PushJournal.check_file(path, worker_index, self.layout.num_shards, self.dtype,
+                                   self.runs)
         answer = self._net.post_json(0, "/v1/workers", {
             "worker_index": worker_index, "num_workers": num_workers,
             "layout": lay.to_dict(), "instance": self._instance,
@@ -93,12 +99,12 @@ class StreamingPushes:
             self._num_workers, self._layout_sent = num_workers, lay
             self._identity, self._positional = identity, positional
             if self.stream is None or self.stream.worker != self.worker_index:
-                path = (self.state_dir / f"worker-{self.worker_index}.journal"
-                        if self.state_dir is not None else None)
+                path = self._journal_path(self.worker_index)
                 if path is not None:
                     path.parent.mkdir(parents=True, exist_ok=True)
                 self.stream = PushStream(PushJournal(path, self.worker_index,
-                                                     self.layout.num_shards, self.dtype))
+                                                     self.layout.num_shards, self.dtype,
+                                                     self.runs))
         # in commit mode the fence check claims every shard: their answers serve
         # the sync as they are (nothing else of this client ran in between)
         records = self._withdraw_fenced() if self.commit_on_shard0 else None
@@ -110,6 +116,9 @@ class StreamingPushes:
         self._in_commit_order(sync, range(self.layout.num_shards))
         self.shards_position = self._journal_less_resume(claimed) if positional else 0
         return self.worker_id
+
+    def _journal_path(self, index: int) -> Path | None:
+        return self.state_dir / f"worker-{index}.journal" if self.state_dir is not None else None
 
     def _journal_less_resume(self, records: list[dict[str, Any]]) -> int:
         """Input rows an earlier process of this index trained and pushed, when this
@@ -239,6 +248,7 @@ class StreamingPushes:
         if record is None:
             record = self._net.post_json(shard, f"/v1/streams/{self.stream.worker}",
                                          {"epoch": self.worker_id}).json()
+        self.stream.journal.note_run(shard, record.get("run"))  # (it restarted empty)
         self.stream.acknowledged(shard, int(record["durable_seq"]))
         for entry in self.stream.plan(shard, int(record["last_seq"])):
             self._send_entry(shard, entry)
@@ -267,8 +277,8 @@ class StreamingPushes:
         answers a gap: they are replayed and it is asked again."""
         body: dict[str, Any] = {} if stats is None else {"stats": stats}
         for _ in range(attempts):
-            if self.stream is not None:
-                body["sent"] = self.stream.prev[0]
+            if self.stream is not None:  # (every shard holds its part of these: make_durable)
+                body["sent"], body["sent_to"] = self.stream.prev[0], list(self.stream.prev)
             try:
                 answer = self._net.post_json(0, f"/v1/workers/{self.worker_id}/finish", body,
                                              idempotent=True).json()

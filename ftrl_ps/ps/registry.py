@@ -45,6 +45,8 @@ class WorkerInfo:
     identity: str | None = None
     #: dead because its process said it was stopping (:meth:`RegistryState.leave`)
     left: bool = False
+    #: per shard, the last push seq it sent there, as its finish said (None: not said)
+    sent_to: list[int] | None = None
 
     def as_dict(self, now: float) -> dict[str, Any]:
         return {
@@ -57,21 +59,24 @@ class WorkerInfo:
             "clock": self.clock,
             "seconds_since_seen": round(max(0.0, now - self.last_seen), 3),
             "stats": dict(self.stats),
+            **({"sent_to": list(self.sent_to)} if self.sent_to is not None else {}),
         }
 
     def to_row(self) -> list[Any]:
         """A JSON-ready row for checkpoints (see :meth:`from_row`)."""
         return [self.worker_id, self.index, self.instance, self.clock, self.state, self.pid,
-                self.stats, self.identity]
+                self.stats, self.identity, self.sent_to]
 
     @classmethod
     def from_row(cls, row: list[Any], now: float) -> WorkerInfo:
         """A record restored from a checkpoint row: seen ``now``, ``restored`` set."""
-        wid, index, instance, clock, state, pid, stats, *rest = row  # rest: identity
+        wid, index, instance, clock, state, pid, stats, *rest = row  # identity, sent_to
         if state not in (LIVE, FINISHED, DEAD):
             raise ValueError(f"unknown worker state {state!r}")
+        sent = rest[1] if len(rest) > 1 and rest[1] is not None else None
         return cls(int(wid), int(index), instance, int(clock), now, state, dict(stats),
-                   pid=pid, restored=True, identity=rest[0] if rest else None)
+                   pid=pid, restored=True, identity=rest[0] if rest else None,
+                   sent_to=None if sent is None else [int(s) for s in sent])
 
 
 def online_totals(snapshot: Mapping[str, Any] | None) -> tuple[int, float]:
@@ -186,6 +191,15 @@ class RegistryState:
             w.state, w.left = DEAD, True
             self._cond.notify_all()
             return True
+
+    def note_sent(self, worker_id: int, sent_to: list[int]) -> None:
+        """The finishing worker's last push seq per shard (shown in the snapshot,
+        kept in checkpoints): what every shard must hold of its index for good."""
+        with self._cond:
+            w = self._workers.get(worker_id)
+            if w is None:
+                raise UnknownWorkerError(f"unknown worker id {worker_id}; register first")
+            w.sent_to = list(sent_to)
 
     def report_online(self, learner: str, rows: int, loss_sum: float) -> None:
         """An online learner's totals so far (rows it trained and pushed, their

@@ -7,6 +7,7 @@ import contextlib
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -111,6 +112,9 @@ class ServerState:
         #: measurements and gauge hooks exported by /metrics (see ps.telemetry)
         self.telemetry = Telemetry()
         self.started_at = time.time()
+        #: this shard's cluster run: new when it starts empty, restored from its
+        #: checkpoints (a worker's journal of another run is refused: ps.journal)
+        self.run_id = uuid.uuid4().hex[:16]
         self.wait_executor = ThreadPoolExecutor(WAIT_THREADS, thread_name_prefix="ssp-wait")
         self.initial_keys = 0
         #: the checkpoint file this shard was restored from (None: started empty)

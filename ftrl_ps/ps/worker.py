@@ -9,18 +9,16 @@ allocated: :mod:`ftrl_ps.ps.workingset`). Every ``push_step`` steps it pushes th
 ``n``/``z`` deltas accumulated since its last push and ticks its SSP clock (which
 may wait for slower workers).
 
-The worker's own unpushed updates survive a pull (Goline overwrote them):
-when a round ends with deltas not pushed yet (``push_step`` not a multiple of
-``fetch_step``), they are kept as sparse *pending* deltas, added onto the
-freshly pulled values of the next round's keys (``local = pulled + unpushed``),
-and sent with the next push.
+The worker's own unpushed updates survive a pull (Goline overwrote them): a
+round's deltas not pushed yet (``push_step`` not a multiple of ``fetch_step``)
+are kept as sparse *pending* deltas, added onto the next round's freshly pulled
+values (``local = pulled + unpushed``) and sent with the next push.
 
-How the servers merge the deltas of concurrent pushes is the merge rule of
-:mod:`ftrl_ps.ps.merge` (``WorkerConfig.merge_rule``, which the servers
-announce): under ``compose``/``curvature`` the worker pulls the keys' versions
-and sends them back with its deltas, rows per key and ``rho`` (or the rows'
-contraction, :mod:`ftrl_ps.ps.curvature`); ``contraction`` (the default) and
-``threshold`` scale the deltas on the worker (:mod:`ftrl_ps.ps.contraction`).
+Concurrent pushes are merged by the servers' rule (:mod:`ftrl_ps.ps.merge`,
+``WorkerConfig.merge_rule``): ``compose``/``curvature`` pull the keys' versions and
+send them back with the deltas, rows per key and ``rho`` (or the rows' contraction,
+:mod:`ftrl_ps.ps.curvature`); ``contraction`` (the default) and ``threshold``
+scale the deltas on the worker (:mod:`ftrl_ps.ps.contraction`).
 
 The math lives in :mod:`ftrl_ps.core.ftrl`; the network in :mod:`ftrl_ps.ps.client`.
 """
@@ -146,13 +144,11 @@ class Worker:
         self, client: ParamClient, bits: int, params: FTRLParams, config: WorkerConfig,
         straggler: Straggler | None = None,
     ) -> None:
-        self.client = client
-        self.straggler = straggler
+        self.client, self.straggler = client, straggler
         #: how pushes are merged: the servers' rule (ftrl_ps.ps.merge)
         self.merge_rule = servers_rule(client, config.merge_rule)
         self.config = config = replace(config, merge_rule=self.merge_rule)
-        self.params = params
-        self.bits = bits
+        self.params, self.bits = params, bits
         self._numbering = KeyNumbering(bits)
         self.bias_key = self._numbering.bias_key
         self._round: WorkingSet | None = None
@@ -179,7 +175,7 @@ class Worker:
         self.max_push_keys = max_push_keys(client, self.merge_rule)
         #: the parts last numbered to count their keys, and that numbering (for _open)
         self._counted: tuple[list[Batch], Any] | None = None
-        self.rows_applied = 0  # rows whose push (and tick) the shards acknowledged
+        self.rows_applied = 0  # the position of the last push the shards acknowledged
         self.report = WorkerReport()
         #: (time, rows, loss_sum) at the start of every round and the end of every
         #: step, bounded (the metrics JSON's ``timeline``: rows trained over time)
@@ -187,16 +183,24 @@ class Worker:
         #: input rows to pass over before training (a restarted worker's position)
         self.skip_rows = 0
         self._resumed_rows, self._resumed_loss = 0, 0.0
+        self._uncounted = 0  # rows of the stream before this process, not in the report
         self._started = time.perf_counter()
 
     def resume(self, position: int, loss_sum: float | None) -> None:
-        """Continue after ``position`` rows already trained and pushed (by an
-        earlier process of the same worker index, see docs/durability.md); their
-        loss unknown (None: no journal), the report counts the rows from here."""
+        """Continue after ``position`` rows trained and pushed by an earlier process
+        of this index (docs/durability.md); their loss unknown (None: no journal), the
+        report counts from here, but pushes' :attr:`position` goes on from ``position``."""
         self.skip_rows = self.rows_applied = int(position)  # all applied (replayed)
         if loss_sum is not None:
             self.report.rows = self._resumed_rows = int(position)
             self.report.loss_sum = self._resumed_loss = float(loss_sum)
+        else:
+            self._uncounted = int(position) - self.report.rows
+
+    @property
+    def position(self) -> int:
+        """Rows of this worker index's stream trained so far, by every process of it."""
+        return self._uncounted + self.report.rows
 
     # -- rounds ----------------------------------------------------------
     def _open(self, parts: list[Batch]) -> WorkingSet:
@@ -282,11 +286,11 @@ class Worker:
             1 if alone else cfg.num_workers, cfg.dense_fraction,
             np.dtype(getattr(self.client, "dtype", np.float64)))
         self._sync()
-        progress = {"position": self.report.rows, "loss_sum": self.report.loss_sum}
+        progress = {"position": self.position, "loss_sum": self.report.loss_sum}
         ends_warm = alone and tick and self._ticks + 1 >= self.alone_until
         self._sending = InFlight(self._send, todo.keys, delta_n, delta_z, merge, self.stats(),
                                   progress, tick, ends_warm)
-        self._sending.rows = self.report.rows
+        self._sending.rows = self.position
         if rnd is not None:
             rnd.mark_pushed(None if part is None else part.keys)
         self._pending = PendingDeltas()
@@ -358,9 +362,8 @@ class Worker:
 
     def train_round(self, parts: list[Batch]) -> None:
         """Train one round: pull the keys of the mini-batches ``parts`` (or the parts
-        of steps, :meth:`train_batches`), train them in order, push every
-        ``push_step`` steps (in the background). A round with
-        more keys than one push may carry is trained as several (ps.pushsize)."""
+        of steps, :meth:`train_batches`), train them in order, push every ``push_step``
+        steps (in the background); as several if one push cannot carry its keys."""
         for piece in fitting(parts, self.max_push_keys, self._count_keys):
             self._train_round(piece)
 
@@ -421,8 +424,7 @@ class Worker:
             gate()
 
     def push_async(self) -> bool:
-        """Start pushing what was trained since the last push (and the clock tick)
-        in the background; False if there was nothing to push."""
+        """Start pushing (and ticking) in the background; False if nothing to push."""
         before = self.report.pushes
         self._push_async()
         return self.report.pushes > before

@@ -39,6 +39,7 @@ def status(state: StateDep) -> dict[str, Any]:
             "begin": store.begin,
             "end": store.end,
             "groups": [store.group_begin, store.group_end],
+            "run": state.run_id,  # new unless restored from a checkpoint (ps.journal)
         },
         "dtype": settings.dtype,
         "model": settings.model_dict(),

@@ -44,6 +44,8 @@ class StreamAnswer(BaseModel):
     fence_seq: int | None = Field(
         None, description="the fenced epochs' pushes after this seq were withdrawn (null "
                           "once a later epoch pushed)")
+    run: str | None = Field(None, description="this shard's run id (a claim's answer): new "
+                            "when the shard started without a checkpoint")
 
 
 class FenceRequest(BaseModel):
@@ -60,7 +62,7 @@ def claim(worker: Annotated[int, Path(ge=0, lt=1 << 32)], req: ClaimRequest,
     """Make ``epoch`` the index's current incarnation on this shard; the record.
     409 if a newer epoch holds the index (or, on shard 0, if the epoch is not
     the index's live registration)."""
-    return state.claim(worker, req.epoch)
+    return {**state.claim(worker, req.epoch), "run": state.run_id}
 
 
 @router.post("/{worker}/durable", summary="persist a worker index's pushes",

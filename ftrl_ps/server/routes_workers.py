@@ -103,6 +103,11 @@ class FinishRequest(_Strict):
         "answer's `stream` is the worker index's record; 409 if they are not all applied "
         "(replay them first)",
     )
+    sent_to: list[Count] | None = Field(
+        default=None, max_length=4096, description="per shard, the last push seq the "
+        "worker sent there (kept with the registration: an export checks that every "
+        "shard still holds them)",
+    )
 
 
 #: bodies used when a clock/wait/finish request has none (all fields optional)
@@ -219,6 +224,8 @@ def finish(worker_id: int, state: StateDep,
     """Mark the worker finished: it no longer holds back the others. With a
     checkpoint dir the answer comes once a checkpoint holds it (docs/durability.md),
     and with ``sent`` the worker's pushes to this shard too."""
+    if req.sent_to is not None:
+        state.require_clock().note_sent(worker_id, req.sent_to)
     record = state.finish_worker(worker_id, req.stats, req.sent)
     answer: dict[str, Any] = {"worker_id": worker_id,
                               "state": state.require_clock().worker(worker_id).state}
