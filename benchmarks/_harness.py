@@ -7,13 +7,14 @@ sibling module.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,53 @@ REAL_PAIRS = {
 #: ``finish()`` writes the model (``-f``) and the predictions (``-p``).
 #: runs VW's own C++ driver (parse + train + model write) and prints the time
 #: of that phase alone, after the interpreter and the vowpalwabbit import
+def comma_list(what: str, *, choices: Sequence[str] = (),
+               check: Callable[[str], object] | None = None) -> Callable[[str], list[str]]:
+    """An argparse ``type``: a comma-separated list whose every item is one of
+    ``choices`` (when given) and passes ``check`` (a function that raises
+    ValueError or ArgumentTypeError), so a typo is a usage error (exit 2) before
+    any run, not a traceback after the first ones.
+
+    >>> comma_list("staleness values", check=staleness)("0, 3,inf")
+    ['0', '3', 'inf']
+    >>> comma_list("splits", choices=("shares", "units"))("units,bogus")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: unknown splits: bogus (choose from shares, units)
+    """
+    def parse(text: str) -> list[str]:
+        items = [t.strip() for t in text.split(",")]
+        if not all(items):
+            raise argparse.ArgumentTypeError(f"expected comma-separated {what}, got {text!r}")
+        unknown = [t for t in items if choices and t not in choices]
+        if unknown:
+            raise argparse.ArgumentTypeError(
+                f"unknown {what}: {', '.join(unknown)} (choose from {', '.join(choices)})")
+        for t in items:
+            if check is not None:
+                try:
+                    check(t)
+                except (ValueError, argparse.ArgumentTypeError) as exc:
+                    raise argparse.ArgumentTypeError(f"bad {what} {t!r}: {exc}") from None
+        return items
+
+    return parse
+
+
+def staleness(text: str) -> str:
+    """One ``ftrl-ps train --staleness`` value: an integer >= 0 or ``inf``."""
+    if text.lower() != "inf" and not text.isdigit():
+        raise ValueError("expected an integer >= 0 or inf")
+    return text
+
+
+def positive(text: str) -> int:
+    """A positive integer (e.g. a number of workers)."""
+    if not (text.isdigit() and int(text) >= 1):
+        raise ValueError("expected a positive integer")
+    return int(text)
+
+
 def require_vw() -> None:
     """Exit at once, saying how to get it, when Vowpal Wabbit (the benchmarks'
     reference) is not installed: not after the data and the ftrl-ps side."""

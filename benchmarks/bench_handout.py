@@ -62,12 +62,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="training rows generated, test rows a quarter of that "
                    "(default %(default)s)")
     p.add_argument("--staleness", default="inf,3",
+                   type=h.comma_list("staleness values", check=h.staleness),
                    help="comma-separated SSP staleness values, inf = asynchronous "
                    "(default %(default)s)")
     p.add_argument("--repeat", type=int, default=2,
                    help="runs with and without the straggler per setting, interleaved; "
                    "medians are shown (default %(default)s)")
     p.add_argument("--splits", default="shares,units",
+                   type=h.comma_list("splits", choices=("shares", "units")),
                    help="comma-separated ftrl-ps train --split values, shares = fixed "
                    "quarters, units = handed out by shard 0 (default %(default)s)")
     p.add_argument("--json", type=Path, help="also write every run's figures to this file")
@@ -78,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     train, test = folder / "train.svm", folder / "test.svm"
     rows, result = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        for s in args.staleness.split(","):
-            for split in args.splits.split(","):
+        for s in args.staleness:
+            for split in args.splits:
                 runs: dict[str, list[dict[str, Any]]] = {"clean": [], "straggler": []}
                 for _ in range(args.repeat):  # interleaved: the machine's load hits both
                     for name, extra in (("clean", []), ("straggler", STRAGGLER)):

@@ -49,6 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _harness as h  # noqa: E402
 
+from ftrl_ps.ps.merge import RULES  # noqa: E402
+
 DATA, PAIRS = h.SHARED_DATA, h.REAL_PAIRS
 BITS = 22
 
@@ -73,8 +75,13 @@ def data_sets(gen_rows: int) -> dict[str, tuple[Path, Path]]:
             print(f"skip {name}: not in {DATA}", file=sys.stderr)
     if gen_rows:
         folder, _, _ = h.ensure_synth_data(h.DEFAULT_DATA_DIR, gen_rows, gen_rows // 4, BITS)
-        sets[f"gen{gen_rows // 1000}k"] = (folder / "train.svm", folder / "test.svm")
+        sets[gen_name(gen_rows)] = (folder / "train.svm", folder / "test.svm")
     return sets
+
+
+def gen_name(gen_rows: int) -> str:
+    """The generated data set's name: gen200k for 200,000 rows."""
+    return f"gen{gen_rows // 1000}k"
 
 
 def shuffled(train_file: Path, seed: int, folder: Path) -> Path:
@@ -108,21 +115,25 @@ def order_summary(per_order: list[list[float]]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rules", default="contraction,threshold,compose,sum",
+                   type=h.comma_list("merge rules", choices=RULES),
                    help="comma-separated merge rules to compare (ftrl-ps train --merge-rule; "
                    "default %(default)s)")
     p.add_argument("--workers", default="2,4,8",
+                   type=h.comma_list("worker counts", check=h.positive),
                    help="comma-separated worker counts (default %(default)s)")
     p.add_argument("--staleness", default="0,3,inf",
+                   type=h.comma_list("staleness values", check=h.staleness),
                    help="comma-separated SSP staleness values, inf = asynchronous "
                    "(default %(default)s)")
     p.add_argument("--repeat", type=int, default=2,
                    help="cluster runs per setting and row order (default %(default)s)")
     p.add_argument("--gen-rows", type=int, default=200_000,
                    help="rows of the generated data set (named gen200k for 200,000; 0: none; "
-                   "default %(default)s)")
-    p.add_argument("--only", default="",
+                   "cached in benchmarks/.data of this checkout; default %(default)s)")
+    p.add_argument("--only", default=None, type=h.comma_list("data set names"),
                    help="comma-separated data set names (a9a, agaricus, ipinyou, rcv1_small, "
-                   "gen200k; default: every one present)")
+                   f"genNk; default: every one present). The real ones are read from {DATA} "
+                   "($BENCH_SHARED_DATA, else ../shared/data beside the checkout)")
     p.add_argument("--json", type=Path, help="also write every run's figures to this file")
     p.add_argument("--train-args", default="",
                    help="more flags for every cluster run (e.g. '--adaptive-rounds')")
@@ -132,13 +143,20 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.orders < 0:
         p.error("--orders must be 0 or more")
-    rules = args.rules.split(",")
+    if args.gen_rows < 0:
+        p.error("--gen-rows must be 0 or more")
+    known = [*PAIRS, *([gen_name(args.gen_rows)] if args.gen_rows else [])]
+    unknown = [k for k in args.only or () if k not in known]
+    if unknown:
+        p.error(f"--only: unknown data set(s) {', '.join(unknown)} (known: "
+                f"{', '.join(known)}; genNk needs --gen-rows N000)")
+    rules = args.rules
     extra = shlex.split(args.train_args)
-    workers = [int(w) for w in args.workers.split(",")]
-    stale = args.staleness.split(",")
+    workers = [int(w) for w in args.workers]
+    stale = args.staleness
     sets = data_sets(args.gen_rows)
     if args.only:
-        sets = {k: v for k, v in sets.items() if k in args.only.split(",")}
+        sets = {k: v for k, v in sets.items() if k in args.only}
     if not sets:
         p.error(f"no data set to run: the real ones are read from {DATA} (see --only, "
                 "--gen-rows)")

@@ -188,15 +188,18 @@ def main(argv: list[str] | None = None) -> int:
                    help="training rows generated, test rows a quarter of that "
                    "(default %(default)s)")
     p.add_argument("--staleness", default="0,1,3,8,inf",
+                   type=h.comma_list("staleness values", check=h.staleness),
                    help="comma-separated SSP staleness values, inf = asynchronous "
                    "(default %(default)s)")
     p.add_argument("--scenarios", default="transient,persistent",
+                   type=h.comma_list("scenarios", choices=tuple(SCENARIOS)),
                    help="comma-separated straggler scenarios, transient or persistent "
                    "(default %(default)s)")
     p.add_argument("--repeat", type=int, default=1,
                    help="runs per setting, ftrl-ps train --seed 0, 1, ...; the table shows "
                    "medians, the figures the first run (default %(default)s)")
-    p.add_argument("--every", type=float, default=0.25, help="seconds between snapshots")
+    p.add_argument("--every", type=float, default=0.25,
+                   help="seconds between snapshots (default %(default)s)")
     p.add_argument("--target-gap", type=float, default=0.003,
                    help="target holdout logloss: one process's test logloss plus this "
                    "(default %(default)s)")
@@ -224,9 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"one process: test logloss {base:.5f}; target {target:.5f}", file=sys.stderr)
     table, everything = [], {"one_process": base, "target": target, "runs": []}
     with tempfile.TemporaryDirectory() as tmp:
-        for name in args.scenarios.split(","):
+        for name in args.scenarios:
             firsts = []
-            for s in args.staleness.split(","):
+            for s in args.staleness:
                 runs = [summarise(name, s, run(train, test_file, s, SCENARIOS[name], args.every,
                                                seed, Path(tmp)), test, target)
                         for seed in range(args.repeat)]

@@ -366,6 +366,40 @@ def test_the_lone_workers_push_step_reaches_the_worker_config() -> None:
     assert worker_config(given).warm_push_step == 2
 
 
+def test_train_warm_push_step_is_the_lone_workers_not_the_warm_fractions(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ftrl-ps train --workers N --warm-push-step K`` reaches the lone worker (it was
+    parsed, checked, then replaced by local_warm_start's figure); without a warm start
+    it would do nothing, so it is refused."""
+    import ftrl_ps.cluster.local as local
+    from ftrl_ps.cli import build_parser
+    from ftrl_ps.cli._common import options_from
+    from ftrl_ps.errors import ConfigError
+
+    monkeypatch.setattr(local, "estimate_rows", lambda _: 1_000_000)
+    command = ["train", "t.svm", "--workers", "2"]
+    for given, expected in ((None, (1, 8)), ("1", (1, 1)), ("40", (1, 40))):
+        flags = [] if given is None else ["--warm-push-step", given]
+        opts = options_from(local.LocalClusterOptions, build_parser().parse_args(
+            [*command, *flags]), epochs=1)
+        assert local.local_warm_start(opts) == expected
+    off = options_from(local.LocalClusterOptions, build_parser().parse_args(
+        [*command, "--warm-push-step", "3", "--warm-fraction", "0"]), epochs=1)
+    with pytest.raises(ConfigError, match="--warm-push-step"):
+        off.check()
+
+
+def test_train_help_of_warm_push_step_is_trains() -> None:
+    from ftrl_ps.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command" or a.choices)
+    text = " ".join(sub.choices["train"].format_help().split())
+    assert "from --warm-fraction" in text
+    assert "while this worker trains alone" not in text
+
+
 @pytest.mark.parametrize("rows, workers, expected", [
     (20_000_000, 2, 50_000),  # capped: 50 rounds of 4 x 50,000 rows per worker
     (6_000_000, 2, 37_500),  # 20 rounds of 4 x 37,500 rows

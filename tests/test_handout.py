@@ -16,10 +16,11 @@ from fastapi.testclient import TestClient
 
 from ftrl_ps.core.ftrl import FTRLParams
 from ftrl_ps.data.sources import expand
-from ftrl_ps.errors import WorkerStateError
+from ftrl_ps.errors import ConfigError, WorkerStateError
 from ftrl_ps.ps.client import PSClient
 from ftrl_ps.ps.handout import WorkClient, plan, train_units
 from ftrl_ps.ps.worker import Worker, WorkerConfig
+from ftrl_ps.ps.worker_main import WorkerOptions
 from ftrl_ps.ps.workqueue import WorkQueue
 from tests._servers import in_process_cluster
 from tests.test_sources import _lines, parts  # noqa: F401  (fixture)
@@ -232,7 +233,7 @@ def test_local_cluster_trains_a_directory_of_parts(parts, tmp_path) -> None:  # 
     d, lines = parts
     out = tmp_path / "m.json"
     res = subprocess.run([sys.executable, "-m", "ftrl_ps", "train", str(d), "--workers", "2",
-                          "--bits", "12", "-q", "--split", "units", "--unit-mb", "0.002",
+                          "--bits", "12", "-q", "--split", "units", "--unit-mb", "0.0625",
                           "--metrics-json",
                           str(out)], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
@@ -240,6 +241,35 @@ def test_local_cluster_trains_a_directory_of_parts(parts, tmp_path) -> None:  # 
     assert metrics["rows"] == len(lines)
     assert sum(r["rows"] for r in metrics["worker_reports"]) == len(lines)
     assert len(expand(str(d))) == 3
+
+
+@pytest.mark.parametrize("command", [
+    ["train", "t.svm", "--workers", "2"],
+    ["worker", "--server", "http://x", "--input", "t.svm", "--worker-index", "0",
+     "--num-workers", "2"],
+])
+def test_unit_mb_is_held_to_the_defaults_bounds(command, capsys) -> None:
+    """Below 64 KiB a usage error (0.0001 cut a9a's 32,561 rows into 39,161 units that
+    took minutes); the lower bound itself and anything up to 64 MiB are fine; over it
+    a warning (one worker trains each unit)."""
+    from ftrl_ps.cli import build_parser
+    from ftrl_ps.data.sources import check_unit_mb
+
+    parser = build_parser()
+    for small in ("0.0001", "0.06"):
+        with pytest.raises(SystemExit) as exc:
+            parser.parse_args([*command, "--unit-mb", small])
+        assert exc.value.code == 2
+        assert "below 64 KiB" in capsys.readouterr().err
+    for fine in ("0.0625", "64"):
+        assert parser.parse_args([*command, "--unit-mb", fine]).unit_mb == float(fine)
+        assert check_unit_mb(float(fine)) is None
+    assert parser.parse_args([*command, "--unit-mb", "1e9"]).unit_mb == 1e9
+    assert "over 64 MiB" in (check_unit_mb(1e9) or "")
+    with pytest.raises(ConfigError, match="below 64 KiB"):  # the services' env too
+        WorkerOptions("http://x", "t.svm", 2, unit_mb=0.001, split="units").check()
+    assert any("over 64 MiB" in w for w in WorkerOptions("http://x", "t.svm", 2,
+                                                         unit_mb=100.0).warnings())
 
 
 def test_a_worker_with_other_input_is_refused(parts, tmp_path) -> None:  # noqa: F811

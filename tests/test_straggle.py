@@ -37,7 +37,11 @@ def test_only_the_chosen_workers_straggle_and_prob_one_always() -> None:
 
 
 @pytest.mark.parametrize("kw", [{"prob": 1.5}, {"prob": -0.1}, {"delay": -1.0},
-                                {"delay": float("inf")}, {"workers": "0,a"}])
+                                {"delay": float("inf")}, {"workers": "0,a"},
+                                # time.sleep's OverflowError / default_rng's ValueError in
+                                # every worker, after it registered
+                                {"delay": 1e12}, {"delay": 3600.5}, {"seed": -1},
+                                {"workers": ""}, {"workers": " "}])
 def test_bad_configs_are_refused(kw) -> None:
     with pytest.raises(ConfigError):
         StraggleConfig(**kw)
@@ -45,7 +49,29 @@ def test_bad_configs_are_refused(kw) -> None:
 
 def test_worker_list_parsing() -> None:
     assert parse_worker_list("3, 1,3") == (1, 3)
-    assert parse_worker_list(None) is None and parse_worker_list(" ") is None
+    assert parse_worker_list(None) is None  # every worker
+    with pytest.raises(ConfigError, match="empty"):  # an empty variable: not "all"
+        parse_worker_list(" ")
+
+
+def test_the_longest_delay_and_any_seed_from_zero_work() -> None:
+    assert StraggleConfig(prob=0.5, delay=3600.0, seed=0).enabled
+    assert Straggler(StraggleConfig(prob=0.5, delay=0.1, seed=10**25), 3).active
+
+
+def test_indices_outside_the_workers_are_refused() -> None:
+    config = StraggleConfig(prob=1.0, delay=0.1, workers="0,5,7")
+    config.check_workers(8)
+    with pytest.raises(ConfigError, match=r"5,7: not a worker index of 2 worker\(s\)"):
+        config.check_workers(2)
+    StraggleConfig(prob=1.0, delay=0.1).check_workers(1)  # all: any number
+
+
+def test_settings_that_do_nothing_are_named() -> None:
+    assert StraggleConfig().idle_reason() is None  # nothing asked
+    assert StraggleConfig(prob=0.5, delay=0.1).idle_reason() is None
+    assert "give --straggle-prob" in (StraggleConfig(delay=0.3).idle_reason() or "")
+    assert "give --straggle-delay" in (StraggleConfig(prob=0.3).idle_reason() or "")
 
 
 @pytest.mark.parametrize("command, cls", [
@@ -61,10 +87,54 @@ def test_flags_reach_the_typed_options(command, cls) -> None:
         0.25, 0.3, "0,2", 7)
 
 
-@pytest.mark.parametrize("flags", [["--straggle-prob", "1.5"], ["--straggle-delay", "-1"],
-                                   ["--straggle-workers", "0,x"]])
-def test_bad_flags_exit_2(flags, capsys) -> None:
+WORKER = ["worker", "--server", "http://127.0.0.1:9", "--worker-index", "0"]
+
+
+@pytest.mark.parametrize("command", [["train", "t.svm", "--workers", "2"],
+                                     [*WORKER, "--input", "t.svm", "--num-workers", "2"]])
+@pytest.mark.parametrize("flags, named", [
+    (["--straggle-prob", "1.5"], "straggle"), (["--straggle-delay", "-1"], "straggle"),
+    (["--straggle-workers", "0,x"], "straggle"), (["--straggle-delay", "1e12"], "3600"),
+    (["--seed", "-1"], "--seed"), (["--straggle-workers", ""], "empty list"),
+])
+def test_bad_flags_exit_2(command, flags, named, capsys) -> None:
     with pytest.raises(SystemExit) as exc:
-        build_parser().parse_args(["train", "t.svm", "--workers", "2", *flags])
+        build_parser().parse_args([*command, *flags])
     assert exc.value.code == 2
-    assert "straggle" in capsys.readouterr().err
+    assert named in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [
+    ["train", "{data}", "--workers", "2", "-q"],
+    [*WORKER, "--input", "{data}", "--num-workers", "2"],  # checked before any server
+])
+def test_straggle_workers_beyond_the_workers_exit_2(command, tmp_path, capsys) -> None:
+    """An index >= the number of workers never straggles: refused up front (not a
+    run that silently injects nothing)."""
+    from ftrl_ps.cli import main
+
+    data = tmp_path / "t.svm"
+    data.write_text("1 1:1\n0 2:1\n")
+    argv = [a.format(data=data) for a in command]
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--straggle-workers", "1,5", "--straggle-prob", "1",
+              "--straggle-delay", "0.1"])
+    assert exc.value.code == 2
+    assert "straggle workers 5: not a worker index of 2 worker(s) (0..1)" in (
+        capsys.readouterr().err)
+
+
+def test_worker_options_refuse_and_warn_before_registering(tmp_path) -> None:
+    """The services' env reaches the same checks (WorkerOptions.check, before any
+    contact with the servers) and warnings."""
+    data = tmp_path / "t.svm"
+    data.write_text("1 1:1\n")
+    base = {"server": "http://127.0.0.1:9", "input": str(data), "num_workers": 1,
+            "worker_index": 0}
+    for bad in ({"seed": -1, "straggle_prob": 1.0, "straggle_delay": 0.01},
+                {"straggle_delay": 1e12}, {"straggle_workers": "7"}):
+        with pytest.raises(ConfigError):
+            WorkerOptions(**base, **bad).check()
+    idle = WorkerOptions(**base, straggle_delay=0.3)
+    idle.check()
+    assert any("no worker straggles" in w for w in idle.warnings())

@@ -62,6 +62,24 @@ def test_worker_without_start_timeout_fails_at_once(tmp_path: Path) -> None:
         run_worker(WorkerOptions(server="http://s", input="x", num_workers=1, start_timeout=-1))
 
 
+def test_worker_without_start_timeout_fails_at_once_for_a_server_that_refuses(
+        tmp_path: Path) -> None:
+    """--start-timeout 0 ("fail at once"): a wrong URL, alone or beside a right one, is
+    an error at once, not after the --retry-seconds window (which rides out a shard
+    restart during a run)."""
+    data = tmp_path / "x.svm"
+    data.write_text("1 1:1\n")
+    with real_server(["--bits", "12", "--group-size", "64", "--num-shards", "2",
+                      "--num-workers", "1"]) as srv:
+        for urls in ("http://127.0.0.1:9", f"{srv.url},http://127.0.0.1:9"):
+            start = time.monotonic()
+            with pytest.raises(StartupTimeoutError, match=r"no server answers at "
+                               r"http://127.0.0.1:9/health \(not reachable.*--start-timeout"):
+                run_worker(WorkerOptions(server=urls, input=str(data), num_workers=1,
+                                         worker_index=0, retry_seconds=20))
+            assert time.monotonic() - start < 10
+
+
 def test_worker_waits_for_its_input_and_names_it(tmp_path: Path) -> None:
     options = WorkerOptions(server="http://127.0.0.1:9", input=str(tmp_path / "x.svm"),
                             num_workers=1, worker_index=0, start_timeout=0.3)

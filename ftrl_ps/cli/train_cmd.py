@@ -166,7 +166,7 @@ def add_local_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     )
     from ftrl_ps.cli.worker_cmd import add_cluster_arguments, add_straggle_arguments
 
-    add_cluster_arguments(parser)
+    add_cluster_arguments(parser, local=True)
     add_straggle_arguments(parser)
 
 

@@ -36,7 +36,9 @@ the hyper-parameters come from them; a flag given here must match them.
 With --state-dir the worker journals its pushes there: a worker restarted with
 the same index and directory replays what the shards lack and resumes after
 the rows it already pushed (add --supersede when its predecessor may still be
-registered as live). Shard restarts are ridden out for --retry-seconds.
+registered as live). Shard restarts are ridden out for --retry-seconds; a
+server that does not answer at start-up is an error at once, unless
+--start-timeout gives it time.
 
 --input - reads an unbounded stream from stdin (e.g. 'tail -n +1 -F events.svm |'
 or a message-queue consumer writing lines): lines are trained as they
@@ -59,8 +61,21 @@ def _worker_index(text: str) -> int | None:
     return c.non_negative_int(text)
 
 
-def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
-    """Batching and communication flags shared by ``worker`` and ``train --workers``."""
+def _unit_mb(text: str) -> float:
+    from ftrl_ps.data.sources import check_unit_mb
+    from ftrl_ps.errors import ConfigError
+
+    value = c.positive_float(text)
+    try:
+        check_unit_mb(value)  # (a warning for a big one is said when the run starts)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser, *, local: bool = False) -> None:
+    """Batching and communication flags shared by ``worker`` and ``train --workers``
+    (``local``: the help as ``train`` says it)."""
     g = parser.add_argument_group("worker communication")
     g.add_argument(
         "--dense-fraction",
@@ -93,10 +108,11 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--unit-mb",
-        type=c.positive_float,
+        type=_unit_mb,
         default=None,
         metavar="MB",
-        help="size of a hand-out unit (default: about 16 units per worker, 64 KiB..64 MiB)",
+        help="size of a hand-out unit in MiB, at least 0.0625 (64 KiB); over 64 MiB is "
+        "warned about (default: about 16 units per worker, 64 KiB..64 MiB)",
     )
     g.add_argument(
         "--fetch-step",
@@ -125,10 +141,16 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         type=c.positive_int,
         default=None,
         metavar="N",
-        help="while this worker trains alone at the start (the servers' --warm-rounds), "
-        "push and tick every N steps instead of --push-step: fewer for a warm start "
-        "shorter than one push, more to train it in one push and one tick (default: "
-        "--push-step; ftrl-ps train --workers sets it)",
+        help=(
+            "the warm start's lone worker pushes every N steps instead of --push-step; "
+            "the warm start ends at its first tick, after max(N, --push-step) steps "
+            "(default: from --warm-fraction: its rows in one push; needs a warm start)"
+        ) if local else (
+            "while this worker trains alone at the start (the servers' --warm-rounds), "
+            "push and tick every N steps instead of --push-step: fewer for a warm start "
+            "shorter than one push, more to train it in one push and one tick (default: "
+            "--push-step)"
+        ),
     )
 
 
@@ -141,6 +163,15 @@ def _worker_list(text: str) -> str:
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
+
+
+def _straggle_delay(text: str) -> float:
+    from ftrl_ps.ps.straggle import MAX_DELAY
+
+    value = c.non_negative_float(text)
+    if value > MAX_DELAY:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_DELAY:g} seconds, got {text!r}")
+    return value
 
 
 def _probability(text: str) -> float:
@@ -157,14 +188,20 @@ def add_straggle_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--straggle-prob", type=_probability, default=0.0, metavar="P",
                    help="before each clock tick a chosen worker sleeps with probability P "
-                   "(default 0: never)")
-    g.add_argument("--straggle-delay", type=c.non_negative_float, default=0.0,
-                   metavar="SECONDS", help="how long a straggling worker sleeps (default 0)")
-    g.add_argument("--straggle-workers", type=_worker_list, default=None, metavar="I,J,...",
-                   help="the worker indices that may straggle (default: all)")
-    g.add_argument("--seed", type=int, default=0,
-                   help="seed of the straggling draws, combined with the worker index "
+                   "(default 0: never; give --straggle-delay too)")
+    g.add_argument("--straggle-delay", type=_straggle_delay, default=0.0,
+                   metavar="SECONDS", help="how long a straggling worker sleeps, at most 3600 "
                    "(default 0)")
+    g.add_argument("--straggle-workers", type=_worker_list, default=None, metavar="I,J,...",
+                   help="the worker indices that may straggle, each below the number of "
+                   "workers (default: all)")
+    g.add_argument("--seed", type=c.non_negative_int, default=0,
+                   help="seed (>= 0) of the straggling draws, combined with the worker index: "
+                   "each worker's sequence of sleep-or-not decisions, tick after tick, is "
+                   "the same in every run; the number of ticks depends on timing (adaptive "
+                   "rounds, the warm start), so a run's sleeps repeat exactly only with "
+                   "--no-adaptive-rounds and no warm start (train: --warm-fraction 0; "
+                   "servers: --warm-rounds 0) (default 0)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -203,8 +240,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="keep the push journal here (worker-INDEX.journal) so that a restarted "
                         "worker replays and resumes (default: in memory only)")
     g.add_argument("--retry-seconds", type=c.finite_float, default=120.0, metavar="SECONDS",
-                   help="keep retrying an unreachable shard this long, e.g. while it "
-                        "restarts (default 120)")
+                   help="once the worker has reached its servers, keep retrying an "
+                        "unreachable shard this long, e.g. while it restarts (default 120; "
+                        "at start-up --start-timeout applies)")
     g.add_argument("--supersede", action="store_true",
                    help="take over this index from a registered worker known to be gone")
     g.add_argument("--identity", metavar="NAME", default=None,

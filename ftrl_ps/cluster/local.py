@@ -24,13 +24,14 @@ import secrets
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ftrl_ps.cluster.launch import Launcher, preload
+from ftrl_ps.cluster.local_options import LocalClusterOptions
 from ftrl_ps.cluster.supervise import Cluster
 from ftrl_ps.core.jsonfile import summary_stream, write_json
 from ftrl_ps.core.metrics import auc_text
@@ -44,7 +45,6 @@ from ftrl_ps.ps.auth import TOKEN_ENV, resolve_token
 from ftrl_ps.ps.export import rows_applied
 from ftrl_ps.ps.kernels import load_kernels
 from ftrl_ps.ps.layout import DEFAULT_GROUP_SIZE
-from ftrl_ps.ps.merge import DEFAULT_RULE
 from ftrl_ps.ps.overview import History, Overview
 from ftrl_ps.ps.worker_main import WorkerOptions, params_with_defaults
 from ftrl_ps.server.options import DEFAULT_BITS, ShardOptions
@@ -54,58 +54,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("ftrl_ps.cluster")
-
-
-@dataclass(frozen=True)
-class LocalClusterOptions:
-    """What ``ftrl-ps train --workers N`` is told; field names are the flags' names.
-
-    Model fields left None take the defaults (or, with ``resume``, the saved
-    model's values); ``batch_size`` None picks one (:func:`local_batch_size`).
-    ``straggle_*`` and ``seed``: fault injection for experiments (ftrl_ps.ps.straggle).
-    """
-
-    train: str
-    workers: int
-    test: str | None = None
-    epochs: int = 1
-    model: str | None = None
-    metrics_json: str | None = None
-    quiet: bool = False
-    bits: int | None = None
-    alpha: float | None = None
-    beta: float | None = None
-    l1: float | None = None
-    l2: float | None = None
-    dtype: str | None = None
-    resume: str | None = None
-    #: the model the hyper-parameters came from (``train --params-from``; recorded
-    #: in the saved model's header, the values themselves arrive in the fields above)
-    params_from: str | None = None
-    skip_bad_lines: bool = False
-    chunk_mb: int = 4
-    servers: int = 1
-    staleness: int | None = 3
-    group_size: int | None = None
-    worker_timeout: float = 30.0
-    dense_fraction: float = 0.5
-    merge_rule: str = DEFAULT_RULE
-    batch_size: int | None = None
-    fetch_step: int = 4
-    push_step: int = 4
-    adaptive_rounds: bool | None = None
-    max_restarts: int = 3
-    token: str | None = field(default=None, repr=False)
-    checkpoint_interval: float = 10.0
-    retry_seconds: float = 120.0
-    straggle_prob: float = 0.0
-    straggle_delay: float = 0.0
-    straggle_workers: str | None = None
-    seed: int = 0
-    split: str = "auto"  # shares for one plain file, units otherwise (data.sources.split_for)
-    unit_mb: float | None = None
-    #: share of the input one worker trains alone at the start (local_warm_start)
-    warm_fraction: float = 0.05
 
 
 def _shard_options(opts: LocalClusterOptions, bits: int, dtype: str, index: int,
@@ -195,6 +143,8 @@ def local_warm_start(opts: LocalClusterOptions) -> tuple[int, int | None]:
     """
     if opts.warm_fraction <= 0:
         return 0, None
+    if opts.warm_push_step is not None:  # --warm-push-step given: its pushes, one tick
+        return 1, opts.warm_push_step
     wanted = opts.warm_fraction * estimate_rows(opts.train) * opts.epochs
     steps = max(1, math.ceil(min(wanted, MAX_WARM_ROWS) / local_batch_size(opts)))
     if steps < opts.push_step and wanted > MAX_WARM_ROWS:
@@ -218,18 +168,15 @@ def run_cluster(args: LocalClusterOptions) -> int:
     """Run ``ftrl-ps train`` as a local cluster; see the module docstring."""
     if args.train == "-":
         raise ConfigError("--workers needs a training file, not stdin")
+    args.check()
+    for warning in args.warnings():
+        say(log, warning, level=logging.WARNING, prefix="ftrl-ps train: ")
     if args.split == "auto":
         args = replace(args, split=split_for(args.train))
     if args.split == "shares":
         if not os.path.isfile(args.train):
             expand(args.train)  # nothing there: "no input files match"
         check_shares(args.train)
-    if args.servers < 1:
-        raise ConfigError("--servers must be >= 1")
-    if not 0.0 <= args.warm_fraction < 1.0:
-        raise ConfigError(f"--warm-fraction must be in [0, 1), got {args.warm_fraction}")
-    if args.max_restarts < 0:
-        raise ConfigError("--max-restarts must be >= 0")
     if args.resume:
         saved = load_model(args.resume)
         bits, dtype, params = saved.bits, saved.dtype, saved.params

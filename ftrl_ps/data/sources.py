@@ -36,8 +36,8 @@ from typing import Any, BinaryIO
 
 from ftrl_ps.errors import ConfigError, DataError
 
-__all__ = ["Part", "Unit", "check_shares", "estimate_rows", "expand", "is_url", "open_binary",
-           "split_for", "work_units"]
+__all__ = ["MAX_UNIT", "MIN_UNIT", "Part", "Unit", "check_shares", "check_unit_mb",
+           "estimate_rows", "expand", "is_url", "open_binary", "split_for", "work_units"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _GLOB_CHARS = set("*?[")
@@ -222,6 +222,37 @@ def _warn_twins(spec: str, names: list[str]) -> None:
             "%s holds both %s and %s%s: if they are the same rows, every row is read twice "
             "(give a glob such as '*.gz' to pick one)", spec, twins[0][:-3], twins[0],
             f" (and {len(twins) - 1} more such pair(s))" if len(twins) > 1 else "")
+
+
+#: the bounds of a hand-out unit's size in bytes: the default's, and a size given's
+MIN_UNIT, MAX_UNIT = 64 << 10, 64 << 20
+
+
+def check_unit_mb(unit_mb: float | None) -> str | None:
+    """A unit size given (``--unit-mb``, MiB; None: the default) checked against the
+    bounds the default is held to. Below 64 KiB a :class:`ConfigError` (tiny units
+    cost more requests than they hold rows: a 4 MB file in 100-byte units is 40,000
+    of them); above 64 MiB the warning to give (one worker trains each unit, so a
+    few big units leave the other workers idle); else None.
+
+    >>> check_unit_mb(2.0) is None
+    True
+    >>> check_unit_mb(0.001)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ftrl_ps.errors.ConfigError: a unit of 0.001 MiB is below 64 KiB (--unit-mb 0.0625 at least): ...
+    """
+    if unit_mb is None:
+        return None
+    size = unit_mb * (1 << 20)
+    if not size >= MIN_UNIT:  # (nan too)
+        raise ConfigError(f"a unit of {unit_mb:g} MiB is below 64 KiB (--unit-mb "
+                          f"{MIN_UNIT / (1 << 20):g} at least): units that small cost more "
+                          "requests than they hold rows")
+    if size > MAX_UNIT:
+        return (f"a unit of {unit_mb:g} MiB (--unit-mb) is over 64 MiB: one worker trains "
+                "each unit, so an input of fewer units than workers leaves some of them idle")
+    return None
 
 
 def work_units(parts: list[Part], unit_bytes: int, epochs: int = 1) -> list[Unit]:

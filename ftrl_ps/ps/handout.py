@@ -21,7 +21,7 @@ from ftrl_ps.data.batch import Batch
 from ftrl_ps.data.inputs import read_unit
 from ftrl_ps.data.minibatch import skip_rows
 from ftrl_ps.data.prefetch import prefetch
-from ftrl_ps.data.sources import Unit, expand, work_units
+from ftrl_ps.data.sources import MAX_UNIT, MIN_UNIT, Unit, expand, work_units
 from ftrl_ps.errors import ProtocolError
 from ftrl_ps.ps.worker import Worker
 
@@ -37,7 +37,6 @@ IDLE_POLL = 0.05
 
 #: units per worker and pass the default unit size aims at
 UNITS_PER_WORKER = 16
-MIN_UNIT, MAX_UNIT = 64 << 10, 64 << 20
 #: the last quarter of every pass is cut into quarter-size units, so that the
 #: last unit a slow worker takes holds up the end of the pass less
 TAIL_FRACTION, TAIL_SPLIT = 0.25, 4
