@@ -134,7 +134,9 @@ def test_export_refuses_an_incomplete_run(tmp_path: Path,
                            r"configured workers finished; never registered: worker 1"):
             run_export(options)
         assert not model.exists()
-        assert "WARNING: the run is incomplete" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert "WARNING: the run is incomplete" in err
+        assert "with the same --num-workers (FTRL_PS_NUM_WORKERS for the services)" in err
         metrics = tmp_path / "m.json"
         results = run_export(ExportOptions(server=srv.url, model=str(model), wait=True,
                                            timeout=5, allow_incomplete=True,
