@@ -166,6 +166,23 @@ def test_overview_counts_restarts_and_uses_the_latest_registration() -> None:
     assert "restarts 1" in o.line(123.0) and "clock 3..5" in o.line()
 
 
+def test_overview_counts_the_rows_a_worker_killed_9_pushed_but_never_reported() -> None:
+    """QA: after kill -9 status, the dashboard and /metrics showed 98,000 of 100,000
+    rows: the dead process's last pushes were never reported at a tick."""
+    dead = {"worker_id": 0, "index": 0, "state": "dead", "clock": 2,
+            "stats": {"rows": 1000, "loss_sum": 400.0}}  # it pushed 1,200 rows
+    journal = {"worker_id": 2, "index": 0, "state": "live", "clock": 3,
+               "stats": {"rows": 500, "loss_sum": 200.0, "resumed_rows": 1200,
+                         "resumed_loss": 480.0}}
+    o = Overview.from_clock({"workers": [dead, journal]})
+    assert (o.rows, o.loss_sum, o.progressive_logloss) == (1700, 680.0, 0.4)  # was 1500
+    no_journal = {**journal, "stats": {"rows": 500, "loss_sum": 250.0, "resumed_rows": 1200}}
+    o = Overview.from_clock({"workers": [dead, no_journal]})
+    assert (o.rows, o.loss_sum, o.progressive_logloss) == (1700, 650.0, 0.65 / 1.5)
+    fresh = {**journal, "stats": {"rows": 500, "loss_sum": 200.0, "resumed_rows": 0}}
+    assert Overview.from_clock({"workers": [dead, fresh]}).rows == 1500  # nothing pushed
+
+
 # --- a real run: 1 server process, 2 worker processes ---------------------------------
 
 @pytest.mark.slow

@@ -207,6 +207,7 @@ def test_a_worker_restarted_twice_without_a_journal_trains_every_row_once(
 
     import httpx
 
+    from ftrl_ps.ps.overview import Overview
     from tests._servers import real_server
     from tests.conftest import REPO, wait_until
 
@@ -234,8 +235,11 @@ def test_a_worker_restarted_twice_without_a_journal_trains_every_row_once(
         kill_after(record()["pushes"] + 3)
         last = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
         final = record()
+        shown = Overview.from_clock(httpx.get(srv.url + "/v1/status", trust_env=False)
+                                    .json()["clock"]).rows  # status, dashboard, /metrics
     assert last.returncode == 0, last.stderr
     resumed = re.search(r"resuming after ([\d,]+) rows", last.stderr)
     assert resumed and int(resumed.group(1).replace(",", "")) >= 8000, last.stderr
     # as in a clean run: 20 pushes of 1,000 rows, the last at the share's end
     assert (final["position"], final["pushes"]) == (20_000, 20), final
+    assert shown == 20_000  # was fewer: the killed processes' last pushes unreported

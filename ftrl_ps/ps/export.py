@@ -244,7 +244,8 @@ def _wait_for_workers(client: Any, options: ExportOptions) -> None:
                 say(log, f"WARNING: the run is incomplete: {text}. Waiting for them (up to "
                     f"{options.timeout:g} s); is every worker started, with the same "
                     "--num-workers (FTRL_PS_NUM_WORKERS for the services) as the servers? "
-                    "--allow-incomplete exports what there is", level=logging.WARNING, prefix="export: ")
+                    "--allow-incomplete exports what there is", level=logging.WARNING,
+                    prefix="export: ")
                 said, said_at = text, now
         elif not options.quiet and (text != said or now - said_at >= _REPORT_EVERY):
             say(log, f"waiting for the workers: {text}", prefix="export: ")

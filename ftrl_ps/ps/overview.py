@@ -10,7 +10,10 @@ metrics of shard 0. :class:`History` keeps a bounded time series of the
 totals, sampled by shard 0, for the dashboard's charts and the current rows/s.
 
 Restarts: a worker index that registered more than once (a dead worker
-replaced) counts one restart per extra registration.
+replaced) counts one restart per extra registration. A predecessor killed -9
+never reported the rows of its last pushes; its successor reports the rows its
+index pushed before it (``resumed_rows``, and ``resumed_loss`` when its journal
+knew their loss), so an index counts the larger of the two totals.
 
 Examples
 --------
@@ -102,9 +105,14 @@ class Overview:
     #: counted in ``rows`` and ``loss_sum`` too
     online_rows: int = 0
 
+    #: the rows ``loss_sum`` is over (fewer than ``rows`` where a predecessor's
+    #: pushed rows are counted but their loss is unknown); None: ``rows``
+    loss_rows: int | None = None
+
     @property
     def progressive_logloss(self) -> float:
-        return self.loss_sum / self.rows if self.rows else math.nan
+        rows = self.rows if self.loss_rows is None else self.loss_rows
+        return self.loss_sum / rows if rows else math.nan
 
     @property
     def gap(self) -> int:
@@ -126,10 +134,18 @@ class Overview:
             states[w.state] = states.get(w.state, 0) + 1
         clocks = [w.clock for w in latest.values() if w.state == "live"]
         online_rows, online_loss = online_totals(snap)
+        rows, loss, loss_rows = online_rows, online_loss, online_rows
+        for index, last in latest.items():
+            mine = [w for w in every if w.index == index]
+            reported, loss_i = sum(w.rows for w in mine), sum(w.loss_sum for w in mine)
+            resumed = last.rows + int(last.stat("resumed_rows"))
+            if resumed > reported and "resumed_loss" in last.stats:
+                reported, loss_i = resumed, last.loss_sum + last.stat("resumed_loss")
+            rows, loss, loss_rows = rows + max(reported, resumed), loss + loss_i, \
+                loss_rows + reported
         return cls(
             workers=[latest[i] for i in sorted(latest)],
-            rows=sum(w.rows for w in every) + online_rows,
-            loss_sum=sum(w.loss_sum for w in every) + online_loss,
+            rows=rows, loss_sum=loss, loss_rows=loss_rows if loss_rows != rows else None,
             online_rows=online_rows,
             states=dict(sorted(states.items())),
             restarts=len(every) - len(latest),

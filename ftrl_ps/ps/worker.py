@@ -14,13 +14,10 @@ round's deltas not pushed yet (``push_step`` not a multiple of ``fetch_step``)
 are kept as sparse *pending* deltas, added onto the next round's freshly pulled
 values (``local = pulled + unpushed``) and sent with the next push.
 
-Concurrent pushes are merged by the servers' rule (:mod:`ftrl_ps.ps.merge`,
-``WorkerConfig.merge_rule``): ``compose``/``curvature`` pull the keys' versions and
-send them back with the deltas, rows per key and ``rho`` (or the rows' contraction,
-:mod:`ftrl_ps.ps.curvature`); ``contraction`` (the default) and ``threshold``
-scale the deltas on the worker (:mod:`ftrl_ps.ps.contraction`).
-
-The math lives in :mod:`ftrl_ps.core.ftrl`; the network in :mod:`ftrl_ps.ps.client`.
+Concurrent pushes are merged by the rule of :mod:`ftrl_ps.ps.merge` (docs/algorithm.md):
+``contraction`` (the default) and ``threshold`` scale the deltas here
+(:mod:`ftrl_ps.ps.contraction`); ``compose``/``curvature`` send the pulled versions, rows
+per key and ``rho`` with them. Math: :mod:`ftrl_ps.core.ftrl`; network: :mod:`.client`.
 """
 
 from __future__ import annotations
@@ -342,7 +339,10 @@ class Worker:
         elapsed = max(time.perf_counter() - self._started, 1e-9)
         r = self.report
         rows = r.rows - self._resumed_rows  # this process's: an earlier one reported the rest
-        return {"rows": rows, "loss_sum": r.loss_sum - self._resumed_loss,
+        # rows pushed before this process (status counts a predecessor killed -9 by them)
+        resumed = {"resumed_rows": self.position - rows} | (
+            {"resumed_loss": self._resumed_loss} if self._resumed_rows else {})  # journal's
+        return {"rows": rows, "loss_sum": r.loss_sum - self._resumed_loss, **resumed,
                 "rows_per_second": rows / elapsed,
                 "pushes": r.pushes, "pulls": r.pulls, "keys_pushed": r.keys_pushed,
                 "keys_pulled": r.keys_pulled, "wait_seconds": r.wait_seconds}
