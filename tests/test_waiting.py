@@ -80,6 +80,25 @@ def test_worker_without_start_timeout_fails_at_once_for_a_server_that_refuses(
             assert time.monotonic() - start < 10
 
 
+def test_export_without_start_timeout_fails_at_once_for_a_server_that_refuses(
+        tmp_path: Path) -> None:
+    """As the worker's: export retried a wrong URL for the client's 120 s (QA)."""
+    failed: list[BaseException] = []
+
+    def export() -> None:
+        try:
+            run_export(ExportOptions(server="http://127.0.0.1:9", model=str(tmp_path / "m")))
+        except BaseException as exc:  # noqa: BLE001 - kept for the assertion
+            failed.append(exc)
+
+    thread = threading.Thread(target=export, daemon=True)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive(), "export still retrying after 10 s"
+    assert isinstance(failed[0], StartupTimeoutError)
+    assert "export: no server answers at http://127.0.0.1:9/health" in str(failed[0])
+
+
 def test_worker_waits_for_its_input_and_names_it(tmp_path: Path) -> None:
     options = WorkerOptions(server="http://127.0.0.1:9", input=str(tmp_path / "x.svm"),
                             num_workers=1, worker_index=0, start_timeout=0.3)

@@ -29,7 +29,7 @@ from ftrl_ps.errors import ClockTimeoutError, ConfigError, IncompleteRunError
 from ftrl_ps.learn.logs import say
 from ftrl_ps.ps.auth import resolve_token
 from ftrl_ps.ps.completion import RunProgress
-from ftrl_ps.ps.waiting import wait_until_ready
+from ftrl_ps.ps.waiting import servers_answer, wait_until_ready
 from ftrl_ps.ps.worker_main import WorkerOptions, adopt_model, params_with_defaults, parse_urls
 
 log = logging.getLogger(__name__)
@@ -153,6 +153,8 @@ def run_export(options: ExportOptions) -> dict[str, Any]:
     if options.start_timeout > 0:
         wait_until_ready(urls, [options.test] if options.test else [],
                          timeout=options.start_timeout, who="export")
+    else:  # a wrong URL fails now, not after the client's retry_seconds
+        servers_answer(urls, "export")
     if options.test and not os.path.exists(options.test):
         raise ConfigError(f"test file not found: {options.test}")
     with PSClient(urls, token=resolve_token(options.token)) as client:

@@ -29,7 +29,8 @@ from typing import TextIO
 from ftrl_ps.errors import StartupTimeoutError
 from ftrl_ps.learn.logs import say
 
-__all__ = ["REMIND_EVERY", "health_url", "log_line", "unmet", "wait_until_ready"]
+__all__ = ["FIRST_ANSWER_TIMEOUT", "REMIND_EVERY", "health_url", "log_line", "servers_answer",
+           "unmet", "wait_until_ready"]
 
 log = logging.getLogger("ftrl_ps.waiting")
 
@@ -73,6 +74,22 @@ def unmet(urls: Sequence[str], paths: Sequence[str], *, probe_timeout: float = 2
             out.append(f"{health_url(url)} ({why})")
     out += [f"file {p}" for p in paths if p and p != "-" and not os.path.exists(p)]
     return out
+
+
+#: seconds a server may take to answer its first probe: one that is starting on a
+#: socket bound before it (the local cluster's) answers once it serves
+FIRST_ANSWER_TIMEOUT = 30.0
+
+
+def servers_answer(urls: Sequence[str], who: str) -> None:
+    """``--start-timeout 0``: fail at once if a server refuses its first connection
+    or is not a server of ours (a wrong URL), instead of retrying it for
+    ``retry_seconds``, the window that rides out a shard restart *during* a run."""
+    missing = unmet(urls, [], probe_timeout=FIRST_ANSWER_TIMEOUT)
+    if missing:
+        raise StartupTimeoutError(
+            f"{who}: no server answers at {'; '.join(missing)}; check --server, or give "
+            "--start-timeout SECONDS to wait for servers that start later")
 
 
 def log_line(line: str) -> None:

@@ -18,11 +18,11 @@ from typing import Any
 from ftrl_ps.core.jsonfile import write_json
 from ftrl_ps.core.params import DTYPES, FTRLParams, check_bits
 from ftrl_ps.data.sources import check_unit_mb
-from ftrl_ps.errors import ConfigError, StartupTimeoutError
+from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.progress import report_bad_lines
 from ftrl_ps.ps.auth import resolve_token
 from ftrl_ps.ps.straggle import StraggleConfig, Straggler
-from ftrl_ps.ps.waiting import unmet, wait_until_ready
+from ftrl_ps.ps.waiting import servers_answer, wait_until_ready
 
 __all__ = ["WorkerOptions", "adopt_model", "check_against_servers", "finished_indices",
            "model_params", "params_with_defaults", "parse_urls", "run_worker", "worker_config"]
@@ -254,22 +254,6 @@ def _waitable(spec: str) -> list[str]:
     return [] if spec == "-" or is_url(spec) or set("*?[") & set(spec) else [spec]
 
 
-#: seconds a server may take to answer its first probe: one that is starting on a
-#: socket bound before it (the local cluster's) answers once it serves
-FIRST_ANSWER_TIMEOUT = 30.0
-
-
-def _servers_answer(urls: list[str], who: str) -> None:
-    """``start_timeout`` 0: fail at once if a server refuses its first connection or
-    is not a server of ours (a wrong URL), instead of retrying it for
-    ``retry_seconds``, the window that rides out a shard restart *during* a run."""
-    missing = unmet(urls, [], probe_timeout=FIRST_ANSWER_TIMEOUT)
-    if missing:
-        raise StartupTimeoutError(
-            f"{who}: no server answers at {'; '.join(missing)}; check --server, or give "
-            "--start-timeout SECONDS to wait for servers that start later")
-
-
 def run_worker(options: WorkerOptions) -> dict[str, Any]:
     """Train this worker's share against the servers (or, with ``input == "-"``, the
     stream on stdin: :mod:`ftrl_ps.ps.stream_worker`); its report (also written to
@@ -289,7 +273,7 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         wait_until_ready(parse_urls(options.server), _waitable(options.input),
                          timeout=options.start_timeout, who=who)
     else:
-        _servers_answer(parse_urls(options.server), who)
+        servers_answer(parse_urls(options.server), who)
     options = options.resolved()  # "auto" decided on the input there now
     if options.input == "-":
         from ftrl_ps.ps.stream_worker import run_stream_worker
