@@ -255,3 +255,6 @@ def test_server_restore_and_uvicorn_lines_are_json(tmp_path: Path) -> None:
     text = _server(tmp_path)  # the text format: the bare line, as before
     assert re.search(r"^ftrl-ps server: shard 0 restored checkpoint \S+ \(version \d+",
                      text, re.M), text
+    # SIGTERM said nothing (QA): now where the state is that a restart restores
+    assert re.search(r"^ftrl-ps server: shard 0 stops; its state is in checkpoint \S+"
+                     r"shard-0-\d+\.ckpt \(a restart on \S+ restores it\)", text, re.M), text

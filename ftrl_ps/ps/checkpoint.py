@@ -297,13 +297,17 @@ class Checkpointer:
         self._thread.start()
 
     def stop(self, final: bool = True) -> None:
-        """Stop the thread; with ``final`` write one last checkpoint."""
+        """Stop the thread; with ``final`` write one last checkpoint (and say where:
+        an operator stopping a shard learns what a restart will restore)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
         if final:
-            self.write()
+            path = self.write()
+            say(log, f"shard {self.state.settings.shard_index} stops; its state is in "
+                f"checkpoint {path} (a restart on {self.directory} restores it)",
+                prefix=PREFIX)
 
     def age(self) -> float:
         """Seconds since the newest checkpoint's cut (since the start, before the first
