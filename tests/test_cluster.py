@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import signal
@@ -91,6 +92,8 @@ def _children_of(pid: int) -> list[psutil.Process]:
 
 
 def test_failing_worker_stops_the_cluster(tmp_path: Path) -> None:
+    """A bad line ends the run at once (exit code 3: a data error, not restarted: a new
+    worker would stop on the same line), naming the file and line."""
     bad = tmp_path / "bad.svm"
     lines = [f"{i % 2} {i % 50}:1 {50 + i % 7}:1" for i in range(4000)]
     lines[3500] = "1 7:oops"  # in the last worker's share (fixed shares)
@@ -100,9 +103,34 @@ def test_failing_worker_stops_the_cluster(tmp_path: Path) -> None:
         env=_logs_in(tmp_path)
     )
     assert res.returncode == 1
-    assert "worker 1 exited with code 1" in res.stderr
+    assert "worker 1 exited with code 3 (an error in its input data: not restarted)" in res.stderr
+    assert "restarted (it resumes" not in res.stderr
     assert "bad.svm:3501" in res.stderr  # the worker's own message is shown
     assert "Traceback" not in res.stderr.split("its log")[0]
+
+
+@pytest.mark.parametrize("broken", ["bad line", "truncated gzip"])
+def test_a_data_error_in_a_folder_of_parts_ends_the_run_at_once(tmp_path: Path,
+                                                                 broken: str) -> None:
+    """Units of a folder: a bad line or a truncated .gz part (like a part that cannot
+    be opened: each a DataError) stops its worker with exit code 3, and the run ends
+    with that error, not after --max-restarts restarts with another one."""
+    d = tmp_path / "in"
+    d.mkdir()
+    lines = "".join(f"{i % 2} {i % 50}:1 {50 + i % 7}:1\n" for i in range(3000))
+    (d / "a.svm").write_text(lines)
+    if broken == "bad line":
+        (d / "b.svm").write_text(lines[:3000] + "1 7:oops\n" + lines)
+        why = "b.svm:"
+    else:
+        (d / "b.svm.gz").write_bytes(gzip.compress(lines.encode())[:-40])
+        why = "b.svm.gz: Compressed file ended"
+    res = run_cli("train", str(d), "--workers", "2", *COMMON, timeout=120,
+                  env=_logs_in(tmp_path))
+    assert res.returncode == 1, res.stderr
+    assert "exited with code 3 (an error in its input data: not restarted)" in res.stderr
+    assert "restarted (it resumes" not in res.stderr and "plan" not in res.stderr
+    assert why in res.stderr.split("its log")[1], res.stderr
 
 
 @pytest.mark.parametrize("method", ["fork", "exec"])

@@ -251,8 +251,14 @@ def test_a_worker_with_other_input_is_refused(parts, tmp_path) -> None:  # noqa:
             ps.register(0, 2)
             wc = WorkClient(ps)
             wc.load(*plan(str(d), 2, 1))
-            with pytest.raises(WorkerStateError, match="same input"):
+            # what differs is named: the input changed, or this worker reads another one
+            with pytest.raises(WorkerStateError, match=r"\(3 part\(s\)\); this worker's input "
+                               r"gives plan \w+ \(1 part\(s\)\): the input changed since the "
+                               r"plan was made .* the same input"):
                 wc.load(*plan(str(other), 2, 1))
+            (d / "sub" / "c.svm").write_bytes(b"".join(_lines(10, 3)))  # a part rewritten
+            with pytest.raises(WorkerStateError, match=r"\(unit \d+: bytes 0-\d+ of .*c.svm\)"):
+                wc.load(*plan(str(d), 2, 1))
 
 
 def test_a_plan_reads_every_line_once_with_a_finer_tail(parts) -> None:  # noqa: F811

@@ -54,6 +54,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ftrl_ps.errors import WorkerStateError
+from ftrl_ps.ps.plandiff import plan_mismatch
 from ftrl_ps.ps.worklog import WorkLog
 
 __all__ = ["WorkQueue"]
@@ -125,10 +126,8 @@ class WorkQueue:
         with self._lock:
             if self._plan_id is not None:
                 if plan_id != self._plan_id:
-                    raise WorkerStateError(
-                        f"shard 0 hands out plan {self._plan_id}; this worker's input gives "
-                        f"plan {plan_id}: every worker must read the same input"
-                    )
+                    raise WorkerStateError(plan_mismatch(self._plan_id, self._units, plan_id,
+                                                         units))
                 return len(self._units)
             for i, u in enumerate(units):
                 if set(u) != _UNIT_FIELDS or u["id"] != i or not 0 <= u["start"] <= u["end"]:
