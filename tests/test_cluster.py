@@ -133,6 +133,26 @@ def test_a_data_error_in_a_folder_of_parts_ends_the_run_at_once(tmp_path: Path,
     assert why in res.stderr.split("its log")[1], res.stderr
 
 
+def test_skipped_lines_are_reported_at_the_end_as_in_one_process(tmp_path: Path) -> None:
+    """--skip-bad-lines in a cluster: the same "skipped N malformed line(s)" block as
+    one process (the total over the workers, their first lines named by part and line,
+    in input order), and the total in --metrics-json."""
+    d = tmp_path / "in"
+    d.mkdir()
+    lines = [f"{i % 2} {i % 50}:1 {50 + i % 7}:1\n" for i in range(2000)]
+    (d / "a.svm").write_text("".join(lines))
+    (d / "b.svm").write_text("".join(lines[:1233]) + "2 3:1\n" + "".join(lines[:500]))
+    (d / "c.svm.gz").write_bytes(gzip.compress(("".join(lines[:6]) + "x 3:1\n").encode()))
+    out = tmp_path / "m.json"
+    res = run_cli("train", str(d), "--workers", "2", "--skip-bad-lines", "--unit-mb", "0.01",
+                  "--metrics-json", str(out), *COMMON, timeout=120, env=_logs_in(tmp_path))
+    assert res.returncode == 0, res.stderr
+    assert (f"skipped 2 malformed line(s); first ones:\n  {d}/b.svm:1234: '2': label must be "
+            f"-1, 0 or 1\n  {d}/c.svm.gz:7: 'x': label must be -1, 0 or 1\n") in res.stderr
+    got = json.loads(out.read_text())
+    assert got["bad_lines"] == 2 and got["rows"] == 2000 + 1733 + 6
+
+
 @pytest.mark.parametrize("method", ["fork", "exec"])
 def test_ctrl_c_stops_every_process(tmp_path: Path, method: str) -> None:
     data = tmp_path / "d.svm"

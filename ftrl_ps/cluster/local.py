@@ -17,6 +17,7 @@ fallback where there is no ``os.fork``).
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import os
@@ -39,7 +40,7 @@ from ftrl_ps.core.params import FTRLParams
 from ftrl_ps.data.sources import check_shares, estimate_rows, expand, split_for
 from ftrl_ps.errors import ConfigError, FTRLPSError, ServerError
 from ftrl_ps.learn.logs import say
-from ftrl_ps.learn.progress import Progress
+from ftrl_ps.learn.progress import Progress, report_workers_bad_lines
 from ftrl_ps.ps.auth import TOKEN_ENV, resolve_token
 from ftrl_ps.ps.export import rows_applied
 from ftrl_ps.ps.kernels import load_kernels
@@ -348,11 +349,8 @@ def _wait_for_workers(cluster: Cluster, connect: Any, progress: Progress) -> Non
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    import json
-
     try:
-        data: dict[str, Any] = json.loads(path.read_text())
-        return data
+        return dict(json.loads(path.read_text()))
     except (OSError, ValueError) as exc:
         raise ServerError(f"worker report {path} missing or unreadable: {exc}") from exc
 
@@ -385,6 +383,7 @@ def _finish(
     started: float,
 ) -> dict[str, Any]:
     plog = loss_sum / rows if rows else float("nan")
+    bad_lines = report_workers_bad_lines(reports)  # skipped (--skip-bad-lines), as one process
     out = summary_stream(args.metrics_json)
     pushed = sum(int(r.get("keys_pushed", 0)) for r in reports)
     pulled = sum(int(r.get("keys_pulled", 0)) for r in reports)
@@ -406,6 +405,7 @@ def _finish(
         "rows_per_second": rows / max(seconds, 1e-9),
         "workers_seconds": span,
         "progressive_logloss": plog,
+        "bad_lines": bad_lines,
         "workers": args.workers,
         "servers": args.servers,
         "staleness": args.staleness,

@@ -189,7 +189,9 @@ class UnitStream:
             self._current = None
             self.held.append((unit, reader.stats.rows, self.yielded, start, skip))
             self.worker.report.bad_lines += reader.stats.bad_lines
-            self.worker.report.bad_examples.extend(reader.stats.bad_examples)
+            self.worker.report.bad_examples.extend(  # told by part and line, as InputReader's
+                (f"{unit.part}:{at}" if isinstance(at, int) else at, token, why)
+                for at, token, why in reader.stats.bad_examples)
             self.units += 1
             got = self.next_unit()
 

@@ -360,6 +360,7 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         "keys_pushed": report.keys_pushed,
         "keys_pulled": report.keys_pulled,
         "bad_lines": report.bad_lines,
+        "bad_examples": report.bad_examples[:10],  # (line or "part:line", token, reason)
         "wait_seconds": report.wait_seconds,
         "straggle_seconds": report.straggle_seconds,
         "straggles": report.straggles,
