@@ -14,7 +14,8 @@ An input *spec* is one of:
 them into line-aligned :class:`Unit` s for hand-out: a plain part into byte
 ranges of about ``unit_bytes`` (a :class:`~ftrl_ps.data.libsvm.LibsvmReader`
 with that ``byte_range`` reads exactly the lines that start inside it), a
-gzip part whole (a compressed stream cannot be entered in the middle).
+gzip part whole (a compressed stream cannot be entered in the middle), and
+consecutive small parts packed into one unit (read whole, one after the other).
 
 >>> import fsspec
 >>> with fsspec.open("memory://doc/a.svm", "wb") as f:
@@ -55,16 +56,34 @@ class Part:
 @dataclass(frozen=True)
 class Unit:
     """A piece of work: lines of ``part`` starting in bytes ``[start, end)``
-    (a gzip part: the whole file, ``start = 0, end = size``)."""
+    (a gzip part: the whole file, ``start = 0, end = size``), or, when ``parts``
+    is not empty, the whole small parts it names (``(name, size, gzip)``, in
+    order; ``part`` is the first, ``end`` their total size): several small files
+    handed out as one unit."""
 
     id: int
     part: str
     start: int
     end: int
     gzip: bool
+    parts: tuple[tuple[str, int, bool], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The unit as JSON (no ``parts`` key for one part: as before packing)."""
+        out = asdict(self)
+        if not self.parts:
+            del out["parts"]
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Unit:
+        """The unit of :meth:`as_dict` (also as JSON gives it back: lists)."""
+        packed = tuple((str(n), int(size), bool(gz)) for n, size, gz in d.get("parts") or ())
+        return cls(**{**d, "parts": packed})
+
+    def files(self) -> list[Part]:
+        """The parts a packed unit reads whole."""
+        return [Part(n, size, gz) for n, size, gz in self.parts]
 
 
 def is_url(spec: str) -> bool:
@@ -224,23 +243,44 @@ def _warn_twins(spec: str, names: list[str]) -> None:
             f" (and {len(twins) - 1} more such pair(s))" if len(twins) > 1 else "")
 
 
+def _whole(units: list[Unit], pack: list[Part]) -> None:
+    """Append the whole parts of ``pack`` as one unit (one part: a plain unit)."""
+    if len(pack) == 1:
+        units.append(Unit(len(units), pack[0].name, 0, pack[0].size, pack[0].gzip))
+    elif pack:
+        units.append(Unit(len(units), pack[0].name, 0, sum(p.size for p in pack),
+                          all(p.gzip for p in pack), tuple((p.name, p.size, p.gzip)
+                                                           for p in pack)))
+    pack.clear()
+
+
 def work_units(parts: list[Part], unit_bytes: int, epochs: int = 1) -> list[Unit]:
-    """Line-aligned units of about ``unit_bytes`` (gzip parts whole), ``epochs`` times
-    over, numbered 0.. in hand-out order (epoch by epoch, parts in order)."""
+    """Line-aligned units of about ``unit_bytes``, ``epochs`` times over, numbered 0..
+    in hand-out order (epoch by epoch, parts in order). A plain part bigger than
+    ``unit_bytes`` is cut into byte ranges, a gzip part is read whole, and
+    consecutive small parts (plain or gzip) are packed into one unit of at most
+    ``unit_bytes`` (a folder of many small files: one hand-out per unit, not per
+    file). Empty parts have no unit."""
     if unit_bytes < 1 or epochs < 1:
         raise ConfigError("unit_bytes and epochs must be >= 1")
     units: list[Unit] = []
     for _ in range(epochs):
+        pack: list[Part] = []
         for p in parts:
-            if p.gzip or p.size <= unit_bytes:
-                if p.size:
-                    units.append(Unit(len(units), p.name, 0, p.size, p.gzip))
+            if not p.size:
                 continue
+            if p.gzip or p.size <= unit_bytes:
+                if sum(q.size for q in pack) + p.size > unit_bytes:
+                    _whole(units, pack)
+                pack.append(p)
+                continue
+            _whole(units, pack)
             pieces = -(-p.size // unit_bytes)
             bounds = [p.size * i // pieces for i in range(pieces + 1)]
             first = len(units)
             units.extend(Unit(first + i, p.name, bounds[i], bounds[i + 1], False)
                          for i in range(pieces))
+        _whole(units, pack)
     return units
 
 

@@ -3,8 +3,8 @@
 Every worker of a run cuts the same input into the same units; a worker whose
 plan differs from the one shard 0 holds is refused. :func:`plan_mismatch` says
 how they differ, in terms of the input: a part count, the first part whose
-name differs, or the first unit whose bytes differ (a part rewritten, grown
-or shrunk since the plan was made).
+name differs, or the first bytes of a part that differ (a part rewritten,
+grown or shrunk since the plan was made).
 
 >>> held = [{"id": 0, "part": "d/a.svm", "start": 0, "end": 9, "gzip": False},
 ...         {"id": 1, "part": "d/b.svm", "start": 0, "end": 5, "gzip": False}]
@@ -39,11 +39,20 @@ def _difference(held: Sequence[dict[str, Any]], given: Sequence[dict[str, Any]]
     for i, (x, y) in enumerate(zip(a, b, strict=True)):
         if x != y:
             return f"part {i + 1} of {len(a)}: {x}", y
-    for u, v in zip(held, given, strict=False):
-        if u != v:
-            return (f"unit {u['id']}: bytes {u['start']}-{u['end']} of {u['part']}",
-                    f"bytes {v['start']}-{v['end']} of {v['part']}")
+    for (i, x, s, e), (_, y, t, f) in zip(_pieces(held), _pieces(given), strict=False):
+        if (x, s, e) != (y, t, f):
+            return f"unit {i}: bytes {s}-{e} of {x}", f"bytes {t}-{f} of {y}"
     return f"{len(held)} unit(s)", f"{len(given)} unit(s)"
+
+
+def _pieces(units: Sequence[dict[str, Any]]) -> list[tuple[int, str, int, int]]:
+    """``(unit, part, start, end)`` of every file a plan reads, in order (a packed
+    unit's parts each whole)."""
+    out: list[tuple[int, str, int, int]] = []
+    for u in units:
+        out += ([(u["id"], str(n), 0, int(size)) for n, size, _ in u["parts"]]
+                if u.get("parts") else [(u["id"], u["part"], u["start"], u["end"])])
+    return out
 
 
 def plan_mismatch(held_id: str, held: Sequence[dict[str, Any]], plan_id: str,
