@@ -37,8 +37,8 @@ from typing import Any, BinaryIO
 
 from ftrl_ps.errors import ConfigError, DataError
 
-__all__ = ["Part", "Unit", "check_shares", "estimate_rows", "expand", "is_url", "open_binary",
-           "split_for", "work_units"]
+__all__ = ["Part", "Unit", "check_shares", "estimate_rows", "expand", "has_files", "is_url",
+           "open_binary", "split_for", "work_units"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _GLOB_CHARS = set("*?[")
@@ -186,6 +186,15 @@ def _local_files(spec: str) -> list[str]:
     else:
         raise ConfigError(f"input file not found: {spec}")
     return sorted(found)
+
+
+def has_files(spec: str) -> bool:
+    """Whether a local path, directory or glob has a file to read yet (cheap: files
+    are listed, not opened). A worker started with ``--start-timeout`` waits for it."""
+    try:
+        return bool(_local_files(spec))
+    except ConfigError:
+        return False
 
 
 def _url_files(spec: str) -> tuple[Any, list[str]]:

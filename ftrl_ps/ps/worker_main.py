@@ -242,10 +242,11 @@ def _warm_start_turn(client: Any, worker: Any, settings: dict[str, Any]) -> None
 
 
 def _waitable(spec: str) -> list[str]:
-    """The input path ``wait_until_ready`` can wait for (not a glob or a URL)."""
+    """The input ``wait_until_ready`` waits for: a file, or a directory or glob with a
+    file (not stdin, not an fsspec URL: those are opened when read)."""
     from ftrl_ps.data.sources import is_url
 
-    return [] if spec == "-" or is_url(spec) or set("*?[") & set(spec) else [spec]
+    return [] if spec == "-" or is_url(spec) else [spec]
 
 
 def run_worker(options: WorkerOptions) -> dict[str, Any]:
@@ -262,7 +263,7 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
     load_kernels()  # a fresh machine compiles here, once, and says so
     if options.start_timeout > 0:
         who = "worker" if options.worker_index is None else f"worker {options.worker_index}"
-        wait_until_ready(parse_urls(options.server), _waitable(options.input),
+        wait_until_ready(parse_urls(options.server), [], inputs=_waitable(options.input),
                          timeout=options.start_timeout, who=who)
     options = options.resolved()  # "auto" decided on the input there now
     if options.input == "-":
