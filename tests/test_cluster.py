@@ -337,6 +337,14 @@ def test_gzip_input_is_refused_with_fixed_shares_and_trained_with_units(tmp_path
         res = run_cli("train", str(data), "--workers", "2", "--bits", "4", "-q", "--split", split)
         assert res.returncode == 0, res.stderr
         assert "trained 2 rows" in res.stdout
+        # one worker reads the one .gz whole: the run says the other one idles
+        assert (f"{data} is one gzip file: a gzip stream cannot be split, so one worker reads "
+                "each whole and 1 of the 2 workers will idle") in res.stderr
+    (tmp_path / "p").mkdir()  # as many .gz parts as workers: no warning
+    for i in range(2):
+        (tmp_path / "p" / f"{i}.gz").write_bytes(gzip.compress(b"1 1:1\n0 2:1\n"))
+    res = run_cli("train", str(tmp_path / "p"), "--workers", "2", "--bits", "4", "-q")
+    assert res.returncode == 0 and "will idle" not in res.stderr, res.stderr
 
 
 @pytest.mark.slow

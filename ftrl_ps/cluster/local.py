@@ -37,7 +37,7 @@ from ftrl_ps.core.jsonfile import summary_stream, write_json
 from ftrl_ps.core.metrics import auc_text
 from ftrl_ps.core.modelio import SavedModel, load_model, save_model
 from ftrl_ps.core.params import FTRLParams
-from ftrl_ps.data.sources import check_shares, estimate_rows, expand, split_for
+from ftrl_ps.data.sources import cluster_split, estimate_rows
 from ftrl_ps.errors import ConfigError, FTRLPSError, ServerError
 from ftrl_ps.learn.logs import say
 from ftrl_ps.learn.progress import Progress, report_workers_bad_lines
@@ -219,12 +219,7 @@ def run_cluster(args: LocalClusterOptions) -> int:
     """Run ``ftrl-ps train`` as a local cluster; see the module docstring."""
     if args.train == "-":
         raise ConfigError("--workers needs a training file, not stdin")
-    if args.split == "auto":
-        args = replace(args, split=split_for(args.train))
-    if args.split == "shares":
-        if not os.path.isfile(args.train):
-            expand(args.train)  # nothing there: "no input files match"
-        check_shares(args.train)
+    args = replace(args, split=cluster_split(args.train, args.split, args.workers))
     if args.servers < 1:
         raise ConfigError("--servers must be >= 1")
     if not 0.0 <= args.warm_fraction < 1.0:

@@ -37,8 +37,8 @@ from typing import Any, BinaryIO
 
 from ftrl_ps.errors import ConfigError, DataError
 
-__all__ = ["Part", "Unit", "check_shares", "estimate_rows", "expand", "has_files", "is_url",
-           "open_binary", "split_for", "work_units"]
+__all__ = ["Part", "Unit", "check_shares", "cluster_split", "estimate_rows", "expand",
+           "has_files", "is_url", "open_binary", "split_for", "work_units"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _GLOB_CHARS = set("*?[")
@@ -144,6 +144,28 @@ def check_shares(spec: str) -> None:
             "file, so it needs it uncompressed (--split auto or units hands it out whole)")
     raise ConfigError(f"'--split shares' reads byte ranges of one plain file; {spec} is "
                       "not one (--split auto or units hands out its parts)")
+
+
+def cluster_split(spec: str, split: str, workers: int) -> str:
+    """How a local cluster of ``workers`` splits ``spec`` (``split``: ``auto``,
+    ``shares`` or ``units``), checked (:func:`check_shares`); with units, a warning
+    when the input is fewer gzip files than workers: each is read whole by one
+    worker (a gzip stream cannot be cut), so the others idle."""
+    split = split_for(spec) if split == "auto" else split
+    if split == "shares":
+        if not os.path.isfile(spec):
+            expand(spec)  # nothing there: "no input files match"
+        check_shares(spec)
+    elif workers > 1 and spec != "-":
+        parts = expand(spec)
+        if all(p.gzip for p in parts) and len(parts) < workers:
+            what = "one gzip file" if len(parts) == 1 else f"{len(parts)} gzip files"
+            logging.getLogger(__name__).warning(
+                "%s is %s: a gzip stream cannot be split, so one worker reads each whole "
+                "and %d of the %d workers will idle; decompress it (a plain file is cut into "
+                "byte ranges) or give at least %d .gz parts (a directory or glob)", spec,
+                what, workers - len(parts), workers, workers)
+    return split
 
 
 def _part(name: str, size: int) -> Part:

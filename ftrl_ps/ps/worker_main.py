@@ -122,6 +122,9 @@ class WorkerOptions:
 
             check_shares(self.input)
         if self.input == "-":
+            if self.split == "units":
+                raise ConfigError("--input - (a stream) is read as it comes, not handed out "
+                                  "in units: drop --split units")
             if self.epochs != 1:
                 raise ConfigError("--input - (a stream) is read once: --epochs must be 1")
             if not self.push_interval > 0:
