@@ -3,9 +3,10 @@
 Reads the same ``FTRL_PS_*`` environment as ``services.SERVICE`` (so the
 configuration is checked before anything runs), then waits until every
 server URL of its ``server`` option answers ``GET /health`` and its ``input``
-/ ``test`` files exist, with :func:`ftrl_ps.ps.waiting.wait_until_ready` (the
-wait ``services.worker`` and ``services.export`` do themselves before they
-start). Exit 0 when ready, 1 on timeout, 2 on a bad configuration.
+/ ``test`` files exist (a directory or glob: has a file), with
+:func:`ftrl_ps.ps.waiting.wait_until_ready` (the wait ``services.worker`` and
+``services.export`` do themselves before they start). Exit 0 when ready, 1 on
+timeout, 2 on a bad configuration.
 
 For example in a shell script, before something that needs the servers::
 
@@ -58,7 +59,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         return 2
     urls, files = prerequisites(options)
     try:
-        wait_until_ready(urls, files, timeout=args.timeout, who="services.wait")
+        wait_until_ready(urls, [], inputs=files, timeout=args.timeout, who="services.wait")
     except StartupTimeoutError as exc:
         print(exc, file=sys.stderr)
         return 1

@@ -138,6 +138,19 @@ def test_every_command_has_help() -> None:
         assert res.returncode == 0 and "usage: ftrl-ps " + name in res.stdout
 
 
+def test_the_help_says_which_inputs_are_read() -> None:
+    """QA: TEST accepts what TRAIN does; which files of a directory are read;
+    memory:// (one process's files) is not offered on the command line."""
+    helps = {name: " ".join(run_cli(name, "--help").stdout.split())
+             for name in ("train", "worker", "eval")}
+    assert "TEST libsvm data to score: a file (.gz is fine), a directory or glob" in helps["eval"]
+    assert "directory, glob or URL, as TRAIN" in helps["train"]
+    assert "starts with `.` or `_` (_SUCCESS, .crc, _tmp/)" in helps["train"]
+    assert "symlinked sub-directories are not followed" in helps["train"]
+    assert "names start with '.' or '_' are skipped" in helps["worker"]
+    assert not any("memory://" in text for text in helps.values())
+
+
 def test_command_exit_codes_and_output_survive_the_fast_exit(tmp_path: Path) -> None:
     """``ftrl-ps`` leaves via os._exit after main(): output must still be complete."""
     data = tmp_path / "d.svm"

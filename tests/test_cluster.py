@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import signal
@@ -91,6 +92,8 @@ def _children_of(pid: int) -> list[psutil.Process]:
 
 
 def test_failing_worker_stops_the_cluster(tmp_path: Path) -> None:
+    """A bad line ends the run at once (exit code 3: a data error, not restarted: a new
+    worker would stop on the same line), naming the file and line."""
     bad = tmp_path / "bad.svm"
     lines = [f"{i % 2} {i % 50}:1 {50 + i % 7}:1" for i in range(4000)]
     lines[3500] = "1 7:oops"  # in the last worker's share (fixed shares)
@@ -100,9 +103,54 @@ def test_failing_worker_stops_the_cluster(tmp_path: Path) -> None:
         env=_logs_in(tmp_path)
     )
     assert res.returncode == 1
-    assert "worker 1 exited with code 1" in res.stderr
+    assert "worker 1 exited with code 3 (an error in its input data: not restarted)" in res.stderr
+    assert "restarted (it resumes" not in res.stderr
     assert "bad.svm:3501" in res.stderr  # the worker's own message is shown
     assert "Traceback" not in res.stderr.split("its log")[0]
+
+
+@pytest.mark.parametrize("broken", ["bad line", "truncated gzip"])
+def test_a_data_error_in_a_folder_of_parts_ends_the_run_at_once(tmp_path: Path,
+                                                                 broken: str) -> None:
+    """Units of a folder: a bad line or a truncated .gz part (like a part that cannot
+    be opened: each a DataError) stops its worker with exit code 3, and the run ends
+    with that error, not after --max-restarts restarts with another one."""
+    d = tmp_path / "in"
+    d.mkdir()
+    lines = "".join(f"{i % 2} {i % 50}:1 {50 + i % 7}:1\n" for i in range(3000))
+    (d / "a.svm").write_text(lines)
+    if broken == "bad line":
+        (d / "b.svm").write_text(lines[:3000] + "1 7:oops\n" + lines)
+        why = "b.svm:"
+    else:
+        (d / "b.svm.gz").write_bytes(gzip.compress(lines.encode())[:-40])
+        why = "b.svm.gz: Compressed file ended"
+    res = run_cli("train", str(d), "--workers", "2", *COMMON, timeout=120,
+                  env=_logs_in(tmp_path))
+    assert res.returncode == 1, res.stderr
+    assert "exited with code 3 (an error in its input data: not restarted)" in res.stderr
+    assert "restarted (it resumes" not in res.stderr and "plan" not in res.stderr
+    assert why in res.stderr.split("its log")[1], res.stderr
+
+
+def test_skipped_lines_are_reported_at_the_end_as_in_one_process(tmp_path: Path) -> None:
+    """--skip-bad-lines in a cluster: the same "skipped N malformed line(s)" block as
+    one process (the total over the workers, their first lines named by part and line,
+    in input order), and the total in --metrics-json."""
+    d = tmp_path / "in"
+    d.mkdir()
+    lines = [f"{i % 2} {i % 50}:1 {50 + i % 7}:1\n" for i in range(10000)]  # 138 KiB:
+    (d / "a.svm").write_text("".join(lines))  # 3 units of the smallest size, 64 KiB
+    (d / "b.svm").write_text("".join(lines[:1233]) + "2 3:1\n" + "".join(lines[:500]))
+    (d / "c.svm.gz").write_bytes(gzip.compress(("".join(lines[:6]) + "x 3:1\n").encode()))
+    out = tmp_path / "m.json"
+    res = run_cli("train", str(d), "--workers", "2", "--skip-bad-lines", "--unit-mb", "0.0625",
+                  "--metrics-json", str(out), *COMMON, timeout=120, env=_logs_in(tmp_path))
+    assert res.returncode == 0, res.stderr
+    assert (f"skipped 2 malformed line(s); first ones:\n  {d}/b.svm:1234: '2': label must be "
+            f"-1, 0 or 1\n  {d}/c.svm.gz:7: 'x': label must be -1, 0 or 1\n") in res.stderr
+    got = json.loads(out.read_text())
+    assert got["bad_lines"] == 2 and got["rows"] == 10000 + 1733 + 6
 
 
 @pytest.mark.parametrize("method", ["fork", "exec"])
@@ -289,6 +337,14 @@ def test_gzip_input_is_refused_with_fixed_shares_and_trained_with_units(tmp_path
         res = run_cli("train", str(data), "--workers", "2", "--bits", "4", "-q", "--split", split)
         assert res.returncode == 0, res.stderr
         assert "trained 2 rows" in res.stdout
+        # one worker reads the one .gz whole: the run says the other one idles
+        assert (f"{data} is one gzip file: a gzip stream cannot be split, so one worker reads "
+                "each whole and 1 of the 2 workers will idle") in res.stderr
+    (tmp_path / "p").mkdir()  # as many .gz parts as workers: no warning
+    for i in range(2):
+        (tmp_path / "p" / f"{i}.gz").write_bytes(gzip.compress(b"1 1:1\n0 2:1\n"))
+    res = run_cli("train", str(tmp_path / "p"), "--workers", "2", "--bits", "4", "-q")
+    assert res.returncode == 0 and "will idle" not in res.stderr, res.stderr
 
 
 @pytest.mark.slow

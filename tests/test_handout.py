@@ -272,6 +272,38 @@ def test_unit_mb_is_held_to_the_defaults_bounds(command, capsys) -> None:
                                                          unit_mb=100.0).warnings())
 
 
+def test_many_small_parts_are_packed_into_few_units_and_every_row_is_trained_once(
+        tmp_path: Path) -> None:
+    """A folder of 300 small parts (every 7th gzipped, one empty): consecutive whole
+    parts are packed into units of at most the unit size (not one hand-out per
+    file), the same plan on every call; a local cluster of 2 worker processes
+    trains every row once."""
+    import gzip
+
+    d = tmp_path / "many"
+    d.mkdir()
+    lines = _lines(1200, 5)
+    for i in range(300):
+        text = b"".join(lines[4 * i:4 * i + 4])
+        if i % 7:
+            (d / f"part-{i:04d}").write_bytes(text)
+        else:
+            (d / f"part-{i:04d}.gz").write_bytes(gzip.compress(text))
+    (d / "part-0150-empty").write_bytes(b"")
+    units, plan_id = plan(str(d), num_workers=2, epochs=2, unit_bytes=8000)
+    assert plan(str(d), 2, 2, 8000)[1] == plan_id
+    assert 2 * 8 <= len(units) <= 2 * 12 and all(u.end - u.start <= 8000 for u in units)
+    assert sum(len(u.parts) for u in units) == 2 * 300  # each part once per pass, whole
+    out = tmp_path / "m.json"
+    res = subprocess.run([sys.executable, "-m", "ftrl_ps", "train", str(d), "--workers", "2",
+                          "--bits", "12", "-q", "--unit-mb", "0.0625",
+                          "--epochs", "2", "--metrics-json", str(out)],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    metrics = json.loads(out.read_text())
+    assert metrics["rows"] == metrics["rows_applied"] == 2 * len(lines)
+
+
 def test_a_worker_with_other_input_is_refused(parts, tmp_path) -> None:  # noqa: F811
     d, _ = parts
     other = tmp_path / "other.svm"
@@ -281,8 +313,14 @@ def test_a_worker_with_other_input_is_refused(parts, tmp_path) -> None:  # noqa:
             ps.register(0, 2)
             wc = WorkClient(ps)
             wc.load(*plan(str(d), 2, 1))
-            with pytest.raises(WorkerStateError, match="same input"):
+            # what differs is named: the input changed, or this worker reads another one
+            with pytest.raises(WorkerStateError, match=r"\(3 part\(s\)\); this worker's input "
+                               r"gives plan \w+ \(1 part\(s\)\): the input changed since the "
+                               r"plan was made .* the same input"):
                 wc.load(*plan(str(other), 2, 1))
+            (d / "sub" / "c.svm").write_bytes(b"".join(_lines(10, 3)))  # a part rewritten
+            with pytest.raises(WorkerStateError, match=r"\(unit \d+: bytes 0-\d+ of .*c.svm\)"):
+                wc.load(*plan(str(d), 2, 1))
 
 
 def test_a_plan_reads_every_line_once_with_a_finer_tail(parts) -> None:  # noqa: F811
@@ -299,19 +337,25 @@ def test_a_plan_reads_every_line_once_with_a_finer_tail(parts) -> None:  # noqa:
 
 
 @pytest.mark.parametrize("reported", [True, False])
+@pytest.mark.parametrize("packed", [False, True])
 def test_a_dead_workers_unit_is_taken_over_after_its_applied_rows(
-    parts, reported: bool  # noqa: F811
+    parts, reported: bool, packed: bool  # noqa: F811
 ) -> None:
     """Worker 0 trains part of a unit, pushes, then dies (having reported that
     progress or not: killed before its next batch): worker 1 trains the rest of
-    that unit (after the rows its pushes covered) and everything else; no row twice."""
+    that unit (after the rows its pushes covered) and everything else; no row twice.
+    ``packed``: the three small parts are one unit, and worker 0 dies in its second
+    part (a .gz)."""
     import itertools
     import time
 
     from ftrl_ps.ps.handout import UnitStream
 
     d, lines = parts
-    units, plan_id = plan(str(d), num_workers=2, epochs=1, unit_bytes=20_000)
+    units, plan_id = plan(str(d), num_workers=2, epochs=1,
+                          unit_bytes=1 << 20 if packed else 20_000)
+    assert [len(u.parts) for u in units] == ([3] if packed else [0, 0, 0])
+    first_rows, took = (900, 75) if packed else (300, 7)
     cfg = WorkerConfig(batch_size=10, fetch_step=1, push_step=1, chunk_bytes=300)
     # 2 s: worker 1's heartbeats (a thread sharing the GIL with worker 0's training)
     # came over 0.5 s apart on a loaded CI machine, and a cold start of the kernels
@@ -328,12 +372,13 @@ def test_a_dead_workers_unit_is_taken_over_after_its_applied_rows(
             wc_a.load(units, plan_id)
             stream = UnitStream(wa, wc_a, 0)
             batches = stream.batches()
-            wa.train_batches(itertools.islice(batches, 7))  # some rows of the first unit
+            wa.train_batches(itertools.islice(batches, took))  # some rows of the first unit
             wa.push()
             if reported:
                 next(batches)  # pulled (not trained): reports the progress
             applied = wa.rows_applied
-            assert 0 < applied < 300 and stream.units == 0  # still inside the first unit
+            assert 0 < applied < first_rows and stream.units == 0  # inside the first unit
+            assert (applied > 300) is packed  # (packed: past the end of the first part)
             time.sleep(3.0)  # no heartbeat from worker 0: the clock declares it dead
             wb, wc_b = Worker(b, 12, FTRLParams(), cfg), WorkClient(b)
             wc_b.load(units, plan_id)

@@ -295,19 +295,23 @@ def test_cluster_stop_writes_a_last_checkpoint_unless_discarded(
     assert bool(list(ckpt.glob("shard-0-*.ckpt"))) is not discard
 
 
-def test_a_worker_that_failed_on_its_flags_or_input_is_not_restarted(tmp_path: Path) -> None:
-    """Exit code 2 (a ConfigError: e.g. its input file was deleted) fails the run at
-    once with the worker's log; restarting it would fail the same way, 3 times."""
+@pytest.mark.parametrize("code, error", [(2, "input file not found: train.svm"),
+                                         (3, "cannot open in/part-3.svm: No such file")])
+def test_a_worker_that_failed_on_its_flags_or_input_is_not_restarted(tmp_path: Path, code: int,
+                                                                     error: str) -> None:
+    """Exit code 2 (a ConfigError: e.g. its input file was deleted) or 3 (a DataError:
+    a bad line, a part gone) fails the run at once with the worker's log; restarting it
+    would fail the same way, 3 times."""
     from types import SimpleNamespace
 
     from ftrl_ps.cluster.supervise import Cluster, Proc
     from ftrl_ps.errors import ClusterError
 
     log = tmp_path / "worker-0.log"
-    log.write_text("error: input file not found: train.svm\n")
+    log.write_text(f"error: {error}\n")
     cluster = Cluster(tmp_path, Launcher(dict(os.environ)))
-    cluster.workers.append(Proc("worker 0", SimpleNamespace(poll=lambda: 2), log, None))
-    with pytest.raises(ClusterError, match=r"(?s)worker 0 exited with code 2 .*not restarted"
-                                           r".*input file not found"):
+    cluster.workers.append(Proc("worker 0", SimpleNamespace(poll=lambda: code), log, None))
+    with pytest.raises(ClusterError, match=rf"(?s)worker 0 exited with code {code} .*not "
+                                           rf"restarted.*{error}"):
         cluster.heal()
     assert cluster.restarts == []

@@ -110,8 +110,10 @@ def test_units_read_every_line_exactly_once(parts, where: str, unit_bytes: int) 
     spec = str(d) if where == "local" else _memory_copy(d)
     units = work_units(expand(spec), unit_bytes, epochs=2)
     assert [u.id for u in units] == list(range(len(units)))
-    gz = [u for u in units if u.gzip]
+    gz = [u for u in units if u.gzip or any(gzip for _, _, gzip in u.parts)]
     assert len(gz) == 2 and all(u.start == 0 for u in gz)  # a .gz part is one unit per epoch
+    if unit_bytes == 1 << 20:  # all three parts fit: packed into one unit per epoch
+        assert len(units) == 2 and [len(u.parts) for u in units] == [3, 3]
     got = [b for u in units for b in read_unit(u, 12)]
     expect = read_all(io.BytesIO(b"".join(lines * 2)), 12)
     np.testing.assert_array_equal(np.concatenate([b.labels for b in got]), expect.labels)

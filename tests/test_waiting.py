@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -17,7 +18,8 @@ from ftrl_ps.ps.completion import RunProgress
 from ftrl_ps.ps.export import ExportOptions, run_export
 from ftrl_ps.ps.waiting import unmet, wait_until_ready
 from ftrl_ps.ps.worker_main import WorkerOptions, run_worker
-from tests._servers import real_server
+from tests._servers import TOKEN, real_server
+from tests.conftest import run_cli
 
 # --- waiting for servers and files -----------------------------------------------------
 
@@ -105,6 +107,34 @@ def test_worker_waits_for_its_input_and_names_it(tmp_path: Path) -> None:
     with pytest.raises(StartupTimeoutError, match=r"worker 0: still missing after 0.3 s: .*"
                        r"127.0.0.1:9/health .*file .*x\.svm"):
         run_worker(options)
+
+
+@pytest.mark.parametrize("form", ["glob", "directory", "directory not there yet"])
+def test_worker_waits_for_a_glob_or_directory_to_have_files(tmp_path: Path, form: str) -> None:
+    """``ftrl-ps worker --start-timeout``: a glob waits for a matching file, a
+    directory (there, or not yet) for a file in it, as a file path waits for the
+    file; then the worker trains them (a real server and worker process)."""
+    later = tmp_path / "later"
+    if form == "directory":
+        later.mkdir()  # there, but its files are not copied in yet
+    spec = str(later / "part-*") if form == "glob" else str(later)
+    assert unmet([], [], inputs=[spec]) == [f"a file matching {spec}" if form == "glob"
+                                 else f"a file in the directory {spec}" if form == "directory"
+                                 else f"file {spec}"]
+
+    def copy() -> None:
+        later.mkdir(exist_ok=True)
+        (later / "part-0").write_text("1 1:1\n0 2:1\n")
+
+    timer = threading.Timer(1.5, copy)
+    with real_server(["--bits", "10", "--token", TOKEN]) as srv:
+        timer.start()
+        res = run_cli("worker", "--server", srv.url, "--input", spec, "--start-timeout", "30",
+                      "--worker-index", "0", "--num-workers", "1", "--bits", "10",
+                      env={**os.environ, "FTRL_PS_TOKEN": TOKEN})
+    timer.cancel()
+    assert res.returncode == 0, res.stderr
+    assert "waiting (up to 30 s) for" in res.stderr and "2 rows" in res.stderr
 
 
 # --- a run's completeness ----------------------------------------------------------------

@@ -61,6 +61,11 @@ def test_auto_split_is_decided_on_the_input(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="gzip-compressed; '--split shares' reads byte ranges"):
         gz.check()
     replace(gz, split="auto").check()  # auto hands it out whole
+    # a stream on stdin is read as it comes: '--split units' is refused, not ignored
+    stream = WorkerOptions(server="http://127.0.0.1:1", input="-", num_workers=2)
+    stream.check()
+    with pytest.raises(ConfigError, match=r"--input - \(a stream\) .* drop --split units"):
+        replace(stream, split="units").check()
 
 
 def test_a_state_dir_of_an_earlier_run_is_refused_by_new_servers(tmp_path: Path) -> None:
@@ -89,3 +94,4 @@ def test_a_state_dir_of_an_earlier_run_is_refused_by_new_servers(tmp_path: Path)
     assert "push journal of another cluster run" in done.stderr
     assert "another --state-dir" in done.stderr and len(done.stderr.splitlines()) <= 2
     assert workers == [] and streams == []  # the new servers are untouched
+

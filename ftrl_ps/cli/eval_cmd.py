@@ -13,7 +13,7 @@ from ftrl_ps.errors import DataError
 __all__ = ["DESCRIPTION", "HELP", "NAME", "add_arguments", "run"]
 
 NAME = "eval"
-HELP = "evaluate a saved model on a libsvm file (log loss, AUC)"
+HELP = "evaluate a saved model on libsvm data (log loss, AUC)"
 DESCRIPTION = """\
 Score every row of TEST with MODEL and print log loss, ROC AUC, the row count
 and the positive rate.
@@ -25,7 +25,9 @@ example:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", metavar="MODEL", help="a model file written by 'ftrl-ps train'")
-    parser.add_argument("test", metavar="TEST", help="libsvm file to score ('-' = stdin)")
+    parser.add_argument("test", metavar="TEST", help="libsvm data to score: a file (.gz is "
+                        "fine), a directory or glob of part files, an fsspec URL, or '-' = "
+                        "stdin")
     parser.add_argument(
         "--json", metavar="FILE", help="also write the results as JSON ('-' = stdout)"
     )

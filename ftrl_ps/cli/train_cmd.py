@@ -39,8 +39,12 @@ HELP = "train a model on a libsvm file (one process, or a local cluster with --w
 DESCRIPTION = """\
 Train a sparse logistic-regression model with FTRL-Proximal on libsvm data
 (`label idx:val ...`; labels -1/+1 or 0/1): a file (.gz is fine), a directory
-or glob of part files, an fsspec URL (s3://..., gs://..., memory://...), or
-`-` for stdin.
+or glob of part files, an fsspec URL (s3://..., gs://..., file://...; the
+protocol's fsspec backend installed), or `-` for stdin. A directory is read
+whole, its files in sorted order, also in sub-directories, except those whose
+name (or folder's) starts with `.` or `_` (_SUCCESS, .crc, _tmp/); every other
+file is data (a README stops the run); symlinked sub-directories are not
+followed (symlinked files are). --test takes the same forms.
 
 While it trains it shows progressive-validation log loss (each row is scored
 before the model learns from it, as Vowpal Wabbit reports it) and rows/s on
@@ -64,7 +68,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("train", metavar="TRAIN", help="training data (libsvm): a file, "
                         "directory, glob or fsspec URL; '-' = stdin")
     parser.add_argument(
-        "--test", metavar="TEST", help="evaluate on this libsvm file after training"
+        "--test", metavar="TEST", help="evaluate on this libsvm data after training (a "
+        "file, directory, glob or URL, as TRAIN)"
     )
     parser.add_argument(
         "--epochs", type=c.positive_int, default=None,

@@ -208,8 +208,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     c.add_server_arguments(parser)
     parser.add_argument("--input", required=True, metavar="INPUT",
                         help="training data (libsvm): a file, a directory or glob of part "
-                        "files (plain or .gz), an fsspec URL (s3://..., memory://...), or "
-                        "'-' for an unbounded stream on stdin")
+                        "files (plain or .gz; a directory's files whose names start with '.' "
+                        "or '_' are skipped, symlinked sub-directories not followed), an "
+                        "fsspec URL (s3://..., gs://..., file://...), or '-' for an unbounded "
+                        "stream on stdin (read as it comes: not with --split units)")
     parser.add_argument(
         "--worker-index",
         type=_worker_index,

@@ -2,8 +2,11 @@
 
 The fallback of :class:`ftrl_ps.cluster.launch.Launcher` where it cannot fork:
 a fresh interpreter runs one role (see :mod:`ftrl_ps.cluster.roles`) with
-options given as JSON. Exit code 2 for bad options, 1 for an ftrl-ps error
-(its message on stderr, no traceback).
+options given as JSON. Exit code 2 (:data:`USAGE_ERROR`) for bad options, 3
+(:data:`DATA_ERROR`) for bad input data (a malformed line, a part that cannot
+be opened or read), 1 for any other ftrl-ps error (its message on stderr, no
+traceback). The supervisor restarts a worker only for the last: a new process
+would fail the same way on the first two (:mod:`ftrl_ps.cluster.supervise`).
 """
 
 from __future__ import annotations
@@ -15,12 +18,17 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ftrl_ps.errors import ConfigError, FTRLPSError
+from ftrl_ps.errors import ConfigError, DataError, FTRLPSError
 from ftrl_ps.learn.logs import say, setup_logging
 
-__all__ = ["main", "run_role"]
+__all__ = ["DATA_ERROR", "USAGE_ERROR", "main", "run_role"]
 
 log = logging.getLogger("ftrl_ps.cluster")
+
+#: a child's exit code for bad flags or input (argparse's and ConfigError's)
+USAGE_ERROR = 2
+#: a child's exit code for bad input data (DataError, ParseError): not restarted either
+DATA_ERROR = 3
 
 
 def run_role(options: Any) -> int:
@@ -37,7 +45,10 @@ def run_role(options: Any) -> int:
         return role.run(options)
     except ConfigError as exc:
         log.error("error: %s", exc)
-        return 2
+        return USAGE_ERROR
+    except DataError as exc:
+        log.error("error: %s", exc)
+        return DATA_ERROR
     except FTRLPSError as exc:
         log.error("error: %s", exc)
         return 1
@@ -64,7 +75,7 @@ def _usage_error(message: str, role: str = "child") -> int:
     with contextlib.suppress(ConfigError):  # a bad format: the text one
         setup_logging(role)
     say(log, message, level=logging.ERROR, prefix="" if role == "child" else f"ftrl-ps {role}: ")
-    return 2
+    return USAGE_ERROR
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -17,6 +17,7 @@ fallback where there is no ``os.fork``).
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import os
@@ -37,10 +38,10 @@ from ftrl_ps.core.jsonfile import summary_stream, write_json
 from ftrl_ps.core.metrics import auc_text
 from ftrl_ps.core.modelio import SavedModel, load_model, save_model
 from ftrl_ps.core.params import FTRLParams
-from ftrl_ps.data.sources import check_shares, estimate_rows, expand, split_for
+from ftrl_ps.data.sources import cluster_split, estimate_rows
 from ftrl_ps.errors import ConfigError, FTRLPSError, ServerError
 from ftrl_ps.learn.logs import say
-from ftrl_ps.learn.progress import Progress
+from ftrl_ps.learn.progress import Progress, report_workers_bad_lines
 from ftrl_ps.ps.auth import TOKEN_ENV, resolve_token
 from ftrl_ps.ps.export import rows_applied
 from ftrl_ps.ps.kernels import load_kernels
@@ -171,12 +172,7 @@ def run_cluster(args: LocalClusterOptions) -> int:
     args.check()
     for warning in args.warnings():
         say(log, warning, level=logging.WARNING, prefix="ftrl-ps train: ")
-    if args.split == "auto":
-        args = replace(args, split=split_for(args.train))
-    if args.split == "shares":
-        if not os.path.isfile(args.train):
-            expand(args.train)  # nothing there: "no input files match"
-        check_shares(args.train)
+    args = replace(args, split=cluster_split(args.train, args.split, args.workers))
     if args.resume:
         saved = load_model(args.resume)
         bits, dtype, params = saved.bits, saved.dtype, saved.params
@@ -295,11 +291,8 @@ def _wait_for_workers(cluster: Cluster, connect: Any, progress: Progress) -> Non
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    import json
-
     try:
-        data: dict[str, Any] = json.loads(path.read_text())
-        return data
+        return dict(json.loads(path.read_text()))
     except (OSError, ValueError) as exc:
         raise ServerError(f"worker report {path} missing or unreadable: {exc}") from exc
 
@@ -332,6 +325,7 @@ def _finish(
     started: float,
 ) -> dict[str, Any]:
     plog = loss_sum / rows if rows else float("nan")
+    bad_lines = report_workers_bad_lines(reports)  # skipped (--skip-bad-lines), as one process
     out = summary_stream(args.metrics_json)
     pushed = sum(int(r.get("keys_pushed", 0)) for r in reports)
     pulled = sum(int(r.get("keys_pulled", 0)) for r in reports)
@@ -353,6 +347,7 @@ def _finish(
         "rows_per_second": rows / max(seconds, 1e-9),
         "workers_seconds": span,
         "progressive_logloss": plog,
+        "bad_lines": bad_lines,
         "workers": args.workers,
         "servers": args.servers,
         "staleness": args.staleness,

@@ -6,7 +6,9 @@ a shard that exits on the same port (the shard restores its checkpoint and
 the workers, which retry meanwhile, replay what it lacks) and a worker that
 exits non-zero with the same index and state directory (it replays its
 journal and resumes after the rows it pushed), at most ``max_restarts`` times
-in all. See docs/durability.md, section 5.
+in all; not a worker that stopped on its flags or its input data (exit codes
+2 and 3, :mod:`ftrl_ps.cluster.child`): a new one would fail the same way, so
+the run ends at once with its error. See docs/durability.md, section 5.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ftrl_ps.cluster.child import DATA_ERROR, USAGE_ERROR
 from ftrl_ps.cluster.launch import ChildHandle, Launcher, stop_all
 from ftrl_ps.cluster.spawn import log_tail, wait_ready
 from ftrl_ps.errors import ClusterError, ServerError
@@ -56,8 +59,8 @@ class RestartEvent:
                 "seconds_to_restart": round(self.restarted - self.detected, 3)}
 
 
-#: a child's exit code for bad flags or input (argparse's and ConfigError's)
-USAGE_ERROR = 2
+#: exit codes of a worker that a restart would not help (its flags, its data)
+_FATAL = {USAGE_ERROR: "a configuration or input error", DATA_ERROR: "an error in its input data"}
 
 
 def _how(code: int) -> str:
@@ -149,9 +152,9 @@ class Cluster:
             if code is None:
                 running += 1
             elif code != 0:
-                if code == USAGE_ERROR:  # its flags or input: a new process fails the same way
-                    raise ClusterError(f"{p.name} exited with code {code} (a configuration "
-                                       f"or input error: not restarted); its log:\n{p.tail()}")
+                if code in _FATAL:  # its flags or data: a new process fails the same way
+                    raise ClusterError(f"{p.name} exited with code {code} ({_FATAL[code]}: "
+                                       f"not restarted); its log:\n{p.tail()}")
                 self._budget(p, code)
                 detected = time.time()
                 self.restarts.append(RestartEvent(p.name, code, detected, detected))

@@ -1,10 +1,10 @@
 """One reader over every file of an input spec (file, directory, glob, fsspec URL).
 
-:class:`InputReader` reads the parts of :func:`ftrl_ps.data.sources.expand` one
-after the other with a :class:`~ftrl_ps.data.libsvm.LibsvmReader` each, and
-adds their counters up; standard input (``"-"``) and open file objects are
-read as they are. :func:`read_unit` reads one hand-out unit
-(:class:`~ftrl_ps.data.sources.Unit`).
+:class:`InputReader` reads the parts of :func:`ftrl_ps.data.sources.expand` (or
+the parts it is given) one after the other with a
+:class:`~ftrl_ps.data.libsvm.LibsvmReader` each, and adds their counters up;
+standard input (``"-"``) and open file objects are read as they are.
+:func:`read_unit` reads one hand-out unit (:class:`~ftrl_ps.data.sources.Unit`).
 
 >>> import fsspec
 >>> for name, text in (("x/p1.svm", b"1 3:1\\n"), ("x/p2.svm", b"0 4:1\\n1 5:1\\n")):
@@ -38,7 +38,7 @@ class InputReader:
     Other keywords go to every :class:`LibsvmReader`.
     """
 
-    def __init__(self, source: str | os.PathLike[str] | BinaryIO, bits: int,
+    def __init__(self, source: str | os.PathLike[str] | BinaryIO | list[Part], bits: int,
                  **reader_kw: Any) -> None:
         self.bits = bits
         self.reader_kw = reader_kw
@@ -46,7 +46,9 @@ class InputReader:
         self.parts: list[Part] | None = None
         self.source = source
         self._part, self._done_disk, self._part_bytes = 0, 0, 0  # where a pass is
-        if isinstance(source, str | os.PathLike) and os.fspath(source) != "-":
+        if isinstance(source, list):  # the parts themselves (a packed hand-out unit)
+            self.parts, self.name = source, source[0].name if source else "<no parts>"
+        elif isinstance(source, str | os.PathLike) and os.fspath(source) != "-":
             self.parts = expand(os.fspath(source))
             self.name = os.fspath(source)
         else:
@@ -73,6 +75,7 @@ class InputReader:
         self.stats = ReaderStats()
         self._part, self._done_disk, self._part_bytes = 0, 0, 0
         if self.parts is None:
+            assert not isinstance(self.source, list)  # (a list is parts)
             yield from self._one(LibsvmReader(self.source, self.bits, **self.reader_kw))
             return
         named = len(self.parts) > 1  # a skipped line is then told by part and line
@@ -104,7 +107,10 @@ class InputReader:
         self.stats.bad_examples = (examples + mine)[:MAX_BAD_EXAMPLES]
 
 
-def read_unit(unit: Unit, bits: int, **reader_kw: Any) -> LibsvmReader:
-    """A reader of one hand-out unit: its byte range of a plain part, or a whole gzip part."""
+def read_unit(unit: Unit, bits: int, **reader_kw: Any) -> LibsvmReader | InputReader:
+    """A reader of one hand-out unit: its byte range of a plain part, a whole gzip part,
+    or the whole small parts packed into it (their skipped lines told by part and line)."""
+    if unit.parts:
+        return InputReader(unit.files(), bits, **reader_kw)
     byte_range = None if unit.gzip else (unit.start, unit.end)
     return LibsvmReader(unit.part, bits, byte_range=byte_range, **reader_kw)

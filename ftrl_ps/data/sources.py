@@ -14,7 +14,8 @@ An input *spec* is one of:
 them into line-aligned :class:`Unit` s for hand-out: a plain part into byte
 ranges of about ``unit_bytes`` (a :class:`~ftrl_ps.data.libsvm.LibsvmReader`
 with that ``byte_range`` reads exactly the lines that start inside it), a
-gzip part whole (a compressed stream cannot be entered in the middle).
+gzip part whole (a compressed stream cannot be entered in the middle), and
+consecutive small parts packed into one unit (read whole, one after the other).
 
 >>> import fsspec
 >>> with fsspec.open("memory://doc/a.svm", "wb") as f:
@@ -37,7 +38,8 @@ from typing import Any, BinaryIO
 from ftrl_ps.errors import ConfigError, DataError
 
 __all__ = ["MAX_UNIT", "MIN_UNIT", "Part", "Unit", "check_shares", "check_unit_mb",
-           "estimate_rows", "expand", "is_url", "open_binary", "split_for", "work_units"]
+           "cluster_split", "estimate_rows", "expand", "has_files", "is_url", "open_binary",
+           "split_for", "work_units"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _GLOB_CHARS = set("*?[")
@@ -55,16 +57,34 @@ class Part:
 @dataclass(frozen=True)
 class Unit:
     """A piece of work: lines of ``part`` starting in bytes ``[start, end)``
-    (a gzip part: the whole file, ``start = 0, end = size``)."""
+    (a gzip part: the whole file, ``start = 0, end = size``), or, when ``parts``
+    is not empty, the whole small parts it names (``(name, size, gzip)``, in
+    order; ``part`` is the first, ``end`` their total size): several small files
+    handed out as one unit."""
 
     id: int
     part: str
     start: int
     end: int
     gzip: bool
+    parts: tuple[tuple[str, int, bool], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The unit as JSON (no ``parts`` key for one part: as before packing)."""
+        out = asdict(self)
+        if not self.parts:
+            del out["parts"]
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Unit:
+        """The unit of :meth:`as_dict` (also as JSON gives it back: lists)."""
+        packed = tuple((str(n), int(size), bool(gz)) for n, size, gz in d.get("parts") or ())
+        return cls(**{**d, "parts": packed})
+
+    def files(self) -> list[Part]:
+        """The parts a packed unit reads whole."""
+        return [Part(n, size, gz) for n, size, gz in self.parts]
 
 
 def is_url(spec: str) -> bool:
@@ -127,6 +147,28 @@ def check_shares(spec: str) -> None:
                       "not one (--split auto or units hands out its parts)")
 
 
+def cluster_split(spec: str, split: str, workers: int) -> str:
+    """How a local cluster of ``workers`` splits ``spec`` (``split``: ``auto``,
+    ``shares`` or ``units``), checked (:func:`check_shares`); with units, a warning
+    when the input is fewer gzip files than workers: each is read whole by one
+    worker (a gzip stream cannot be cut), so the others idle."""
+    split = split_for(spec) if split == "auto" else split
+    if split == "shares":
+        if not os.path.isfile(spec):
+            expand(spec)  # nothing there: "no input files match"
+        check_shares(spec)
+    elif workers > 1 and spec != "-":
+        parts = expand(spec)
+        if all(p.gzip for p in parts) and len(parts) < workers:
+            what = "one gzip file" if len(parts) == 1 else f"{len(parts)} gzip files"
+            logging.getLogger(__name__).warning(
+                "%s is %s: a gzip stream cannot be split, so one worker reads each whole "
+                "and %d of the %d workers will idle; decompress it (a plain file is cut into "
+                "byte ranges) or give at least %d .gz parts (a directory or glob)", spec,
+                what, workers - len(parts), workers, workers)
+    return split
+
+
 def _part(name: str, size: int) -> Part:
     """The input file ``name`` of ``size`` bytes (gzip told by its first two bytes)."""
     return Part(name, size, _is_gzip(name) if size >= 2 else False)
@@ -167,6 +209,15 @@ def _local_files(spec: str) -> list[str]:
     else:
         raise ConfigError(f"input file not found: {spec}")
     return sorted(found)
+
+
+def has_files(spec: str) -> bool:
+    """Whether a local path, directory or glob has a file to read yet (cheap: files
+    are listed, not opened). A worker started with ``--start-timeout`` waits for it."""
+    try:
+        return bool(_local_files(spec))
+    except ConfigError:
+        return False
 
 
 def _url_files(spec: str) -> tuple[Any, list[str]]:
@@ -255,23 +306,44 @@ def check_unit_mb(unit_mb: float | None) -> str | None:
     return None
 
 
+def _whole(units: list[Unit], pack: list[Part]) -> None:
+    """Append the whole parts of ``pack`` as one unit (one part: a plain unit)."""
+    if len(pack) == 1:
+        units.append(Unit(len(units), pack[0].name, 0, pack[0].size, pack[0].gzip))
+    elif pack:
+        units.append(Unit(len(units), pack[0].name, 0, sum(p.size for p in pack),
+                          all(p.gzip for p in pack), tuple((p.name, p.size, p.gzip)
+                                                           for p in pack)))
+    pack.clear()
+
+
 def work_units(parts: list[Part], unit_bytes: int, epochs: int = 1) -> list[Unit]:
-    """Line-aligned units of about ``unit_bytes`` (gzip parts whole), ``epochs`` times
-    over, numbered 0.. in hand-out order (epoch by epoch, parts in order)."""
+    """Line-aligned units of about ``unit_bytes``, ``epochs`` times over, numbered 0..
+    in hand-out order (epoch by epoch, parts in order). A plain part bigger than
+    ``unit_bytes`` is cut into byte ranges, a gzip part is read whole, and
+    consecutive small parts (plain or gzip) are packed into one unit of at most
+    ``unit_bytes`` (a folder of many small files: one hand-out per unit, not per
+    file). Empty parts have no unit."""
     if unit_bytes < 1 or epochs < 1:
         raise ConfigError("unit_bytes and epochs must be >= 1")
     units: list[Unit] = []
     for _ in range(epochs):
+        pack: list[Part] = []
         for p in parts:
-            if p.gzip or p.size <= unit_bytes:
-                if p.size:
-                    units.append(Unit(len(units), p.name, 0, p.size, p.gzip))
+            if not p.size:
                 continue
+            if p.gzip or p.size <= unit_bytes:
+                if sum(q.size for q in pack) + p.size > unit_bytes:
+                    _whole(units, pack)
+                pack.append(p)
+                continue
+            _whole(units, pack)
             pieces = -(-p.size // unit_bytes)
             bounds = [p.size * i // pieces for i in range(pieces + 1)]
             first = len(units)
             units.extend(Unit(first + i, p.name, bounds[i], bounds[i + 1], False)
                          for i in range(pieces))
+        _whole(units, pack)
     return units
 
 

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 log = logging.getLogger("ftrl_ps.progress")
 
-__all__ = ["Progress", "human", "report_bad_lines"]
+__all__ = ["Progress", "human", "report_bad_lines", "report_workers_bad_lines"]
 
 
 def human(n: float) -> str:
@@ -116,3 +116,33 @@ def report_bad_lines(count: int, examples: list[Any], stream: TextIO | None = No
             print(f"  {where}: {ex[1]!r}: {ex[2]}", file=out)
         else:
             print(f"  {ex}", file=out)
+
+
+def _where(example: Any) -> tuple[str, int]:
+    """``(part, line)`` of a skipped line's example: its place in the input."""
+    at = example[0] if isinstance(example, tuple | list) and example else example
+    if isinstance(at, int):
+        return "", at
+    name, _, line = str(at).rpartition(":")
+    return (name, int(line)) if line.isdigit() else (str(at), 0)
+
+
+def report_workers_bad_lines(reports: list[dict[str, Any]], stream: TextIO | None = None
+                             ) -> int:
+    """:func:`report_bad_lines` for the workers of a cluster run (their reports'
+    ``bad_lines`` and ``bad_examples``): the total, and the first ten examples of
+    them all in input order (part, then line). Returns the total.
+
+    >>> import sys
+    >>> report_workers_bad_lines([{"bad_lines": 1, "bad_examples": [["d/b:7", "x", "why"]]},
+    ...                           {"bad_lines": 1, "bad_examples": [["d/a:9", "2", "why"]]}],
+    ...                          sys.stdout)
+    skipped 2 malformed line(s); first ones:
+      d/a:9: '2': why
+      d/b:7: 'x': why
+    2
+    """
+    count = sum(int(r.get("bad_lines") or 0) for r in reports)
+    examples = sorted((e for r in reports for e in r.get("bad_examples") or []), key=_where)
+    report_bad_lines(count, examples, stream)
+    return count

@@ -15,6 +15,7 @@ import hashlib
 import json
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from ftrl_ps.data.batch import Batch
@@ -70,13 +71,14 @@ def _finer_tail(units: list[Unit], epochs: int) -> list[Unit]:
         epoch = units[e * per_epoch:(e + 1) * per_epoch]
         total = sum(u.end - u.start for u in epoch)
         seen = 0
-        for u in epoch:
-            pieces = 1 if u.gzip or seen < (1 - TAIL_FRACTION) * total else TAIL_SPLIT
+        for u in epoch:  # (gzip parts and packed small parts are read whole)
+            whole = u.gzip or u.parts or seen < (1 - TAIL_FRACTION) * total
+            pieces = 1 if whole else TAIL_SPLIT
             seen += u.end - u.start
             cuts = [u.start + (u.end - u.start) * i // pieces for i in range(pieces + 1)]
-            out.extend(Unit(len(out) + i, u.part, cuts[i], cuts[i + 1], u.gzip)
+            out.extend(replace(u, start=cuts[i], end=cuts[i + 1])
                        for i in range(pieces) if cuts[i + 1] > cuts[i])
-    return [Unit(i, u.part, u.start, u.end, u.gzip) for i, u in enumerate(out)]
+    return [replace(u, id=i) for i, u in enumerate(out)]
 
 
 class WorkClient:
@@ -116,7 +118,7 @@ class WorkClient:
         self._client.apply_fences(answer.get("fences", []))
         try:
             skip = int(got.pop("rows_done"))
-            return Unit(**got), skip
+            return Unit.from_dict(got), skip
         except (KeyError, TypeError) as exc:
             raise ProtocolError(f"shard 0 answered a malformed work unit: {got!r}") from exc
 
@@ -188,7 +190,9 @@ class UnitStream:
             self._current = None
             self.held.append((unit, reader.stats.rows, self.yielded, start, skip))
             self.worker.report.bad_lines += reader.stats.bad_lines
-            self.worker.report.bad_examples.extend(reader.stats.bad_examples)
+            self.worker.report.bad_examples.extend(  # told by part and line, as InputReader's
+                (f"{unit.part}:{at}" if isinstance(at, int) else at, token, why)
+                for at, token, why in reader.stats.bad_examples)
             self.units += 1
             got = self.next_unit()
 

@@ -63,16 +63,35 @@ def _probe(url: str, timeout: float) -> str | None:
     return None if resp.status_code == 200 else f"HTTP {resp.status_code}"
 
 
-def unmet(urls: Sequence[str], paths: Sequence[str], *, probe_timeout: float = 2.0) -> list[str]:
+def _missing_input(spec: str) -> str | None:
+    """What the input ``spec`` lacks: None when it is there (a directory or glob: when
+    it has a file to read; stdin ``-`` and an fsspec URL, opened when read, always),
+    else ``file PATH``, ``a file in the directory PATH`` or ``a file matching PATTERN``."""
+    from ftrl_ps.data.sources import has_files, is_url
+
+    if spec == "-" or is_url(spec):
+        return None
+    if os.path.isdir(spec):
+        return None if has_files(spec) else f"a file in the directory {spec}"
+    if set("*?[") & set(spec) and not os.path.exists(spec):
+        return None if has_files(spec) else f"a file matching {spec}"
+    return None if os.path.exists(spec) else f"file {spec}"
+
+
+def unmet(urls: Sequence[str], paths: Sequence[str], *, probe_timeout: float = 2.0,
+          inputs: Sequence[str] = ()) -> list[str]:
     """What is not there yet: ``URL/health (why)`` for every server that does not
     answer 200, ``file PATH`` for every path that does not exist (``-`` = stdin
-    counts as present)."""
+    counts as present), and for every training input in ``inputs`` the same, or for
+    a directory or glob with no file yet ``a file in the directory PATH`` / ``a
+    file matching PATTERN``."""
     out = []
     for url in urls:
         why = _probe(health_url(url), probe_timeout)
         if why is not None:
             out.append(f"{health_url(url)} ({why})")
     out += [f"file {p}" for p in paths if p and p != "-" and not os.path.exists(p)]
+    out += [what for p in inputs if (what := _missing_input(p)) is not None]
     return out
 
 
@@ -116,9 +135,11 @@ def wait_until_ready(
     who: str,
     interval: float = 1.0,
     out: TextIO | Callable[[str], None] | None = log_line,
+    inputs: Sequence[str] = (),
 ) -> float:
-    """Wait until every server in ``urls`` answers ``GET /health`` and every file in
-    ``paths`` exists; the seconds waited.
+    """Wait until every server in ``urls`` answers ``GET /health``, every file in
+    ``paths`` exists and every training input in ``inputs`` has a file to read (see
+    :func:`unmet`); the seconds waited.
 
     ``who`` names the waiting process in the messages written to ``out`` (a
     stream, or a function given each line; default :func:`log_line`; None:
@@ -135,7 +156,7 @@ def wait_until_ready(
     deadline = start + max(0.0, timeout)
     last, said_at = "", start
     while True:
-        todo = unmet(urls, paths, probe_timeout=min(2.0, max(0.2, interval * 2)))
+        todo = unmet(urls, paths, probe_timeout=min(2.0, max(0.2, interval * 2)), inputs=inputs)
         now = time.monotonic()
         if not todo:
             if last:

@@ -123,6 +123,9 @@ class WorkerOptions:
 
             check_shares(self.input)
         if self.input == "-":
+            if self.split == "units":
+                raise ConfigError("--input - (a stream) is read as it comes, not handed out "
+                                  "in units: drop --split units")
             if self.epochs != 1:
                 raise ConfigError("--input - (a stream) is read once: --epochs must be 1")
             if not self.push_interval > 0:
@@ -248,10 +251,11 @@ def _warm_start_turn(client: Any, worker: Any, settings: dict[str, Any]) -> None
 
 
 def _waitable(spec: str) -> list[str]:
-    """The input path ``wait_until_ready`` can wait for (not a glob or a URL)."""
+    """The input ``wait_until_ready`` waits for: a file, or a directory or glob with a
+    file (not stdin, not an fsspec URL: those are opened when read)."""
     from ftrl_ps.data.sources import is_url
 
-    return [] if spec == "-" or is_url(spec) or set("*?[") & set(spec) else [spec]
+    return [] if spec == "-" or is_url(spec) else [spec]
 
 
 def run_worker(options: WorkerOptions) -> dict[str, Any]:
@@ -270,7 +274,7 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
     load_kernels()  # a fresh machine compiles here, once, and says so
     who = "worker" if options.worker_index is None else f"worker {options.worker_index}"
     if options.start_timeout > 0:
-        wait_until_ready(parse_urls(options.server), _waitable(options.input),
+        wait_until_ready(parse_urls(options.server), [], inputs=_waitable(options.input),
                          timeout=options.start_timeout, who=who)
     else:
         servers_answer(parse_urls(options.server), who)
@@ -370,6 +374,7 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         "keys_pushed": report.keys_pushed,
         "keys_pulled": report.keys_pulled,
         "bad_lines": report.bad_lines,
+        "bad_examples": report.bad_examples[:10],  # (line or "part:line", token, reason)
         "wait_seconds": report.wait_seconds,
         "straggle_seconds": report.straggle_seconds,
         "straggles": report.straggles,

@@ -54,6 +54,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ftrl_ps.errors import WorkerStateError
+from ftrl_ps.ps.plandiff import plan_mismatch
 from ftrl_ps.ps.worklog import WorkLog
 
 __all__ = ["WorkQueue"]
@@ -65,7 +66,7 @@ MIN_RATE_SECONDS = 0.25
 #: second not held) while they were held more than this share of their time is
 #: the one the SSP bound holds them at (:meth:`WorkQueue._others_finish_sooner`)
 HELD_BACK, SLOWER = 0.25, 0.5
-_UNIT_FIELDS = {"id", "part", "start", "end", "gzip"}
+_UNIT_FIELDS, _PACKED = {"id", "part", "start", "end", "gzip"}, "parts"  # (optional)
 
 
 class WorkQueue:
@@ -125,13 +126,12 @@ class WorkQueue:
         with self._lock:
             if self._plan_id is not None:
                 if plan_id != self._plan_id:
-                    raise WorkerStateError(
-                        f"shard 0 hands out plan {self._plan_id}; this worker's input gives "
-                        f"plan {plan_id}: every worker must read the same input"
-                    )
+                    raise WorkerStateError(plan_mismatch(self._plan_id, self._units, plan_id,
+                                                         units))
                 return len(self._units)
             for i, u in enumerate(units):
-                if set(u) != _UNIT_FIELDS or u["id"] != i or not 0 <= u["start"] <= u["end"]:
+                if (set(u) - {_PACKED} != _UNIT_FIELDS or u["id"] != i
+                        or not 0 <= u["start"] <= u["end"]):
                     raise WorkerStateError(f"work unit {i} is malformed: {u!r}")
             self._set_plan(units, plan_id)
             self._write({"plan": plan_id, "units": self._units})

@@ -31,6 +31,9 @@ class UnitModel(_Strict):
     start: Count
     end: Count
     gzip: StrictBool
+    #: several small parts read whole as one unit: (name, size, gzip) each
+    parts: list[tuple[Annotated[str, StringConstraints(min_length=1, max_length=4096)],
+                      Count, StrictBool]] | None = Field(default=None, max_length=1_000_000)
 
 
 class PlanRequest(_Strict):
@@ -60,7 +63,8 @@ def _queue(state: ServerState) -> Any:
 def load_plan(req: PlanRequest, state: StateDep) -> dict[str, Any]:
     """Every worker sends the same plan; the first loads it, the others are checked
     against it (409 for a different plan)."""
-    units = _queue(state).load([u.model_dump() for u in req.units], req.plan_id)
+    units = _queue(state).load([u.model_dump(exclude_none=True) for u in req.units],
+                               req.plan_id)
     return {"plan_id": req.plan_id, "units": units}
 
 
