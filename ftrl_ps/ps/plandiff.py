@@ -12,6 +12,9 @@ grown or shrunk since the plan was made).
 shard 0 hands out plan p1 (2 part(s)); this worker's input gives plan p2
 >>> print(plan_mismatch("p1", held, "p3", [held[0], dict(held[1], part="e/b.svm")])[:93])
 shard 0 hands out plan p1 (part 2 of 2: d/b.svm); this worker's input gives plan p3 (e/b.svm)
+>>> cut = [dict(held[0], end=4), dict(held[0], id=1, start=4), dict(held[1], id=2)]
+>>> print(plan_mismatch("p1", held, "p4", cut).split(": ", 2)[2][:55])
+the same parts of the same sizes, cut into other units:
 """
 
 from __future__ import annotations
@@ -60,7 +63,19 @@ def plan_mismatch(held_id: str, held: Sequence[dict[str, Any]], plan_id: str,
     """The message refusing plan ``plan_id`` (units ``given``) of a worker while shard 0
     holds plan ``held_id`` (units ``held``), naming the first difference."""
     there, here = _difference(held, given)
-    return (f"shard 0 hands out plan {held_id} ({there}); this worker's input gives plan "
-            f"{plan_id} ({here}): the input changed since the plan was made (a part added, "
-            "removed or rewritten) or this worker reads another one. Every worker must read "
-            "the same input, under the same names")
+    head = (f"shard 0 hands out plan {held_id} ({there}); this worker's input gives plan "
+            f"{plan_id} ({here}): ")
+    if _parts(held) == _parts(given) and _sizes(held) == _sizes(given):
+        return head + ("the same parts of the same sizes, cut into other units: every "
+                       "worker must be given the same --unit-mb")
+    return head + ("the input changed since the plan was made (a part added, removed or "
+                   "rewritten) or this worker reads another one. Every worker must read the "
+                   "same input, under the same names")
+
+
+def _sizes(units: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Each part's size as a plan cuts it (the end of its last piece)."""
+    out: dict[str, int] = {}
+    for _, part, _, end in _pieces(units):
+        out[part] = max(out.get(part, 0), end)
+    return out
