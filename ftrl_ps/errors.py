@@ -11,6 +11,7 @@ the client; the client also maps transport failures to :class:`TransportError`.
     ├── ConfigError            bad hyper-parameters, arguments or layout   (400)
     │   └── LayoutMismatchError    worker and server disagree on the layout (409)
     ├── DataError              malformed training/test input or request rows (400)
+    │   ├── InputIOError           a read a retry may cure (a URL's connection)
     │   └── ParseError             one bad line: file, line number, token
     ├── ModelFormatError       corrupt, truncated or foreign model file
     ├── OutputError            an output file cannot be written there
@@ -48,6 +49,12 @@ class LayoutMismatchError(ConfigError):
 
 class DataError(FTRLPSError, ValueError):
     """Malformed training or test data."""
+
+
+class InputIOError(DataError):
+    """Reading the input failed in a way a retry may cure (a URL's connection, a
+    network filesystem's I/O error), unlike a bad line, a corrupt ``.gz`` or a
+    missing or unreadable file: a local cluster restarts its worker."""
 
 
 class ParseError(DataError):

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -293,6 +294,26 @@ def test_cluster_stop_writes_a_last_checkpoint_unless_discarded(
     # with a last checkpoint; discard: killed, nothing written
     assert server.returncode == (-signal.SIGKILL if discard else -signal.SIGTERM)
     assert bool(list(ckpt.glob("shard-0-*.ckpt"))) is not discard
+
+def test_a_worker_whose_input_read_failed_in_a_way_a_retry_may_cure_is_restarted(
+        monkeypatch) -> None:
+    """A bad line, a corrupt .gz, a part gone: exit 3 (not restarted). A connection reset
+    while reading a URL (QA: it ended the whole run): exit 1, restarted like a crash."""
+    import ftrl_ps.cluster.roles as roles
+    from ftrl_ps.cluster.child import DATA_ERROR, run_role
+    from ftrl_ps.data.sources import read_error
+
+    for exc, code in ((ConnectionResetError(104, "Connection reset by peer"), 1),
+                      (OSError(5, "Input/output error"), 1),
+                      (FileNotFoundError(2, "No such file or directory"), DATA_ERROR),
+                      (EOFError("Compressed file ended"), DATA_ERROR)):
+        def fail(_options, exc=exc):
+            raise read_error("s3://bucket/part-0", exc) from exc
+
+        monkeypatch.setattr(roles, "role_of", lambda _o, fail=fail: types.SimpleNamespace(
+            name="worker", run=fail))
+        assert run_role(types.SimpleNamespace(worker_index=0, log_level=None)) == code, exc
+
 
 
 @pytest.mark.parametrize("code, error", [(2, "input file not found: train.svm"),

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ftrl_ps.errors import ConfigError, DataError, FTRLPSError
+from ftrl_ps.errors import ConfigError, DataError, FTRLPSError, InputIOError
 from ftrl_ps.learn.logs import say, setup_logging
 
 __all__ = ["DATA_ERROR", "USAGE_ERROR", "main", "run_role"]
@@ -46,6 +46,9 @@ def run_role(options: Any) -> int:
     except ConfigError as exc:
         log.error("error: %s", exc)
         return USAGE_ERROR
+    except InputIOError as exc:  # a retry may cure it: restarted, as for a crash
+        log.error("error: %s", exc)
+        return 1
     except DataError as exc:
         log.error("error: %s", exc)
         return DATA_ERROR

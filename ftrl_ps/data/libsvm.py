@@ -56,7 +56,7 @@ from ftrl_ps._kernels import codes
 from ftrl_ps._kernels.aot import kernels
 from ftrl_ps.core.params import check_bits
 from ftrl_ps.data.batch import Batch
-from ftrl_ps.data.sources import open_binary
+from ftrl_ps.data.sources import open_binary, read_error
 from ftrl_ps.errors import ConfigError, DataError, ParseError
 
 __all__ = [
@@ -205,7 +205,7 @@ class LibsvmReader:
                 f.seek(0)
             except OSError as exc:
                 f.close()
-                raise DataError(f"cannot read {self.name}: {exc.strerror or exc}") from exc
+                raise read_error(self.name, exc) from exc
             if magic == _GZIP_MAGIC:
                 return gzip.GzipFile(fileobj=f, mode="rb"), True
         elif f.read(2) == _GZIP_MAGIC:
@@ -266,7 +266,7 @@ class LibsvmReader:
         try:
             yield from self._batches(f, pool)
         except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
-            raise DataError(f"cannot read {self.name}: {exc}") from exc
+            raise read_error(self.name, exc) from exc
         finally:
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)

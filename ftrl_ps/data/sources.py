@@ -29,17 +29,19 @@ consecutive small parts packed into one unit (read whole, one after the other).
 from __future__ import annotations
 
 import glob
+import gzip
 import io
 import logging
 import os
+import zlib
 from dataclasses import asdict, dataclass
 from typing import Any, BinaryIO
 
-from ftrl_ps.errors import ConfigError, DataError
+from ftrl_ps.errors import ConfigError, DataError, InputIOError
 
 __all__ = ["MAX_UNIT", "MIN_UNIT", "Part", "Unit", "check_shares", "check_unit_mb",
            "cluster_split", "estimate_rows", "expand", "has_files", "is_url", "open_binary",
-           "split_for", "work_units"]
+           "read_error", "split_for", "work_units"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _GLOB_CHARS = set("*?[")
@@ -97,19 +99,40 @@ def _hidden(name: str) -> bool:
     return base.startswith((".", "_"))
 
 
+#: OSErrors of the input that a retry cannot cure (the rest: :class:`InputIOError`)
+_FOR_GOOD = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
+             EOFError, gzip.BadGzipFile, zlib.error)
+
+
+def read_error(name: str, exc: BaseException, verb: str = "read") -> DataError:
+    """The error to raise for ``exc`` met reading (``verb``) the input ``name``: an
+    :class:`InputIOError` for an I/O failure a retry may cure (a connection reset),
+    a plain :class:`DataError` for a file missing, unreadable or corrupt.
+
+    >>> type(read_error("s3://b/k", ConnectionResetError(104, "reset"))).__name__
+    'InputIOError'
+    >>> print(read_error("d/a.gz", EOFError("Compressed file ended")))
+    cannot read d/a.gz: Compressed file ended
+    """
+    why = getattr(exc, "strerror", None) or exc
+    cls = DataError if isinstance(exc, _FOR_GOOD) or not isinstance(exc, OSError) \
+        else InputIOError
+    return cls(f"cannot {verb} {name}: {why}")
+
+
 def open_binary(name: str) -> BinaryIO:
     """Open a local path or an fsspec URL for binary reading (seekable)."""
     if not is_url(name):
         try:
             return open(name, "rb")  # noqa: SIM115 - the caller closes it
         except OSError as exc:
-            raise DataError(f"cannot open {name}: {exc.strerror or exc}") from exc
+            raise read_error(name, exc, "open") from exc
     import fsspec
 
     try:
         f: BinaryIO = fsspec.open(name, "rb").open()
     except (OSError, ValueError, ImportError) as exc:
-        raise DataError(f"cannot open {name}: {exc}") from exc
+        raise read_error(name, exc, "open") from exc
     if isinstance(f, io.BytesIO):
         # fsspec's memory filesystem hands every opener the same file object: readers
         # in two threads would move each other's position (a unit read from mid-line)
