@@ -68,10 +68,14 @@ def test_auto_split_is_decided_on_the_input(tmp_path: Path) -> None:
         replace(stream, split="units").check()
 
 
-def test_a_state_dir_of_an_earlier_run_is_refused_by_new_servers(tmp_path: Path) -> None:
+@pytest.mark.parametrize("index", ["0", "auto"])
+def test_a_state_dir_of_an_earlier_run_is_refused_by_new_servers(tmp_path: Path,
+                                                                 index: str) -> None:
     """A --state-dir left from an earlier run (a compose volume kept): new servers
     have other run ids, so the worker refuses it with exit 2 before registering,
-    instead of replaying the old run's pushes into them and training nothing."""
+    instead of replaying the old run's pushes into them and training nothing. With
+    ``--worker-index auto`` (compose's) it registered first, and the new servers
+    showed that index dead, not replaced (QA)."""
     from tests.conftest import run_cli
 
     rng = np.random.default_rng(5)
@@ -79,7 +83,7 @@ def test_a_state_dir_of_an_earlier_run_is_refused_by_new_servers(tmp_path: Path)
     data.write_text("".join(f"{int(rng.random() < 0.3)} {a}:1 {a + 7}:1\n"
                             for a in rng.integers(0, 4000, 200)))
     server = ["--bits", "12", "--group-size", "64", "--num-shards", "2", "--num-workers", "1"]
-    worker = ["worker", "--input", str(data), "--worker-index", "0", "--num-workers", "1",
+    worker = ["worker", "--input", str(data), "--worker-index", index, "--num-workers", "1",
               "--batch-size", "10", "--state-dir", str(tmp_path / "state"), "-q"]
     for run in ("first", "second"):
         with real_cluster(2, server) as shards:

@@ -10,6 +10,7 @@ finishes, having every shard checkpoint its pushes (docs/durability.md).
 from __future__ import annotations
 
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -81,11 +82,14 @@ class StreamingPushes:
         share; not stdin): without a journal, :attr:`shards_position` is found.
         """
         lay = layout if layout is not None else self.layout
-        if worker_index is not None and self.stream is None and (
-                path := self._journal_path(worker_index)) is not None:
-            # a journal of another run is refused before registering (it writes nothing)
-            PushJournal.check_file(path, worker_index, self.layout.num_shards, self.dtype,
-                                   self.runs)
+        if self.stream is None and self.state_dir is not None:
+            # a journal of another run is refused before registering (it writes nothing);
+            # an index the server assigns may be any journal's of the (shared) state dir
+            for index in ([worker_index] if worker_index is not None else sorted(
+                    int(m[1]) for f in self.state_dir.glob("worker-*.journal")
+                    if (m := re.fullmatch(r"worker-(\d+)\.journal", f.name)))):
+                PushJournal.check_file(self.state_dir / f"worker-{index}.journal", index,
+                                       self.layout.num_shards, self.dtype, self.runs)
         answer = self._net.post_json(0, "/v1/workers", {
             "worker_index": worker_index, "num_workers": num_workers,
             "layout": lay.to_dict(), "instance": self._instance,
