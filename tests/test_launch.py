@@ -299,9 +299,13 @@ def test_a_worker_whose_input_read_failed_in_a_way_a_retry_may_cure_is_restarted
         monkeypatch) -> None:
     """A bad line, a corrupt .gz, a part gone: exit 3 (not restarted). A connection reset
     while reading a URL (QA: it ended the whole run): exit 1, restarted like a crash."""
+    import ftrl_ps.cluster.child as child
     import ftrl_ps.cluster.roles as roles
     from ftrl_ps.cluster.child import DATA_ERROR, run_role
     from ftrl_ps.data.sources import read_error
+
+    # a child's logging set-up would outlive the test (the tests' process is no child)
+    monkeypatch.setattr(child, "setup_logging", lambda *a, **k: None)
 
     for exc, code in ((ConnectionResetError(104, "Connection reset by peer"), 1),
                       (OSError(5, "Input/output error"), 1),
