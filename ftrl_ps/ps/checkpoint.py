@@ -257,14 +257,17 @@ class Checkpointer:
         shard does not rewrite its whole state every interval): then None, and that
         file counts as cut now (:meth:`age`, :meth:`ensure`)."""
         with self._lock:
-            if self._last_path is not None and self._state_mark() == self._mark:
+            mark = self._state_mark()
+            if self._last_path is not None and mark == self._mark:
                 self._began = time.monotonic()
                 return None
-            return self._write_locked()
+            return self._write_locked(mark)
 
-    def _write_locked(self) -> Path:
+    def _write_locked(self, mark: Any = None) -> Path:
+        """``mark``: :meth:`_state_mark` if the caller took it already (before the cut)."""
         began = time.monotonic()  # the cut is taken after this moment
-        mark = self._state_mark()  # taken before the cut: a change in between rewrites
+        if mark is None:  # taken before the cut: a change in between rewrites
+            mark = self._state_mark()
         t0 = time.perf_counter()
         self.version += 1
         try:

@@ -82,14 +82,13 @@ class StreamingPushes:
         share; not stdin): without a journal, :attr:`shards_position` is found.
         """
         lay = layout if layout is not None else self.layout
-        if self.stream is None and self.state_dir is not None:
+        if self.stream is None:
             # a journal of another run is refused before registering (it writes nothing);
             # an index the server assigns may be any journal's of the (shared) state dir
-            for index in ([worker_index] if worker_index is not None else sorted(
-                    int(m[1]) for f in self.state_dir.glob("worker-*.journal")
-                    if (m := re.fullmatch(r"worker-(\d+)\.journal", f.name)))):
-                PushJournal.check_file(self.state_dir / f"worker-{index}.journal", index,
-                                       self.layout.num_shards, self.dtype, self.runs)
+            for index in ([worker_index] if worker_index is not None else self._journaled()):
+                if (path := self._journal_path(index)) is not None:
+                    PushJournal.check_file(path, index, self.layout.num_shards, self.dtype,
+                                           self.runs)
         answer = self._net.post_json(0, "/v1/workers", {
             "worker_index": worker_index, "num_workers": num_workers,
             "layout": lay.to_dict(), "instance": self._instance,
@@ -123,6 +122,12 @@ class StreamingPushes:
 
     def _journal_path(self, index: int) -> Path | None:
         return self.state_dir / f"worker-{index}.journal" if self.state_dir is not None else None
+
+    def _journaled(self) -> list[int]:
+        """The worker indices with a journal in the state dir (:meth:`_journal_path`'s names)."""
+        found = self.state_dir.glob("worker-*.journal") if self.state_dir is not None else ()
+        return sorted(int(m[1]) for f in found
+                      if (m := re.fullmatch(r"worker-(\d+)\.journal", f.name)))
 
     def _journal_less_resume(self, records: list[dict[str, Any]]) -> int:
         """Input rows an earlier process of this index trained and pushed, when this
