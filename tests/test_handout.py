@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -321,6 +322,32 @@ def test_a_worker_with_other_input_is_refused(parts, tmp_path) -> None:  # noqa:
             (d / "sub" / "c.svm").write_bytes(b"".join(_lines(10, 3)))  # a part rewritten
             with pytest.raises(WorkerStateError, match=r"\(unit \d+: bytes 0-\d+ of .*c.svm\)"):
                 wc.load(*plan(str(d), 2, 1))
+
+
+def test_workers_spelling_the_input_differently_make_the_same_plan(
+    parts, tmp_path, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    """Hand-started workers given ``d``, ``./d/`` or its absolute path, from
+    different folders, make one plan whose units name files each can open."""
+    d, lines = parts
+    monkeypatch.chdir(d.parent)
+    relative = plan(d.name, 2, 1)
+    dotted = plan(f"./{d.name}/", 2, 1)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    absolute = plan(str(d), 2, 1)
+    assert relative[1] == dotted[1] == absolute[1]
+    assert all(os.path.isabs(u.part) for u in relative[0])
+    with in_process_cluster(1, bits=12, group_size=64) as shards:
+        with PSClient("http://s0", http_clients=shards) as ps:
+            ps.register(0, 2)
+            wc = WorkClient(ps)
+            assert wc.load(*relative) == len(relative[0])
+            assert wc.load(*absolute) == len(relative[0])  # the second worker: accepted
+    from ftrl_ps.data.inputs import read_unit
+
+    assert sum(b.rows for u in relative[0] for b in read_unit(u, 12)) == len(lines)
 
 
 def test_a_plan_reads_every_line_once_with_a_finer_tail(parts) -> None:  # noqa: F811

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -22,7 +23,7 @@ from ftrl_ps.data.batch import Batch
 from ftrl_ps.data.inputs import read_unit
 from ftrl_ps.data.minibatch import skip_rows
 from ftrl_ps.data.prefetch import prefetch
-from ftrl_ps.data.sources import MAX_UNIT, MIN_UNIT, Unit, expand, work_units
+from ftrl_ps.data.sources import MAX_UNIT, MIN_UNIT, Unit, expand, is_url, work_units
 from ftrl_ps.errors import ProtocolError
 from ftrl_ps.ps.worker import Worker
 
@@ -54,8 +55,14 @@ def default_unit_bytes(total_bytes: int, num_workers: int) -> int:
 
 def plan(spec: str, num_workers: int, epochs: int, unit_bytes: int | None = None
          ) -> tuple[list[Unit], str]:
-    """The units of ``spec`` for ``epochs`` passes and the plan's id (a digest of them)."""
-    parts = expand(spec)
+    """The units of ``spec`` for ``epochs`` passes and the plan's id (a digest of them).
+
+    Local parts are named by their absolute paths: workers that spell the same
+    input differently (``data/x.svm``, ``./data/x.svm``, ``/work/data/x.svm``) or
+    run in other folders make the same plan, and every unit shard 0 hands out names
+    a file any of them can open."""
+    parts = [p if is_url(p.name) else replace(p, name=os.path.abspath(p.name))
+             for p in expand(spec)]
     size = unit_bytes or default_unit_bytes(sum(p.size for p in parts), num_workers)
     units = _finer_tail(work_units(parts, size, epochs), epochs)
     text = json.dumps([u.as_dict() for u in units], sort_keys=True).encode()

@@ -70,7 +70,7 @@ def plan_mismatch(held_id: str, held: Sequence[dict[str, Any]], plan_id: str,
                        "worker must be given the same --unit-mb")
     return head + ("the input changed since the plan was made (a part added, removed or "
                    "rewritten) or this worker reads another one. Every worker must read the "
-                   "same input, under the same names")
+                   "same input, at the same (absolute) paths")
 
 
 def _sizes(units: Sequence[dict[str, Any]]) -> dict[str, int]:
