@@ -3,6 +3,7 @@ and float64 end to end through the HTTP client."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -213,3 +214,72 @@ def test_float64_end_to_end_through_http(rule: str) -> None:
     # compose-n rescales z through the weight: a few more ulps
     rtol = 1e-13 if rule in ("compose-n", "curvature") else 1e-14
     np.testing.assert_allclose(z, alone.z[keys], rtol=rtol, atol=1e-15)
+
+
+# --- the default rule (contraction): which of the properties it keeps -------------------------
+# docs/algorithm.md, "Item 1's properties, rule by rule": the default scales a worker's
+# dense keys before it pushes and the shards sum, so a key below the density line is
+# exact, pinned keys of identical workers end at one worker's weights, and the factor
+# is float64; a key dense in one worker's push alone is scaled all the same (not exact).
+def _default_round(data: list[tuple[np.ndarray, ...]], per: int) -> MemoryServer:
+    server = MemoryServer(FTRL(BITS).state.shape[0], merge_rule=DEFAULT_RULE)
+    cfg = WorkerConfig(batch_size=per, fetch_step=1, push_step=1, merge_rule=DEFAULT_RULE,
+                       num_workers=len(data))
+    workers = [Worker(server, BITS, PARAMS, cfg) for _ in data]
+    rounds = [w._open(as_batches(*d, per=per)) for w, d in zip(workers, data, strict=True)]
+    for w, rnd in zip(workers, rounds, strict=True):
+        w._step(rnd)
+    for w in workers:
+        w.push()
+    return server
+
+
+def test_default_rule_gives_a_key_below_the_density_line_exactly_its_workers_update() -> None:
+    assert DEFAULT_RULE == "contraction"
+    rng = np.random.default_rng(1)
+    a, b = _rows(rng, 40, [3, 4, 5]), _rows(rng, 40, [9, 10, 11])
+    server = _default_round([a, b], per=40)
+    alone_a, alone_b = _single(a), _single(b)
+    for keys, alone in (([3, 4, 5], alone_a), ([9, 10, 11], alone_b)):  # < half the rows each
+        np.testing.assert_allclose(server.n[keys], alone.n[keys], rtol=1e-12)
+        np.testing.assert_allclose(server.z[keys], alone.z[keys], rtol=1e-12)
+    # key 0 (in every row): each worker's update scaled by C(rho, 2) / 2, in [1/2, 1]
+    both = alone_a.z[0] + alone_b.z[0]
+    assert abs(both) / 2 <= abs(server.z[0]) + 1e-12 and abs(server.z[0]) <= abs(both)
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+def test_default_rule_gives_identical_workers_one_workers_weights_on_pinned_keys(
+    workers: int,
+) -> None:
+    """4,000 rows in one push pin key 0 and the bias (rho = exp(-K) below 1e-9): N
+    identical pushes add up to one worker's update there; rare keys are summed."""
+    rng = np.random.default_rng(2)
+    data = _rows(rng, 4000, list(range(3, 60)))
+    server = _default_round([data] * workers, per=4000)
+    alone = _single(data)
+    dense = [0, alone.bias_key]
+    np.testing.assert_allclose(server.z[dense], alone.z[dense], rtol=1e-9)
+    np.testing.assert_allclose(server.n[dense], alone.n[dense], rtol=1e-9)
+    rare = [3, 4, 5]
+    np.testing.assert_allclose(server.z[rare], workers * alone.z[rare], rtol=1e-12)
+
+
+def test_default_rule_scales_in_float64_with_several_workers() -> None:
+    """The factor C(exp(-K), N) / N and the scaled deltas stay float64 for a float64
+    server (a float32 factor would round every dense key's delta to ~1e-8)."""
+    from types import SimpleNamespace
+
+    from ftrl_ps.ps.merge import push_payload
+
+    keys = np.array([3, 5, 8, 64])
+    kappa = np.array([0.0, 0.3, 1.7, 0.9])
+    rows = np.array([2, 30, 50, 50])  # key 3 rare, the others dense (and 64, the bias)
+    delta = np.column_stack([np.full(4, 0.1234567890123), np.full(4, -0.9876543210987)])
+    todo = SimpleNamespace(keys=keys, delta=delta, rows=rows, kappa=kappa, versions=None)
+    dn, dz, merge = push_payload("contraction", todo, 64, 50, 50, 3, 0.5, np.dtype(np.float64))
+    assert merge is None and dn.dtype == dz.dtype == np.float64
+    rho = [math.exp(-k) for k in kappa]
+    share = [1.0] + [(1 - r**3) / (3 * (1 - r)) for r in rho[1:]]
+    assert dn.tolist() == [d * s for d, s in zip(delta[:, 0], share, strict=True)]
+    assert dz.tolist() == [d * s for d, s in zip(delta[:, 1], share, strict=True)]
