@@ -134,8 +134,9 @@ def markdown_table(all_services: Sequence[Service] | None = None) -> str:
         where = f"`services.{service.name}`"
         actions = cli_arguments(service.command)
         plain = settings_class(service.options)
-        for name, info in settings_class(service.options, required=service.required
-                                         ).model_fields.items():
+        fields = settings_class(service.options, required=service.required).model_fields
+        order = {dest: i for i, dest in enumerate(actions)}  # as the command's --help
+        for name, info in sorted(fields.items(), key=lambda kv: order.get(kv[0], len(order))):
             action = actions.get(name)
             meaning = _help(action, service.command)
             if name in service.notes:

@@ -29,6 +29,7 @@ from ftrl_ps.errors import ClockTimeoutError, ConfigError, IncompleteRunError
 from ftrl_ps.learn.logs import say
 from ftrl_ps.ps.auth import resolve_token
 from ftrl_ps.ps.completion import RunProgress
+from ftrl_ps.ps.option_groups import InputFields, ModelFields
 from ftrl_ps.ps.waiting import servers_answer, wait_until_ready
 from ftrl_ps.ps.worker_main import WorkerOptions, adopt_model, params_with_defaults, parse_urls
 
@@ -42,8 +43,9 @@ _REPORT_EVERY = 10.0
 
 
 @dataclass(frozen=True)
-class ExportOptions:
-    """Everything ``ftrl-ps export`` is told; field names are the flags' names."""
+class ExportOptions(InputFields, ModelFields):
+    """Everything ``ftrl-ps export`` is told; field names are the flags' names (the
+    model and input flags: :mod:`ftrl_ps.ps.option_groups`)."""
 
     server: str
     model: str
@@ -55,14 +57,6 @@ class ExportOptions:
     start_timeout: float = 0.0
     metrics_json: str | None = None
     quiet: bool = False
-    bits: int | None = None
-    alpha: float | None = None
-    beta: float | None = None
-    l1: float | None = None
-    l2: float | None = None
-    dtype: str | None = None
-    skip_bad_lines: bool = False
-    chunk_mb: int = 4
 
 
 def rows_applied(streams: list[list[dict[str, Any]]]) -> int:

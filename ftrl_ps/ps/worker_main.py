@@ -21,7 +21,8 @@ from ftrl_ps.data.sources import check_unit_mb
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.progress import report_bad_lines
 from ftrl_ps.ps.auth import resolve_token
-from ftrl_ps.ps.straggle import StraggleConfig, Straggler
+from ftrl_ps.ps.option_groups import InputFields, ModelFields, TrainingFields
+from ftrl_ps.ps.straggle import Straggler
 from ftrl_ps.ps.waiting import servers_answer, wait_until_ready
 
 __all__ = ["WorkerOptions", "adopt_model", "check_against_servers", "finished_indices",
@@ -49,8 +50,9 @@ def params_with_defaults(**given: float | None) -> FTRLParams:
 
 
 @dataclass(frozen=True)
-class WorkerOptions:
-    """Everything ``ftrl-ps worker`` is told; field names are the flags' names.
+class WorkerOptions(TrainingFields, InputFields, ModelFields):
+    """Everything ``ftrl-ps worker`` is told; field names are the flags' names (the
+    model, input and training flags: :mod:`ftrl_ps.ps.option_groups`).
 
     ``worker_index`` None means ``auto`` (the servers assign the lowest free
     index); ``batch_size`` None means 500; ``bits`` None means the servers'.
@@ -66,44 +68,12 @@ class WorkerOptions:
     epochs: int = 1
     metrics_json: str | None = None
     quiet: bool = False
-    dense_fraction: float = 0.5
-    batch_size: int | None = None
-    fetch_step: int = 4
-    push_step: int = 4
-    #: lengthen the rounds of a worker that keeps waiting at the SSP bound (ftrl_ps.ps.rounds)
-    adaptive_rounds: bool | None = None
-    #: steps per push while training alone (the servers' warm start); None: push_step
-    warm_push_step: int | None = None
-    bits: int | None = None
-    alpha: float | None = None
-    beta: float | None = None
-    l1: float | None = None
-    l2: float | None = None
-    dtype: str | None = None
-    skip_bad_lines: bool = False
-    chunk_mb: int = 4
     #: ``--input -`` (a stream): push at least this often (seconds)
     push_interval: float = 0.5
     state_dir: str | None = None
-    retry_seconds: float = 120.0
     supersede: bool = False
     #: a stable name of this worker's slot ("hostname": the host's name), see identity_of
     identity: str | None = None
-    #: fault injection for experiments (ftrl_ps.ps.straggle): sleep before a tick
-    straggle_prob: float = 0.0
-    straggle_delay: float = 0.0
-    straggle_workers: str | None = None
-    seed: int = 0
-    #: "shares": worker i reads the i-th of N byte ranges of one file; "units": shard 0
-    #: hands out small units of the input as workers ask (ftrl_ps.ps.handout); "auto":
-    #: shares for one plain file, units otherwise (ftrl_ps.data.sources.split_for)
-    split: str = "auto"
-    unit_mb: float | None = None  # None: about 16 units per worker
-
-    def straggle(self) -> StraggleConfig:
-        """The injected straggling (validated)."""
-        return StraggleConfig(self.straggle_prob, self.straggle_delay, self.straggle_workers,
-                              self.seed)
 
     def resolved(self) -> WorkerOptions:
         """These options with ``split="auto"`` decided for the input as it is now."""
@@ -163,11 +133,6 @@ class WorkerOptions:
             check_bits(self.bits)
         if self.dtype is not None and self.dtype not in DTYPES:
             raise ConfigError(f"--dtype must be one of {DTYPES}, got {self.dtype!r}")
-
-    def warnings(self) -> list[str]:
-        """Settings that are valid but do (almost) nothing, to be said once."""
-        said = [self.straggle().idle_reason(), check_unit_mb(self.unit_mb)]
-        return [w for w in said if w]
 
     def identity_of(self) -> str | None:
         """The identity sent at registration: ``hostname`` stands for this host's
