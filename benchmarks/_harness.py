@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -44,6 +46,17 @@ REAL_PAIRS = {
 #: ``finish()`` writes the model (``-f``) and the predictions (``-p``).
 #: runs VW's own C++ driver (parse + train + model write) and prints the time
 #: of that phase alone, after the interpreter and the vowpalwabbit import
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's help layout without breaking a line inside a word (hyphenated or long), so an
+    example such as ``--train-args=--adaptive-rounds`` is printed whole."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        import textwrap
+
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False,
+                             break_long_words=False)
+
+
 def comma_list(what: str, *, choices: Sequence[str] = (),
                check: Callable[[str], object] | None = None) -> Callable[[str], list[str]]:
     """An argparse ``type``: a comma-separated list whose every item is one of
@@ -89,6 +102,131 @@ def positive(text: str) -> int:
     if not (text.isdigit() and int(text) >= 1):
         raise ValueError("expected a positive integer")
     return int(text)
+
+
+def _number(text: str, kind: type, low: float, strict: bool, what: str) -> Any:
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if not math.isfinite(value) or value < low or (strict and value == low):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse ``type``: an integer >= 1 (``--repeat``, ``--workers``, ``--rows``),
+    so 0 or -1 is a usage error (exit 2) before any run.
+
+    >>> positive_int("3")
+    3
+    >>> positive_int("0")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: expected an integer >= 1, got '0'
+    """
+    return int(_number(text, int, 1, False, "an integer >= 1"))
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse ``type``: an integer >= 0."""
+    return int(_number(text, int, 0, False, "an integer >= 0"))
+
+
+def int_at_least(low: int) -> Callable[[str], int]:
+    """An argparse ``type``: an integer >= ``low`` (e.g. generated rows, whose quarter
+    is the test set: at least 4)."""
+    def parse(text: str) -> int:
+        return int(_number(text, int, low, False, f"an integer >= {low}"))
+
+    parse.__name__ = f"int_at_least_{low}"
+    return parse
+
+
+def positive_float(text: str) -> float:
+    """An argparse ``type``: a finite number > 0 (a period in seconds)."""
+    return float(_number(text, float, 0.0, True, "a number > 0"))
+
+
+def non_negative_float(text: str) -> float:
+    """An argparse ``type``: a finite number >= 0 (``--warm-memory`` GiB)."""
+    return float(_number(text, float, 0.0, False, "a number >= 0"))
+
+
+def staleness_arg(text: str) -> str:
+    """An argparse ``type``: one ``ftrl-ps train --staleness`` value (see :func:`staleness`)."""
+    try:
+        return staleness(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}, got {text!r}") from None
+
+
+def train_flags(*, reserved: Sequence[str] = ()) -> Callable[[str], list[str]]:
+    """An argparse ``type``: more flags for ``ftrl-ps train`` in one string (shell
+    quoting), checked up front by ``ftrl-ps train``'s own parser: a flag it does not
+    know or a bad value is a usage error before any run, and so is any of
+    ``reserved`` (``ftrl-ps train`` option names, e.g. ``--workers``: what the
+    benchmark sets itself, so a later one on the command line would silently
+    override it), in any spelling ``ftrl-ps train`` takes (``--workers=0``, an
+    abbreviation).
+    """
+    def parse(text: str) -> list[str]:
+        try:
+            flags = shlex.split(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        problem = train_flags_problem(flags, reserved)
+        if problem:
+            raise argparse.ArgumentTypeError(problem)
+        return flags
+
+    return parse
+
+
+def reserved_given(flags: Sequence[str], reserved: Sequence[str]) -> list[str]:
+    """The ``reserved`` options that ``flags`` set, as ``--workers 0``, ``--workers=0`` or
+    an abbreviation (``--work``), without any parser: for flags meant for another
+    checkout's ``ftrl-ps train``, which this one's parser may not know.
+
+    >>> reserved_given(["--batch-size", "10", "--work=0", "--worker-timeout", "5"],
+    ...                ["--workers", "--staleness"])
+    ['--workers']
+    """
+    given = []
+    for token in flags:
+        name = token.split("=", 1)[0]
+        if name.startswith("--") and len(name) > 3:
+            given += [r for r in reserved if r.startswith(name) and r not in given]
+    return given
+
+
+def train_flags_problem(flags: Sequence[str], reserved: Sequence[str] = ()) -> str | None:
+    """Why ``flags`` cannot be added to an ``ftrl-ps train`` command (see
+    :func:`train_flags`), or None."""
+    import contextlib
+    import io
+
+    from ftrl_ps.cli import build_parser
+
+    argv = ["train", "TRAIN", *flags]
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            args = build_parser("train").parse_args(argv)
+            train = args._parser  # the sub-parser: each option's dest
+            dests = {a.dest: a.option_strings[0] for a in train._actions
+                     if set(a.option_strings) & set(reserved)}
+            unset = object()
+            train.set_defaults(**dict.fromkeys(dests, unset))
+            again = train.parse_args(argv[1:])
+    except SystemExit:
+        said = (err.getvalue().strip().splitlines() or [" ".join(flags)])[-1]
+        said = re.sub(r" \(see '[^']*'\)$", "", re.sub(r"^ftrl-ps( train)?: error: ", "", said))
+        return f"not for ftrl-ps train: {said}"
+    given = [flag for dest, flag in dests.items() if getattr(again, dest) is not unset]
+    if given:
+        return f"{', '.join(given)} is set by this benchmark (not in these flags)"
+    return None
 
 
 def require_vw() -> None:
@@ -215,6 +353,16 @@ def warm_page_cache(path: Path, chunk: int = 64 << 20) -> tuple[float, int]:
         while n := f.readinto(buf):
             total += n
     return time.perf_counter() - start, total
+
+
+def count_rows(path: Path, chunk: int = 64 << 20) -> int:
+    """Lines of a text file (its rows: a last line without a newline counts too)."""
+    total, last = 0, b"\n"
+    with open(path, "rb", buffering=0) as f:
+        while block := f.read(chunk):
+            total += block.count(b"\n")
+            last = block[-1:]
+    return total + (last != b"\n")
 
 
 def warm_memory(gib: float) -> float:

@@ -21,8 +21,12 @@
 # Takes 5-15 minutes on 2 cores; do not run anything else meanwhile.
 set -uo pipefail
 
-if [[ $# -lt 1 || $1 == -h || $1 == --help ]]; then
+if [[ $# -ge 1 && ( $1 == -h || $1 == --help ) ]]; then
     sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+    exit 0
+fi
+if [[ $# -lt 1 ]]; then  # a usage error: the usage on stderr
+    sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 fi
 OUT=$(mkdir -p "$1" && cd "$1" && pwd)

@@ -13,8 +13,9 @@ from hour to hour, one run decides nothing for good (benchmarks/RESULTS.md).
 How each goal is judged (issue 12, "What to deliver"):
 
 - 1: every setting's mean over the row orders of (cluster - one process) test
-  logloss, each order by the median of its runs, at most +0.001; also shown:
-  orders whose median is above +0.001, and the worst single run;
+  logloss, each order by the median of its runs, at most +0.001 (the verdict is
+  by that mean, not by every run); also shown: orders whose median is above
+  +0.001, and the worst single run (flagged when it is above +0.001);
 - 3: transient stragglers, pass time at staleness 0 over staleness 3 (medians)
   at least 1.5, and staleness 3's final test logloss within 0.001 of one
   process's;
@@ -27,6 +28,9 @@ How each goal is judged (issue 12, "What to deliver"):
 - 6: rows/s in the last tenth over the first within 10 % (0.9 to 1.1), one
   process and the cluster (the cluster by the rows trained), each of the two
   runs; the largest RSS growth after 20 % of the run is shown beside it.
+
+The sizes in the rows (``1M rows`` ...) are the rows the JSON files say were
+used, not the acceptance's intended sizes.
 """
 
 from __future__ import annotations
@@ -53,6 +57,29 @@ CLUSTER_VS_SINGLE = 0.8
 TENTHS_WITHIN = 0.1
 
 Row = tuple[str, str, str, str, str]  # item, what, figure, goal, verdict
+
+
+#: printed under the table: how item 1 is judged
+ITEM1_NOTE = ("item 1: the verdict is by the worst setting's mean over the row orders (each "
+              "order by the median of its runs), not by every single run: a single run may be "
+              "above +0.001 when the row is 'met' (its figure shows the worst single run)")
+
+
+def _size(data: dict[str, Any]) -> str:
+    """``1M rows``, ``50k rows``: the rows a benchmark's JSON says it used.
+
+    >>> _size({"rows": 5_000_000}), _size({"rows": 50_000}), _size({"rows": 1_250_000})
+    ('5M rows', '50k rows', '1.25M rows')
+    >>> _size({})
+    'rows not recorded'
+    """
+    rows = data.get("rows")
+    if not isinstance(rows, int):
+        return "rows not recorded"
+    for unit, scale in (("M", 1_000_000), ("k", 1_000)):
+        if rows >= scale:
+            return f"{rows / scale:g}{unit} rows"
+    return f"{rows} rows"
 
 
 def _verdict(ok: bool) -> str:
@@ -82,10 +109,11 @@ def item1(data: dict[str, Any]) -> list[Row]:
             means.append((mean, f"{name}, {setting}"))
             worst, above, orders = max(worst, worst_run), above + over, orders + count
     top, where = max(means)
-    return [("1", f"cluster - one process, worst setting's mean over orders ({where})",
+    flag = f", above {LOGLOSS_TOLERANCE:+.3f}" if worst > LOGLOSS_TOLERANCE else ""
+    return [("1", f"cluster - one process, worst setting's mean over row orders ({where})",
              f"{top:+.4f} ({above} of {orders} order medians above {LOGLOSS_TOLERANCE:+.3f}; "
-             f"worst run {worst:+.4f})", f"<= {LOGLOSS_TOLERANCE:+.3f}",
-             _verdict(top <= LOGLOSS_TOLERANCE))]
+             f"worst single run {worst:+.4f}{flag})",
+             f"mean over orders <= {LOGLOSS_TOLERANCE:+.3f}", _verdict(top <= LOGLOSS_TOLERANCE))]
 
 
 def item3(data: dict[str, Any]) -> list[Row]:
@@ -122,7 +150,8 @@ def item5_shard(data: list[dict[str, Any]]) -> list[Row]:
              f">= {SHARD_MKV_PER_CPU_S:.0f}M", _verdict(mkv >= SHARD_MKV_PER_CPU_S))]
 
 
-def item5_cluster(data: dict[str, Any], label: str, with_vw: bool) -> list[Row]:
+def item5_cluster(data: dict[str, Any], with_vw: bool) -> list[Row]:
+    label = _size(data)
     single = data["single"]["wall_seconds"]
     rows = []
     if with_vw:
@@ -144,7 +173,7 @@ def item5_20m(data: dict[str, Any]) -> list[Row]:
         ratios = [s["wall_seconds"] / c["wall_seconds"]
                   for s, c in zip(modes["single"], modes["cluster"], strict=True)]
         median = statistics.median(ratios)
-        rows.append(("5", f"1 server + 2 workers vs one process, 20M rows ({name})",
+        rows.append(("5", f"1 server + 2 workers vs one process, {_size(data)} ({name})",
                      f"{median:.2f}x (rounds {' / '.join(f'{r:.2f}' for r in ratios)})",
                      f">= {CLUSTER_VS_SINGLE}x", _verdict(median >= CLUSTER_VS_SINGLE)))
     return rows
@@ -153,11 +182,14 @@ def item5_20m(data: dict[str, Any]) -> list[Row]:
 def item6(data: dict[str, Any], label: str) -> list[Row]:
     ratio = data.get("trained_last_over_first") or data["last_over_first"]
     by = "rows trained" if data.get("trained_last_over_first") else "the file's tenths"
-    growth = max(p["growth_after_20pct"] for p in data["rss_mib"].values())
+    # a process not yet running at 20 % of the run has no growth (None; nan before)
+    growths = [g for p in data["rss_mib"].values()
+               if (g := p.get("growth_after_20pct")) is not None and g == g]
+    growth = f"{max(growths):+.0f} MiB" if growths else "n/a"
     warmed = "memory warmed" if data.get("memory_warmed") else "as the machine was"
     ok = abs(ratio - 1.0) <= TENTHS_WITHIN
-    return [("6", f"{label}, {warmed}: last tenth / first ({by})",
-             f"{ratio:.3f} (largest RSS growth after 20 %: {growth:+.0f} MiB)",
+    return [("6", f"{label}, {_size(data)}, {warmed}: last tenth / first ({by})",
+             f"{ratio:.3f} (largest RSS growth after 20 %: {growth})",
              f"{1 - TENTHS_WITHIN:.1f} to {1 + TENTHS_WITHIN:.1f}", _verdict(ok))]
 
 
@@ -167,11 +199,11 @@ SOURCES: tuple[tuple[str, str, str, Callable[[Any], list[Row]]], ...] = (
     ("item3.json", "3", "bench_ssp.py", item3),
     ("item4.json", "4", "bench_handout.py", item4),
     ("shard.json", "5", "shard (bench_wire.py)", item5_shard),
-    ("item5.json", "5", "1M rows (bench_cluster.py)",
-     lambda d: item5_cluster(d, "1M rows", True)),
-    ("item5_5m.json", "5", "5M rows (bench_cluster.py)",
-     lambda d: item5_cluster(d, "5M rows", True)),
-    ("item5_20m.json", "5", "20M rows (bench_cluster_cpu.py)", item5_20m),
+    ("item5.json", "5", "bench_cluster.py (accept_issue12.sh: 1M rows)",
+     lambda d: item5_cluster(d, True)),
+    ("item5_5m.json", "5", "bench_cluster.py (accept_issue12.sh: 5M rows)",
+     lambda d: item5_cluster(d, True)),
+    ("item5_20m.json", "5", "bench_cluster_cpu.py (accept_issue12.sh: 20M rows)", item5_20m),
     ("item6_single_1.json", "6", "bench_scale.py", lambda d: item6(d, "one process, run 1")),
     ("item6_cluster_1.json", "6", "bench_scale.py",
      lambda d: item6(d, "2 shards + 2 workers, run 1")),
@@ -203,7 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.out.is_dir():
         p.error(f"{args.out} is not a folder")
     header = ("item", "what", "figure", "goal", "this run")
-    print(h.format_table(header, summary(args.out), text=len(header)))
+    rows = summary(args.out)
+    print(h.format_table(header, rows, text=len(header)))
+    if any(r[0] == "1" and r[4] != "not run" for r in rows):
+        print(f"\n{ITEM1_NOTE}")
     return 0
 
 

@@ -40,32 +40,44 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _harness as h  # noqa: E402
 import bench_single as single  # noqa: E402
 
-
-def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x]
+#: ``ftrl-ps train`` options every cluster run sets itself (not in ``--extra``)
+RESERVED = ("--bits", "--workers", "--servers", "--staleness", "--model", "--metrics-json")
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--rows", type=int, default=1_000_000,
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=h.HelpFormatter)
+    p.add_argument("--rows", type=h.positive_int, default=1_000_000,
                    help="training rows generated (default %(default)s)")
-    p.add_argument("--test-rows", type=int, default=100_000,
+    p.add_argument("--test-rows", type=h.positive_int, default=100_000,
                    help="test rows generated (default %(default)s)")
     p.add_argument("--bits", type=int, default=22,
                    help="hash bits of the generated data and of every model, VW's too "
                    "(default %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="generator seed (default %(default)s)")
-    p.add_argument("--workers", type=_ints, default=[2], help="comma list, e.g. 2,4")
-    p.add_argument("--servers", type=_ints, default=[1], help="comma list, e.g. 1,2")
-    p.add_argument("--staleness", default="0,3,inf", help="comma list of 0..N or inf")
-    p.add_argument("--extra", default="", help="extra flags for ftrl-ps train (quoted)")
-    p.add_argument("--repeat", type=int, default=1,
+    p.add_argument("--workers", default="2", type=h.comma_list("worker counts",
+                                                                check=h.positive),
+                   help="comma list of worker counts, e.g. 2,4 (default %(default)s)")
+    p.add_argument("--servers", default="1", type=h.comma_list("server counts",
+                                                                check=h.positive),
+                   help="comma list of shard counts, e.g. 1,2 (default %(default)s)")
+    p.add_argument("--staleness", default="0,3,inf",
+                   type=h.comma_list("staleness values", check=h.staleness),
+                   help="comma list of 0..N or inf (default %(default)s)")
+    p.add_argument("--extra", default="", type=h.train_flags(reserved=RESERVED),
+                   help="more flags for the cluster runs' 'ftrl-ps train', in one argument: "
+                   "--extra=--adaptive-rounds, or --extra '--batch-size 1000' (checked by "
+                   "ftrl-ps train before any run)")
+    p.add_argument("--repeat", type=h.positive_int, default=1,
                    help="runs of every system, interleaved; the median wall time is shown")
     p.add_argument("--data-dir", type=Path, default=h.DEFAULT_DATA_DIR,
                    help="cache of the generated data, also holds the runs' temporary "
                    "files (default benchmarks/.data)")
     p.add_argument("--json", type=Path, help="also write the results to this JSON file")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    args.workers = [int(w) for w in args.workers]
+    args.servers = [int(s) for s in args.servers]
+    return args
 
 
 def _run_cluster(args: argparse.Namespace, train: Path, test: Path, work: Path,
@@ -76,7 +88,7 @@ def _run_cluster(args: argparse.Namespace, train: Path, test: Path, work: Path,
     cmd = [sys.executable, "-m", "ftrl_ps", "train", str(train),
            "--bits", str(args.bits), "--workers", str(workers), "--servers", str(servers),
            "--staleness", staleness, "--model", str(model),
-           "--metrics-json", str(metrics), "-q", *shlex.split(args.extra)]
+           "--metrics-json", str(metrics), "-q", *args.extra]
     run = h.run_measured(cmd, work / tag)
     if run.returncode != 0:
         raise RuntimeError(f"{shlex.join(cmd)} failed ({run.returncode}):\n{run.tail()}")
@@ -104,8 +116,6 @@ def _run_cluster(args: argparse.Namespace, train: Path, test: Path, work: Path,
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
-    if args.repeat < 1:
-        raise SystemExit("--repeat must be >= 1")
     h.require_vw()
     args.data_dir.mkdir(parents=True, exist_ok=True)
     folder, truth, _ = h.ensure_synth_data(args.data_dir, args.rows, args.test_rows, args.bits,
@@ -120,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         print("warm-up (numba cache)", file=sys.stderr)
         single._run_ftrl(prefix, h.head_lines(train, folder / "train_head10000.svm", 10_000),
                          test, args.bits, work, "warmup")
-        combos = list(itertools.product(args.servers, args.workers, args.staleness.split(",")))
+        combos = list(itertools.product(args.servers, args.workers, args.staleness))
         for rnd in range(args.repeat):
             first = rnd == 0
             print(f"round {rnd + 1}/{args.repeat}: vowpal wabbit", file=sys.stderr)

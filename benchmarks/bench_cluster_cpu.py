@@ -5,8 +5,11 @@ Usage::
     python benchmarks/bench_cluster_cpu.py --tree main=/work/main --tree new=. \\
         [--data DIR] [--repeat 3] [--workers 2] [--staleness 3] [--extra "--batch-size 10000"]
 
-For every round and every checkout (``NAME=PATH``, run with ``PYTHONPATH=PATH``
-from a neutral folder, so the checkout's code is what runs) it times
+For every round and every checkout (``NAME=PATH``, one or more: PATH must hold
+``ftrl_ps/__init__.py``, and every NAME must differ; each runs with
+``PYTHONPATH=PATH`` from a neutral folder, and before any run a child started
+that way must import ``ftrl_ps`` from PATH, so the checkout's code is what runs,
+not the one installed in the venv) it times
 ``ftrl-ps train DIR/train.svm`` in one process and as a local cluster (1 server +
 ``--workers`` workers), then scores each model on ``DIR/test.svm`` with
 ``ftrl-ps eval`` (not timed). Per run it prints the wall time, the CPU seconds
@@ -57,26 +60,47 @@ import _harness as h  # noqa: E402
 DEFAULT_DATA = HERE / ".data" / "synth_r1000000_t100000_b22_s0"
 
 
+#: ``ftrl-ps train`` options the benchmark sets itself (not in ``--extra``)
+RESERVED = ("--workers", "--staleness", "--bits", "--model")
+
+
+def _tree(spec: str) -> tuple[str, Path]:
+    """``--tree NAME=PATH``: PATH must be a checkout of ftrl-ps (``PATH/ftrl_ps/``), or
+    ``PYTHONPATH=PATH`` would silently run the ftrl-ps installed in the venv."""
+    name, sep, path = spec.partition("=")
+    if not (sep and name and path):
+        raise argparse.ArgumentTypeError(f"expected NAME=PATH, got {spec!r}")
+    root = Path(path).expanduser().resolve()
+    if not (root / "ftrl_ps" / "__init__.py").is_file():
+        raise argparse.ArgumentTypeError(
+            f"{spec!r}: {root} is not a checkout of ftrl-ps (no ftrl_ps/__init__.py in it)")
+    return name, root
+
+
 def _args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--tree", action="append", required=True, metavar="NAME=PATH",
-                   help="a checkout to time (give two or more)")
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=h.HelpFormatter)
+    p.add_argument("--tree", action="append", required=True, metavar="NAME=PATH", type=_tree,
+                   help="a checkout to time, PATH holding ftrl_ps/ (repeat it, with another "
+                        "NAME, to compare checkouts)")
     p.add_argument("--data", type=Path, default=DEFAULT_DATA,
                    help="folder with train.svm and test.svm")
-    p.add_argument("--repeat", type=int, default=3,
+    p.add_argument("--repeat", type=h.positive_int, default=3,
                    help="rounds, each timing every checkout in turn (default %(default)s)")
-    p.add_argument("--workers", type=int, default=2,
+    p.add_argument("--workers", type=h.positive_int, default=2,
                    help="workers of the cluster runs, with 1 server (default %(default)s)")
-    p.add_argument("--staleness", default="3",
+    p.add_argument("--staleness", default="3", type=h.staleness_arg,
                    help="SSP staleness of the cluster runs, 0..N or inf (default %(default)s)")
-    p.add_argument("--bits", type=int, default=22,
+    p.add_argument("--bits", type=h.positive_int, default=22,
                    help="hash bits of every model (ftrl-ps train --bits; default %(default)s)")
-    p.add_argument("--extra", default="", help="more flags for the cluster run (quoted)")
+    p.add_argument("--extra", default="",
+                   help="more flags for the cluster runs' 'ftrl-ps train', in one argument: "
+                        "--extra=--adaptive-rounds, or --extra '--batch-size 10000'")
     p.add_argument("--no-single", action="store_true", help="time the clusters only")
     p.add_argument("--no-warm-cache", action="store_true",
                    help="do not read the training file before every timed run (by default "
                         "it is, so that no run reads it from the disk: _harness.warm_page_cache)")
-    p.add_argument("--warm-memory", type=float, default=0.0, metavar="GIB",
+    p.add_argument("--warm-memory", type=h.non_negative_float, default=0.0, metavar="GIB",
                    help="fault in and free this much memory right before every timed run "
                         "(default 0: none)")
     p.add_argument("--detail", action="store_true",
@@ -87,7 +111,26 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--json", type=Path,
                    help="also write every run's wall, CPU and test logloss, per checkout and "
                         "mode, in round order, to this file")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    names = [name for name, _ in args.tree]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        p.error(f"--tree: the name {', '.join(twice)} is given twice (one NAME per checkout)")
+    given = h.reserved_given(shlex.split(args.extra), RESERVED)
+    if given:
+        p.error(f"--extra: {', '.join(given)} is set by this benchmark (not in --extra)")
+    return args
+
+
+def _ftrl_ps_of(tree: Path, cwd: Path) -> Path:
+    """Where a child run as the benchmark runs them (``PYTHONPATH=tree``, from ``cwd``)
+    imports ``ftrl_ps`` from."""
+    res = subprocess.run([sys.executable, "-c", "import ftrl_ps; print(ftrl_ps.__file__)"],
+                         env=dict(os.environ, PYTHONPATH=str(tree)), cwd=cwd,
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        raise SystemExit(f"cannot import ftrl_ps from {tree}:\n{res.stderr[-2000:]}")
+    return Path(res.stdout.strip()).resolve()
 
 
 def _minor_faults(pid: int) -> int:
@@ -178,10 +221,7 @@ def _logloss(tree: Path, model: Path, test: Path) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
-    trees = {}
-    for spec in args.tree:
-        name, _, path = spec.partition("=")
-        trees[name] = Path(path).resolve()
+    trees = dict(args.tree)
     train, test = args.data / "train.svm", args.data / "test.svm"
     if not train.is_file() or not test.is_file():
         raise SystemExit(f"{args.data} has no train.svm/test.svm (run bench_single.py once)")
@@ -190,6 +230,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load average at the start: {os.getloadavg()}", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench_cluster_cpu_") as tmp:
         work = Path(tmp)
+        for name, tree in trees.items():
+            found = _ftrl_ps_of(tree, work)
+            if not found.is_relative_to(tree):
+                raise SystemExit(f"--tree {name}={tree}: a child with PYTHONPATH={tree} "
+                                 f"imports ftrl_ps from {found}, not from the checkout")
+            print(f"{name}: ftrl_ps from {found.parent}", flush=True)
         for rnd in range(args.repeat):
             for name, tree in trees.items():
                 for mode in modes:
@@ -234,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
             runs_json.setdefault(name, {})[mode] = [
                 {"wall_seconds": w, "cpu_seconds": c, "test_logloss": ll} for w, c, ll in runs]
         args.json.write_text(json.dumps({"rows_file": str(train), "bits": args.bits,
+                                         "rows": h.count_rows(train),
                                          "trees": runs_json}, indent=1) + "\n")
     return 0
 

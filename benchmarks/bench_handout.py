@@ -37,6 +37,11 @@ BITS = 20
 STRAGGLER = ["--straggle-workers", "0", "--straggle-prob", "1", "--straggle-delay", "0.2"]
 
 
+#: ``ftrl-ps train`` options every run sets itself (not in ``--train-args``)
+RESERVED = ("--workers", "--staleness", "--split", "--bits", "--test", "--metrics-json",
+            "--straggle-workers", "--straggle-prob", "--straggle-delay")
+
+
 def run(train: Path, test: Path, split: str, staleness: str, extra: list[str],
         work: Path, train_args: list[str]) -> dict[str, Any]:
     out = work / "m.json"
@@ -56,16 +61,17 @@ def run(train: Path, test: Path, split: str, staleness: str, extra: list[str],
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--rows", type=int, default=200_000,
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=h.HelpFormatter)
+    p.add_argument("--rows", type=h.int_at_least(4), default=200_000,
                    help="training rows generated, test rows a quarter of that "
                    "(default %(default)s)")
     p.add_argument("--staleness", default="inf,3",
                    type=h.comma_list("staleness values", check=h.staleness),
                    help="comma-separated SSP staleness values, inf = asynchronous "
                    "(default %(default)s)")
-    p.add_argument("--repeat", type=int, default=2,
+    p.add_argument("--repeat", type=h.positive_int, default=2,
                    help="runs with and without the straggler per setting, interleaved; "
                    "medians are shown (default %(default)s)")
     p.add_argument("--splits", default="shares,units",
@@ -73,9 +79,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="comma-separated ftrl-ps train --split values, shares = fixed "
                    "quarters, units = handed out by shard 0 (default %(default)s)")
     p.add_argument("--json", type=Path, help="also write every run's figures to this file")
-    p.add_argument("--train-args", default="",
-                   help="more flags for every run's 'ftrl-ps train' (e.g. '--adaptive-rounds')")
-    args = p.parse_args(argv)
+    p.add_argument("--train-args", default="", metavar="FLAGS",
+                   type=h.train_flags(reserved=RESERVED),
+                   help="more flags for every run's 'ftrl-ps train', in one argument: "
+                   "--train-args=--adaptive-rounds, or --train-args '--batch-size 1000' "
+                   "(checked by ftrl-ps train before any run)")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
     folder, _, _ = h.ensure_synth_data(h.DEFAULT_DATA_DIR, args.rows, args.rows // 4, BITS)
     train, test = folder / "train.svm", folder / "test.svm"
     rows, result = [], []
@@ -86,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                 for _ in range(args.repeat):  # interleaved: the machine's load hits both
                     for name, extra in (("clean", []), ("straggler", STRAGGLER)):
                         runs[name].append(run(train, test, split, s, extra, Path(tmp),
-                                             shlex.split(args.train_args)))
+                                             args.train_args))
                 med = {k: statistics.median(r["pass"] for r in v) for k, v in runs.items()}
                 wall = {k: statistics.median(r["wall"] for r in v) for k, v in runs.items()}
                 row = [s, split, f"{med['clean']:.2f}", f"{med['straggler']:.2f}",
@@ -103,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
               "rows per worker (straggler)"]
     print(f"\n4 workers, 1 server, {args.rows:,} generated rows, 2^{BITS} slots; worker 0 "
           f"sleeps 0.2 s before every tick; median of {args.repeat}"
-          + (f"; also {args.train_args}" if args.train_args else ""))
+          + (f"; also {shlex.join(args.train_args)}" if args.train_args else ""))
     print(h.format_table(header, rows))
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")

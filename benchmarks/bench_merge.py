@@ -4,7 +4,7 @@ Usage::
 
     python benchmarks/bench_merge.py [--rules contraction,threshold,compose,sum] [--workers 2,4,8]
         [--staleness 0,3,inf] [--repeat 2] [--gen-rows 200000] [--json OUT]
-        [--train-args "--adaptive-rounds"] [--orders K]
+        [--train-args=--adaptive-rounds] [--orders K]
 
 For every train/test pair of ``../shared/data`` that is present (a9a, agaricus,
 iPinYou, rcv1 small) and a generated CTR set (``ftrl-ps gen``, seed 0,
@@ -66,14 +66,23 @@ def train(train_file: Path, test_file: Path, out: Path, extra: list[str]) -> dic
     return {k: float(m[f"test_{k}"]) for k in ("logloss", "auc", "mean_prediction")}
 
 
-def data_sets(gen_rows: int) -> dict[str, tuple[Path, Path]]:
+def missing(name: str) -> list[Path]:
+    """The files of the real data set ``name`` that are not in ``DATA``."""
+    return [DATA / f for f in PAIRS[name] if not (DATA / f).exists()]
+
+
+def data_sets(gen_rows: int, only: list[str] | None = None) -> dict[str, tuple[Path, Path]]:
+    """The data sets to run: ``only`` (every real one is there: see ``main``), else
+    every real one present (an absent one skipped, and said so) and the generated one."""
     sets = {}
     for name, (tr, te) in PAIRS.items():
-        if (DATA / tr).exists() and (DATA / te).exists():
+        if only is not None and name not in only:
+            continue
+        if not missing(name):
             sets[name] = (DATA / tr, DATA / te)
         else:
             print(f"skip {name}: not in {DATA}", file=sys.stderr)
-    if gen_rows:
+    if gen_rows and (only is None or gen_name(gen_rows) in only):
         folder, _, _ = h.ensure_synth_data(h.DEFAULT_DATA_DIR, gen_rows, gen_rows // 4, BITS)
         sets[gen_name(gen_rows)] = (folder / "train.svm", folder / "test.svm")
     return sets
@@ -112,8 +121,13 @@ def order_summary(per_order: list[list[float]]) -> list[str]:
     return [f"{mean:+.4f}", f"{se:.4f}", f"{worst:+.4f}", f"{above}/{orders}"]
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+#: ``ftrl-ps train`` options every cluster run sets itself (not in ``--train-args``)
+RESERVED = ("--workers", "--staleness", "--merge-rule", "--bits", "--test", "--metrics-json")
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=h.HelpFormatter)
     p.add_argument("--rules", default="contraction,threshold,compose,sum",
                    type=h.comma_list("merge rules", choices=RULES),
                    help="comma-separated merge rules to compare (ftrl-ps train --merge-rule; "
@@ -125,41 +139,51 @@ def main(argv: list[str] | None = None) -> int:
                    type=h.comma_list("staleness values", check=h.staleness),
                    help="comma-separated SSP staleness values, inf = asynchronous "
                    "(default %(default)s)")
-    p.add_argument("--repeat", type=int, default=2,
+    p.add_argument("--repeat", type=h.positive_int, default=2,
                    help="cluster runs per setting and row order (default %(default)s)")
-    p.add_argument("--gen-rows", type=int, default=200_000,
-                   help="rows of the generated data set (named gen200k for 200,000; 0: none; "
+    p.add_argument("--gen-rows", type=h.non_negative_int, default=200_000,
+                   help="rows of the generated data set, 0 (none) or at least 1000 (named "
+                   "gen200k for 200,000; "
                    "cached in benchmarks/.data of this checkout; default %(default)s)")
     p.add_argument("--only", default=None, type=h.comma_list("data set names"),
                    help="comma-separated data set names (a9a, agaricus, ipinyou, rcv1_small, "
                    f"genNk; default: every one present). The real ones are read from {DATA} "
                    "($BENCH_SHARED_DATA, else ../shared/data beside the checkout)")
     p.add_argument("--json", type=Path, help="also write every run's figures to this file")
-    p.add_argument("--train-args", default="",
-                   help="more flags for every cluster run (e.g. '--adaptive-rounds')")
-    p.add_argument("--orders", type=int, default=0, metavar="K",
+    p.add_argument("--train-args", default="", metavar="FLAGS",
+                   type=h.train_flags(reserved=RESERVED),
+                   help="more flags for every cluster run's 'ftrl-ps train', in one argument: "
+                   "--train-args=--adaptive-rounds, or --train-args '--batch-size 1000' "
+                   "(checked by ftrl-ps train before any run)")
+    p.add_argument("--orders", type=h.non_negative_int, default=0, metavar="K",
                    help="also train on K seeded shuffles of each training file and compare "
                    "each cluster run with one process on the same order (default 0)")
     args = p.parse_args(argv)
-    if args.orders < 0:
-        p.error("--orders must be 0 or more")
-    if args.gen_rows < 0:
-        p.error("--gen-rows must be 0 or more")
+    if 0 < args.gen_rows < 1000:
+        p.error("--gen-rows must be 0 (none) or at least 1000 (the set is named genNk)")
     known = [*PAIRS, *([gen_name(args.gen_rows)] if args.gen_rows else [])]
     unknown = [k for k in args.only or () if k not in known]
     if unknown:
         p.error(f"--only: unknown data set(s) {', '.join(unknown)} (known: "
                 f"{', '.join(known)}; genNk needs --gen-rows N000)")
-    rules = args.rules
-    extra = shlex.split(args.train_args)
-    workers = [int(w) for w in args.workers]
-    stale = args.staleness
-    sets = data_sets(args.gen_rows)
-    if args.only:
-        sets = {k: v for k, v in sets.items() if k in args.only}
-    if not sets:
+    absent = [f"{k} (no {', '.join(map(str, missing(k)))})" for k in args.only or ()
+              if k in PAIRS and missing(k)]
+    if absent:  # named: an error, not a skip
+        p.error(f"--only: {'; '.join(absent)}: the real data sets are read from {DATA} "
+                "($BENCH_SHARED_DATA, else ../shared/data beside the checkout)")
+    if not args.only and not args.gen_rows and all(missing(k) for k in PAIRS):
         p.error(f"no data set to run: the real ones are read from {DATA} (see --only, "
                 "--gen-rows)")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
+    rules = args.rules
+    extra = args.train_args
+    workers = [int(w) for w in args.workers]
+    stale = args.staleness
+    sets = data_sets(args.gen_rows, args.only)
     result: dict[str, Any] = {}
     rows: list[list[str]] = []
     side_rows: list[list[str]] = []
@@ -230,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
             else f"({args.repeat} runs each: median and worst)")
     print(f"\ntest logloss of the cluster minus one process {what}; "
           f"{time.perf_counter() - started:.0f} s"
-          + (f"; cluster runs also {args.train_args}" if args.train_args else ""))
+          + (f"; cluster runs also {shlex.join(extra)}" if extra else ""))
     print(h.format_table(header, rows))
     worst = {rule: max(max(v) for r in result.values() for o in r["orders"].values()
                        for k, v in o["cluster"].items() if k.startswith(rule + " "))

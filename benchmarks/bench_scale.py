@@ -32,6 +32,13 @@ Steps:
    position over time gives the rows/s of the run at any moment (rows are
    spread evenly over the generated file).
 
+Nothing but the generated data is written into ``--data`` (it may be shared, or
+read-only): the run's output (``bench_scale_{mode}.log``) and, in cluster mode,
+the workers' reports (``bench_scale_workers.json``) go next to ``--json``
+(``OUT.log``, ``OUT.workers.json``), else into a new temporary folder, kept and
+named on stderr and in the output. The row count is the file's (its
+``truth.json``, else counted), whatever ``--rows`` says when ``--data`` exists.
+
 Reported: wall time and rows/s of the whole run; rows/s over the first and
 the last tenth of the training file (goal: within 10 %); RSS of each process
 at 20 %, 50 % and 100 % of the run and its peak (goal: flat after warm-up,
@@ -66,6 +73,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from itertools import pairwise
 from pathlib import Path
@@ -86,34 +94,66 @@ def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--mode", choices=("single", "cluster"), default="single",
                    help="one process (default) or a local cluster (--servers, --workers)")
-    p.add_argument("--rows", type=int, default=20_000_000, help="training rows (default 2e7)")
-    p.add_argument("--test-rows", type=int, default=100_000, help="test rows (default 1e5)")
-    p.add_argument("--bits", type=int, default=26, help="hash bits of data and model (26)")
+    p.add_argument("--rows", type=h.int_at_least(10), default=20_000_000,
+                   help="training rows generated, at least 10 (default 2e7)")
+    p.add_argument("--test-rows", type=h.positive_int, default=100_000,
+                   help="test rows (default 1e5)")
+    p.add_argument("--bits", type=h.positive_int, default=26,
+                   help="hash bits of data and model (26)")
     p.add_argument("--seed", type=int, default=0, help="generator seed")
     p.add_argument("--data", type=Path, help="folder with train.svm (made by ftrl-ps gen if "
                    "missing); default DATA_DIR/scale_r{rows}_b{bits}_s{seed}")
     p.add_argument("--data-dir", type=Path, default=h.DEFAULT_DATA_DIR,
                    help="parent of the default --data folder (default benchmarks/.data)")
     p.add_argument("--delete-data", action="store_true", help="delete --data at the end")
-    p.add_argument("--servers", type=int, default=2, help="cluster mode: shards (default 2)")
-    p.add_argument("--workers", type=int, default=2, help="cluster mode: workers (default 2)")
-    p.add_argument("--interval", type=float, default=0.2, help="sampling period, seconds")
+    p.add_argument("--servers", type=h.positive_int, default=2,
+                   help="cluster mode: shards (default 2)")
+    p.add_argument("--workers", type=h.positive_int, default=2,
+                   help="cluster mode: workers (default 2)")
+    p.add_argument("--interval", type=h.positive_float, default=0.2,
+                   help="sampling period, seconds")
     p.add_argument("--no-warm-cache", action="store_true",
                    help="do not read the training file once before the run (by default it "
                         "is, so that the run reads it from the page cache, not the disk)")
-    p.add_argument("--warm-memory", type=float, default=0.0, metavar="GIB",
+    p.add_argument("--warm-memory", type=h.non_negative_float, default=0.0, metavar="GIB",
                    help="fault in and free GIB GiB of memory right before the run, so that "
                         "it does not pay this VM's first touch of memory the hypervisor "
                         "took back (_harness.warm_memory; default 0: it does)")
-    p.add_argument("--json", type=Path, help="also write the results (and samples) here")
+    p.add_argument("--json", type=Path, help="also write the results (and samples) here; "
+                   "the run's log and the workers' reports go beside it (OUT.log, "
+                   "OUT.workers.json), else into a temporary folder")
     p.add_argument("--ftrl-ps-cmd", default=f"{shlex.quote(sys.executable)} -m ftrl_ps",
                    help="command prefix that runs ftrl-ps (default: this python -m ftrl_ps)")
     args, extra = p.parse_known_args(argv)
     if extra and extra[0] == "--":
         extra = extra[1:]
-    if args.rows < 10 or args.interval <= 0:
-        p.error("--rows must be >= 10 and --interval > 0")
+    given = h.reserved_given(extra, RESERVED)
+    if given:
+        p.error(f"{', '.join(given)} is set by this benchmark (not after --)")
     return args, extra
+
+
+#: ``ftrl-ps train`` options the benchmark sets itself (not among the flags after ``--``)
+RESERVED = ("--bits", "--epochs", "--servers", "--workers", "--metrics-json")
+
+
+def rows_in(folder: Path, train: Path) -> int:
+    """The training rows of ``folder``: its ``truth.json`` (``ftrl-ps gen``'s), else counted."""
+    truth = folder / "truth.json"
+    try:
+        return int(json.loads(truth.read_text())["config"]["rows"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return h.count_rows(train)
+
+
+def output_paths(args: argparse.Namespace) -> tuple[Path, Path]:
+    """The run's log and the workers' reports: beside ``--json``, else in a new
+    temporary folder (kept: the log is the run's whole output), never in ``--data``."""
+    if args.json:
+        base = args.json.with_suffix("")
+        return base.with_name(base.name + ".log"), base.with_name(base.name + ".workers.json")
+    folder = Path(tempfile.mkdtemp(prefix="bench_scale_"))
+    return folder / f"bench_scale_{args.mode}.log", folder / "bench_scale_workers.json"
 
 
 def ensure_data(args: argparse.Namespace) -> Path:
@@ -299,15 +339,16 @@ def summarize(run: dict[str, Any], size: int, rows: int) -> dict[str, Any]:
     # RSS by process at fractions of the run (by time: the cluster has no file position)
     end = samples[-1]["t"] if samples else 0.0
     roles = sorted({r for s in samples for r in s["rss_mib"] if r != "?"})
-    rss: dict[str, dict[str, float]] = {}
+    rss: dict[str, dict[str, float | None]] = {}
     for role in roles:
         seen = [(s["t"], s["rss_mib"][role]) for s in samples if role in s["rss_mib"]]
-        point = {}
-        for f in RSS_POINTS:
+        point: dict[str, float | None] = {}
+        for f in RSS_POINTS:  # None: the process was not running yet (a short run)
             at = [v for tt, v in seen if tt <= f * end]
-            point[f"at_{round(f * 100)}pct"] = at[-1] if at else float("nan")
+            point[f"at_{round(f * 100)}pct"] = at[-1] if at else None
         point["peak"] = max(v for _, v in seen)
-        point["growth_after_20pct"] = point["at_100pct"] - point["at_20pct"]
+        first, last = point["at_20pct"], point["at_100pct"]
+        point["growth_after_20pct"] = None if first is None or last is None else last - first
         rss[role] = point
     result["rss_mib"] = rss
     return result
@@ -318,10 +359,14 @@ def main(argv: list[str] | None = None) -> int:
     folder = ensure_data(args)
     train = folder / "train.svm"
     size = train.stat().st_size
+    rows = rows_in(folder, train)
+    if rows != args.rows:
+        print(f"{folder} holds {rows:,} training rows, not --rows {args.rows:,}: the figures "
+              f"are per {rows:,} rows", file=sys.stderr)
     prefix = shlex.split(args.ftrl_ps_cmd)
     cmd = [*prefix, "train", str(train), "--bits", str(args.bits), "--epochs", "1"]
-    log = folder / f"bench_scale_{args.mode}.log"
-    reports = folder / "bench_scale_workers.json"
+    log, reports = output_paths(args)
+    print(f"the run's output: {log}", file=sys.stderr)
     if args.mode == "cluster":
         cmd += ["--servers", str(args.servers), "--workers", str(args.workers),
                 "--metrics-json", str(reports)]
@@ -343,11 +388,11 @@ def main(argv: list[str] | None = None) -> int:
     run = watch(cmd, train, args.interval, log)
     if args.mode == "cluster":
         run["reports"] = json.loads(reports.read_text()).get("worker_reports", [])
-    result = {"mode": args.mode, "rows": args.rows, "bits": args.bits, "command": shlex.join(cmd),
+    result = {"mode": args.mode, "rows": rows, "bits": args.bits, "command": shlex.join(cmd),
               "file_bytes": size, "page_cache_warmed": warmed, "memory_warmed": memory,
               "load_average_before": load_before,
-              "load_average_after": psutil.getloadavg(),
-              **summarize(run, size, args.rows)}
+              "load_average_after": psutil.getloadavg(), "log": str(log),
+              **summarize(run, size, rows)}
     result["train_output"] = log.read_text(errors="replace").splitlines()[-6:]
     _print(result)
     if args.json:
@@ -381,12 +426,20 @@ def _print(r: dict[str, Any]) -> None:
         print("rows/s by tenth of the rows trained: no figures (a worker's report has no "
               "timeline: an ftrl-ps from before they had one?)")
     header = ["process", "RSS MiB at 20 %", "at 50 %", "at 100 %", "peak", "growth after 20 %"]
-    rows = [[role, *(f"{p[k]:.0f}" for k in ("at_20pct", "at_50pct", "at_100pct", "peak")),
-             f"{p['growth_after_20pct']:+.0f}"] for role, p in r["rss_mib"].items()]
+    rows = [[role, *(_mib(p[k]) for k in ("at_20pct", "at_50pct", "at_100pct", "peak")),
+             _mib(p["growth_after_20pct"], "+")] for role, p in r["rss_mib"].items()]
     print(h.format_table(header, rows))
+    if any(None in p.values() for p in r["rss_mib"].values()):
+        print("-: the process was not running yet at that point of the run")
     print("load average before {:.2f} {:.2f} {:.2f}, after {:.2f} {:.2f} {:.2f}".format(
         *r["load_average_before"], *r["load_average_after"]))
-    print("train output (last lines):\n  " + "\n  ".join(r["train_output"]))
+    print(f"train output (last lines; all of it in {r['log']}):\n  "
+          + "\n  ".join(r["train_output"]))
+
+
+def _mib(value: float | None, sign: str = "") -> str:
+    """An RSS figure in MiB, ``-`` for a point without a sample (not ``nan``)."""
+    return "-" if value is None or value != value else f"{value:{sign}.0f}"
 
 
 if __name__ == "__main__":

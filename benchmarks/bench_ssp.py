@@ -182,9 +182,9 @@ def plot(name: str, runs: list[dict[str, Any]], target: float, path: Path) -> bo
     return True
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--rows", type=int, default=200_000,
+    p.add_argument("--rows", type=h.int_at_least(4), default=200_000,
                    help="training rows generated, test rows a quarter of that "
                    "(default %(default)s)")
     p.add_argument("--staleness", default="0,1,3,8,inf",
@@ -195,10 +195,10 @@ def main(argv: list[str] | None = None) -> int:
                    type=h.comma_list("scenarios", choices=tuple(SCENARIOS)),
                    help="comma-separated straggler scenarios, transient or persistent "
                    "(default %(default)s)")
-    p.add_argument("--repeat", type=int, default=1,
+    p.add_argument("--repeat", type=h.positive_int, default=1,
                    help="runs per setting, ftrl-ps train --seed 0, 1, ...; the table shows "
                    "medians, the figures the first run (default %(default)s)")
-    p.add_argument("--every", type=float, default=0.25,
+    p.add_argument("--every", type=h.positive_float, default=0.25,
                    help="seconds between snapshots (default %(default)s)")
     p.add_argument("--target-gap", type=float, default=0.003,
                    help="target holdout logloss: one process's test logloss plus this "
@@ -211,7 +211,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--figures", type=Path, default=DOCS, metavar="DIR",
                    help="folder of the ssp_<scenario>.png figures (default docs/, which holds "
                    "the committed ones)")
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
     args.figures.mkdir(parents=True, exist_ok=True)
     SPLIT[0] = args.split
     folder, _, _ = h.ensure_synth_data(h.DEFAULT_DATA_DIR, args.rows, args.rows // 4, BITS)

@@ -55,3 +55,59 @@ def test_a_tiny_cluster_run_reports_the_tenths_of_the_rows_trained(tmp_path: Pat
     assert 0 < result["trained_seconds"] < result["wall_seconds"]
     assert "rows/s by tenth of the rows trained" in run.stdout
     assert result["memory_warmed"]["gib"] == 0.05 and "memory: 0.05 GiB" in run.stderr
+    # nothing but the generated data in --data: the log and the workers' reports beside --json
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == [
+        "test.svm", "train.svm", "truth.json"]
+    assert (tmp_path / "scale.log").stat().st_size > 0
+    assert json.loads((tmp_path / "scale.workers.json").read_text())["worker_reports"]
+    assert f"the run's output: {tmp_path / 'scale.log'}" in run.stderr
+    assert result["log"] == str(tmp_path / "scale.log") and result["rows"] == 40000
+    assert "nan" not in run.stdout
+
+
+def test_without_json_the_outputs_go_to_a_new_temporary_folder_not_the_data(
+        tmp_path: Path) -> None:
+    import argparse
+    import shutil
+    import tempfile
+
+    log, reports = bench_scale.output_paths(argparse.Namespace(json=None, mode="cluster"))
+    try:
+        assert log.parent == reports.parent and log.parent.parent == Path(tempfile.gettempdir())
+        assert log.parent.name.startswith("bench_scale_") and not any(log.parent.iterdir())
+    finally:
+        shutil.rmtree(log.parent)
+    log, reports = bench_scale.output_paths(
+        argparse.Namespace(json=tmp_path / "run.json", mode="single"))
+    assert (log, reports) == (tmp_path / "run.log", tmp_path / "run.workers.json")
+
+
+def test_the_rows_are_the_data_folders(tmp_path: Path) -> None:
+    """``--data`` given: the figures are per the rows of its file, not ``--rows``."""
+    train = tmp_path / "train.svm"
+    train.write_text("1 1:1\n0 2:1\n1 3:1")  # the last line without a newline counts
+    assert bench_scale.rows_in(tmp_path, train) == 3
+    (tmp_path / "truth.json").write_text(json.dumps({"config": {"rows": 7}}))
+    assert bench_scale.rows_in(tmp_path, train) == 7
+
+
+def test_a_process_not_running_yet_at_20_percent_has_no_figure_not_nan(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A short run: a worker seen first after 20 % of the run printed 'nan' at 20 %
+    and a growth after 20 % of '+nan'."""
+    samples = [{"t": t, "pos": None, "cpu": 0.0,
+                "rss_mib": {"main:1": 100.0 + t, **({"worker:2": 50.0} if t >= 5 else {})}}
+               for t in range(11)]
+    result = bench_scale.summarize({"wall_seconds": 10.0, "samples": samples}, 100, 1000)
+    worker = result["rss_mib"]["worker:2"]
+    assert worker["at_20pct"] is None and worker["growth_after_20pct"] is None
+    assert worker["at_50pct"] == 50.0 and result["rss_mib"]["main:1"]["growth_after_20pct"] == 8
+    json.dumps(result, allow_nan=False)  # plain JSON
+    bench_scale._print({**result, "mode": "cluster", "rows": 1000, "bits": 16,
+                        "load_average_before": (0, 0, 0), "load_average_after": (0, 0, 0),
+                        "train_output": [], "log": "x.log"})
+    out = capsys.readouterr().out
+    assert "nan" not in out
+    (line,) = [line for line in out.splitlines() if line.startswith("worker:2")]
+    assert line.split() == ["worker:2", "-", "50", "50", "50", "-"]
+    assert "-: the process was not running yet" in out

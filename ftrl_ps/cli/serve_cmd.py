@@ -81,8 +81,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="learners training the cluster at the same time; dense keys' "
                        "deltas are divided by it (merge rule, default 1)")
     learn.add_argument("--dense-fraction", type=c.finite_float, default=0.5, metavar="F",
-                       help="merge rule: keys in this share of a push's rows are averaged "
-                       "over the learners (default 0.5)")
+                       help="keys in this share of a push's rows (and the bias) are dense "
+                       "for the servers' merge rule, as 'ftrl-ps worker --dense-fraction' "
+                       "says: e.g. 'contraction' scales their deltas for the learners, "
+                       "'threshold' averages them over the learners (default 0.5)")
     learn.add_argument("--max-queue-rows", type=c.positive_int, default=1_000_000,
                        help="rows queued for the learner, a request's included, before "
                        "/v1/learn answers 503; a request with more rows: 413 "

@@ -82,9 +82,12 @@ def add_cluster_arguments(parser: argparse.ArgumentParser, *, local: bool = Fals
         type=c.finite_float,
         default=0.5,
         metavar="F",
-        help="merge rules 'contraction' (the default) and 'threshold': a key "
-        "in at least this share of the rows of a push (and the bias) has its deltas "
-        "scaled for the number of workers (threshold: divided by it; default 0.5)",
+        help="a key in at least this share of the rows of a push (and the bias) is "
+        "dense, for every merge rule but 'curvature' and 'sum': 'contraction' (the default) "
+        "scales its deltas by how much the push's rows contract it, 'threshold' divides them "
+        "by the number of workers, 'compose' and 'compose-n' take it as pinned down by the "
+        "round (share of a full push's rows), 'compose-late' likewise (share of the push's "
+        "own rows); default 0.5",
     )
     g.add_argument(
         "--batch-size",
