@@ -415,14 +415,17 @@ def load_options(
 
 
 def describe(options: Any) -> str:
-    """``options`` as one line, every field shown except secrets (``***``).
+    """``options`` as one line, every field shown except secrets (``***``): the
+    class's own fields first, then those of the flag groups it shares with other
+    commands (:mod:`ftrl_ps.ps.option_groups`).
 
     >>> from ftrl_ps.ps.export import ExportOptions
     >>> describe(ExportOptions(server="http://s:1", model="m", token="abc"))[:58]
     "ExportOptions(server='http://s:1', model='m', token=***, t"
     """
+    own = set(vars(type(options)).get("__annotations__", {}))
     parts = []
-    for f in dataclasses.fields(options):
+    for f in sorted(dataclasses.fields(options), key=lambda f: f.name not in own):
         value = getattr(options, f.name)
         shown = "***" if f.name in SECRET_FIELDS and value is not None else repr(value)
         parts.append(f"{f.name}={shown}")
