@@ -111,6 +111,8 @@ class StreamingPushes:
         # in commit mode the fence check claims every shard: their answers serve
         # the sync as they are (nothing else of this client ran in between)
         records = self._withdraw_fenced() if self.commit_on_shard0 else None
+        if records is not None and self.stream.journal.last is None:
+            records = self._withdraw_past_shard0(records)
         claimed: list[dict[str, Any]] = [{} for _ in range(self.layout.num_shards)]
 
         def sync(shard: int) -> None:
@@ -133,16 +135,19 @@ class StreamingPushes:
         """Input rows an earlier process of this index trained and pushed, when this
         one has no journal of its pushes (no ``--state-dir``, or another one): the
         shards' records (``records``, claimed) say, if they agree on its last push.
-        0 with a journal (its last entry says), for a fresh index, and with units
-        handed out (the work queue knows what is left).
+        0 with a journal (its last entry says) and for a fresh index. With units
+        handed out (:attr:`commit_on_shard0`) shard 0's record says: what it holds,
+        every shard holds (:meth:`_withdraw_past_shard0`).
 
         Raises UpdatesLostError when they disagree: pushes go to the shards side by
         side, so a push may have reached some and not others (or had no keys for
         some); without the journal nobody can tell, nor send the missing part.
         """
         assert self.stream is not None
-        if self.stream.journal.last is not None or self.commit_on_shard0:
+        if self.stream.journal.last is not None:
             return 0
+        if self.commit_on_shard0:
+            return int(records[0]["position"]) if int(records[0]["last_seq"]) else 0
         seqs = [int(r["last_seq"]) for r in records]
         if not any(seqs):
             return 0
@@ -193,6 +198,23 @@ class StreamingPushes:
         records = self._fence_everywhere(worker, int(newest["fenced"]), seq)
         self.stream.withdraw_after(seq, int(records[0]["position"]))
         return records
+
+    def _withdraw_past_shard0(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Without a journal, in commit mode: withdraw from the other shards a push of
+        an earlier process of this index that never reached shard 0 (it died between
+        the two; at most one, which those shards keep to withdraw), so that every shard
+        holds what shard 0 holds and this process resumes from there. Each shard's
+        record, claimed."""
+        assert self.stream is not None and self.worker_id is not None
+        seq = int(records[0]["last_seq"])
+        ahead = [s for s, r in enumerate(records) if int(r["last_seq"]) > seq]
+        if not ahead:
+            return records
+        body = {"epoch": self.worker_id - 1, "seq": seq}  # every earlier epoch
+        path = f"/v1/streams/{self.stream.worker}/fence"
+        done = self._net.each(
+            lambda s: self._net.post_json(s, path, body, idempotent=True).json(), ahead)
+        return [done[ahead.index(s)] if s in ahead else r for s, r in enumerate(records)]
 
     def _in_commit_order(self, fn: Any, shards: Any) -> None:
         """``fn(shard)`` for ``shards`` concurrently; with :attr:`commit_on_shard0`,
