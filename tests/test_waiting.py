@@ -287,3 +287,26 @@ def test_server_gives_up_on_a_missing_checkpoint_dir_without_creating_it(
         run_shard(options)
     with pytest.raises(ConfigError, match="start_timeout must be >= 0"):
         run_shard(ShardOptions(checkpoint_dir=str(tmp_path), start_timeout=-1))
+
+
+def test_export_takes_test_parts_as_a_glob_a_directory_or_a_url(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``export --test`` reads the forms ``train --test`` and ``eval`` read (a glob
+    and a file:// URL were refused as 'test file not found'); nothing matching is
+    an error naming the input, before anything is written."""
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    (parts / "t-0.svm").write_text("1 3:1 5:1\n0 4:1\n")
+    (parts / "t-1.svm").write_text("0 3:1\n1 5:1 6:1\n")
+    with real_server(["--bits", "10", "--num-workers", "2"]) as srv:
+        _one_of_two_workers_finishes(srv.url)
+        for test in (str(parts / "t-*"), parts.as_uri(), str(parts)):
+            model = tmp_path / "m.ftrl"
+            results = run_export(ExportOptions(server=srv.url, model=str(model), test=test,
+                                               allow_incomplete=True))
+            assert model.exists() and results["test_rows"] == 4, test
+            model.unlink()
+        with pytest.raises(ConfigError, match=r"no input files match .*nope-\*"):
+            run_export(ExportOptions(server=srv.url, model=str(tmp_path / "x.ftrl"),
+                                     test=str(parts / "nope-*")))
+        assert not (tmp_path / "x.ftrl").exists()

@@ -32,7 +32,9 @@ example:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     c.add_server_arguments(parser)
     parser.add_argument("--model", required=True, metavar="OUT", help="model file to write")
-    parser.add_argument("--test", metavar="TEST", help="evaluate the model on this libsvm file")
+    parser.add_argument("--test", metavar="TEST",
+                        help="evaluate the model on this libsvm data: a file, directory, "
+                             "glob or fsspec URL, as train --test")
     parser.add_argument(
         "--wait", action="store_true",
         help="first wait until every configured worker has finished its share",

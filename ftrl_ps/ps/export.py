@@ -135,22 +135,23 @@ def _server_params(client: Any, options: ExportOptions) -> Any:
 
 def run_export(options: ExportOptions) -> dict[str, Any]:
     """Save the servers' model (after the workers, with ``wait``); the results."""
-    import os
-
     from ftrl_ps.core.modelio import SavedModel, save_model
+    from ftrl_ps.data.sources import expand, is_url
     from ftrl_ps.learn.training import evaluate
     from ftrl_ps.ps.client import PSClient
 
     if options.start_timeout < 0 or options.timeout < 0:
         raise ConfigError("start_timeout and timeout must be >= 0")
     urls = parse_urls(options.server)
-    if options.start_timeout > 0:
-        wait_until_ready(urls, [options.test] if options.test else [],
+    if options.start_timeout > 0:  # (a test file, directory or glob: an fsspec URL is
+        # opened when read)
+        wait_until_ready(urls, [], inputs=[options.test] if options.test and not
+                         is_url(options.test) else [],
                          timeout=options.start_timeout, who="export")
     else:  # a wrong URL fails now, not after the client's retry_seconds
         servers_answer(urls, "export")
-    if options.test and not os.path.exists(options.test):
-        raise ConfigError(f"test file not found: {options.test}")
+    if options.test:  # a file, directory, glob or fsspec URL, as train --test and eval
+        expand(options.test)  # ConfigError naming it when nothing matches
     with PSClient(urls, token=resolve_token(options.token)) as client:
         layout = client.layout
         params = _server_params(client, options)
