@@ -333,6 +333,8 @@ def test_a_worker_stopped_by_sigterm_leaves_and_its_unit_is_taken_over_at_once(
             stopped = time.monotonic()
             _, err0 = procs[0].communicate(timeout=30)
             assert procs[0].returncode == 130 and "interrupted" in err0, err0[-3000:]
+            assert ("left the cluster and the other workers take over the units it held"
+                    in err0), err0[-3000:]  # (it said only 'interrupted')
             workers = http.get(servers[0].url + "/v1/status").json()["clock"]["workers"]
             assert [w["state"] for w in workers if w["index"] == 0] == ["dead"], workers
             _, err1 = procs[1].communicate(timeout=180)

@@ -17,7 +17,9 @@ DESCRIPTION = """\
 Run ONE shard of the ftrl-ps parameter server. The shard holds the FTRL state
 (n, z) of its key range and adds the deltas workers push; shard 0 also runs
 the worker registry and the SSP clock. Start M processes with --shard-index
-0..M-1 and the same --num-shards/--bits/--group-size for an M-shard cluster.
+0..M-1 and otherwise the same flags for an M-shard cluster: --num-shards,
+--bits, --group-size, and also --num-workers, --staleness, --merge-rule, the
+hyper-parameters and --warm-rounds (workers refuse shards that differ).
 
 Once serving, the command prints exactly one line on stdout:
     listening on http://127.0.0.1:PORT

@@ -229,6 +229,15 @@ def apply_params_from(args: argparse.Namespace) -> None:
         args.epochs = 1
 
 
+def _passes(epochs: int) -> str:
+    """How a summary tells the rows of several passes (their total, not per pass).
+
+    >>> _passes(1), _passes(2)
+    ('', ' (2 passes of the input)')
+    """
+    return "" if epochs == 1 else f" ({epochs} passes of the input)"
+
+
 def run(args: argparse.Namespace) -> int:
     with c.sigterm_as_interrupt():  # `kill PID`: 'interrupted', exit 130, as for Ctrl-C
         return _run(args)  # (a local cluster's children are stopped then)
@@ -279,7 +288,7 @@ def _run(args: argparse.Namespace) -> int:
                         + (" (every line was skipped)" if report.bad_lines else ""))
     out = summary_stream(args.metrics_json)
     print(
-        f"trained {report.rows:,} rows x {report.epochs} epoch(s) in {report.seconds:.2f} s "
+        f"trained {report.rows:,} rows{_passes(report.epochs)} in {report.seconds:.2f} s "
         f"({report.rows_per_second:,.0f} rows/s); progressive logloss "
         f"{report.progressive_logloss:.5f}",
         file=out,

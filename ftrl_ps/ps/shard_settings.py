@@ -204,4 +204,5 @@ def check_shards_agree(settings: list[dict[str, Any]]) -> None:
              for k, v in shared(st).items() if v != first.get(k)]
     if clash:
         raise ConfigError("the shards were started with different settings ("
-                          + "; ".join(clash) + "): start every shard with the same flags")
+                          + "; ".join(clash) + "): start every shard with the same flags "
+                          "('ftrl-ps server --help' says which)")

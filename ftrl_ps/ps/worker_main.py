@@ -227,11 +227,7 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
     """Train this worker's share against the servers (or, with ``input == "-"``, the
     stream on stdin: :mod:`ftrl_ps.ps.stream_worker`); its report (also written to
     ``metrics_json``)."""
-    from ftrl_ps.ps.client import PSClient
     from ftrl_ps.ps.kernels import load_kernels
-    from ftrl_ps.ps.layout import Layout
-    from ftrl_ps.ps.shares import read_share, share_of
-    from ftrl_ps.ps.worker import Worker
 
     options.check()
     for warning in options.warnings():
@@ -251,6 +247,23 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         report_bad_lines(streamed["bad_lines"], streamed.pop("bad_examples"))
         write_json(options.metrics_json, streamed)
         return streamed
+    try:
+        return _train_share(options)
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (docker stop, a pod deleted)
+        log.warning("stopped: this worker left the cluster%s; started again with the same "
+                    "flags (its --state-dir too, if it has one) it resumes after the rows it "
+                    "pushed", " and the other workers take over the units it held"
+                    if options.split == "units" else "")
+        raise
+
+
+def _train_share(options: WorkerOptions) -> dict[str, Any]:
+    """:func:`run_worker` for a file input: register, train, finish; the report."""
+    from ftrl_ps.ps.client import PSClient
+    from ftrl_ps.ps.layout import Layout
+    from ftrl_ps.ps.shares import read_share, share_of
+    from ftrl_ps.ps.worker import Worker
+
     urls = parse_urls(options.server)
     cfg = worker_config(options)
     index_wanted = options.worker_index
