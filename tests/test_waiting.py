@@ -310,3 +310,37 @@ def test_export_takes_test_parts_as_a_glob_a_directory_or_a_url(
             run_export(ExportOptions(server=srv.url, model=str(tmp_path / "x.ftrl"),
                                      test=str(parts / "nope-*")))
         assert not (tmp_path / "x.ftrl").exists()
+
+
+def test_export_keeps_the_complete_verdict_its_wait_ended_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The wait saw every worker finished; a worker registering again before the
+    export's last status (a restart with nothing left to do) no longer labels the
+    model 'INCOMPLETE RUN' (QA saw it once: every row was trained)."""
+    real_status, real_dump = PSClient.status, PSClient.dump_state
+    dumped = {"at": False}
+
+    def dump_state(self: PSClient) -> tuple:
+        dumped["at"] = True
+        return real_dump(self)
+
+    def status(self: PSClient, shard: int = 0) -> dict:
+        answer = real_status(self, shard)
+        if dumped["at"] and shard == 0:  # after the wait and the dump: index 1 back, live
+            workers = [w for w in answer["clock"]["workers"] if w["index"] != 1]
+            answer["clock"]["workers"] = [*workers, {"index": 1, "state": "live"}]
+        return answer
+
+    with real_server(["--bits", "10", "--num-workers", "2"]) as srv:
+        for index in (0, 1):
+            with PSClient(srv.url) as client:
+                client.register(index, 2)
+                client.finish()
+        monkeypatch.setattr(PSClient, "status", status)
+        monkeypatch.setattr(PSClient, "dump_state", dump_state)
+        model = tmp_path / "m.ftrl"
+        results = run_export(ExportOptions(server=srv.url, model=str(model), wait=True,
+                                           timeout=5))
+    assert dumped["at"] and results["complete"] is True
+    assert "INCOMPLETE" not in capsys.readouterr().err

@@ -155,14 +155,17 @@ def run_export(options: ExportOptions) -> dict[str, Any]:
     with PSClient(urls, token=resolve_token(options.token)) as client:
         layout = client.layout
         params = _server_params(client, options)
-        if options.wait:
-            _wait_for_workers(client, options)
+        waited = _wait_for_workers(client, options) if options.wait else None
         keys, n, z = client.dump_state()
         status = client.status()
         snap = status.get("clock") or {}
         streams = [client.streams(i) for i in range(len(urls))]
     applied = rows_applied(streams)
     progress = RunProgress.from_snapshot(snap, status.get("work"))
+    if waited is not None and waited.complete and not progress.complete:
+        # complete when the wait ended, so the state dumped since holds every row; a
+        # worker registering in between (a restart with nothing left) changes nothing
+        progress = waited
     if lacking := lacking_pushes(snap.get("workers", []), streams):
         lost = "; ".join(f"shard {i} ({urls[i]}) lacks pushes of finished worker(s) {w}"
                          for i, w in sorted(lacking.items()))
@@ -215,17 +218,17 @@ def run_export(options: ExportOptions) -> dict[str, Any]:
     return results
 
 
-def _wait_for_workers(client: Any, options: ExportOptions) -> None:
+def _wait_for_workers(client: Any, options: ExportOptions) -> RunProgress:
     """Until every configured worker finished (or, with ``allow_incomplete``, none
-    is live any more); :class:`IncompleteRunError` / :class:`ClockTimeoutError`
-    after ``options.timeout`` seconds."""
+    is live any more); where the run stood then. :class:`IncompleteRunError` /
+    :class:`ClockTimeoutError` after ``options.timeout`` seconds."""
     deadline = time.monotonic() + options.timeout
     said, said_at = "", 0.0
     while True:
         status = client.status()
         progress = RunProgress.from_snapshot(status.get("clock") or {}, status.get("work"))
         if progress.complete or (progress.stalled and options.allow_incomplete):
-            return
+            return progress
         text = progress.describe()
         now = time.monotonic()
         if now > deadline:
