@@ -74,9 +74,11 @@ def test_shard_metrics_follow_pushes_pulls_duplicates_and_clock() -> None:
         assert c.post("/v1/push", json=body).json()["applied"] is True
         assert c.post("/v1/push", json=body).json()["applied"] is False  # a retry
         c.post("/v1/pull", json={"keys": [3, 4, 5]})
-        stats = {"rows": 500, "loss_sum": 200.0, "pushes": 1, "wait_seconds": 0.25}
+        stats = {"rows": 500, "loss_sum": 200.0, "pushes": 1, "wait_seconds": 0.25,
+                 "straggle_seconds": 1.5, "straggles": 3}
         assert c.post(f"/v1/workers/{wid}/clock", json={"stats": stats}).json()["ready"]
         fams = families(c.get("/metrics").text)
+        assert c.get("/v1/dashboard").json()["workers"][0]["straggle_seconds"] == 1.5
     assert sample(fams, "ftrl_ps_pushes") == 1
     assert sample(fams, "ftrl_ps_duplicate_pushes") == 1
     assert sample(fams, "ftrl_ps_keys_pushed") == 2
@@ -89,6 +91,7 @@ def test_shard_metrics_follow_pushes_pulls_duplicates_and_clock() -> None:
     assert sample(fams, "ftrl_ps_ssp_staleness") == 1
     assert sample(fams, "ftrl_ps_worker_rows", worker="0") == 500
     assert sample(fams, "ftrl_ps_worker_ssp_wait_seconds", worker="0") == 0.25
+    assert sample(fams, "ftrl_ps_worker_straggle_seconds", worker="0") == 1.5
     wait = fams["ftrl_ps_ssp_wait_seconds"]
     assert [s.value for s in wait.samples if s.name.endswith("_count")] == [1]  # type: ignore[attr-defined]
     assert len([n for n in fams if n.startswith("ftrl_ps_")]) >= 10

@@ -138,3 +138,38 @@ def test_worker_options_refuse_and_warn_before_registering(tmp_path) -> None:
     idle = WorkerOptions(**base, straggle_delay=0.3)
     idle.check()
     assert any("no worker straggles" in w for w in idle.warnings())
+
+
+def test_a_stragglers_sleeps_reach_the_tick_stats_status_and_metrics() -> None:
+    """The injected sleeps travel with every clock tick, so status, the dashboard
+    and /metrics show them beside the SSP waits (they were only in the worker's
+    own --metrics-json); a worker without injection sends no such field."""
+    import numpy as np
+
+    from ftrl_ps.cli.status_cmd import summary
+    from ftrl_ps.core.ftrl import FTRL, FTRLParams
+    from ftrl_ps.ps.worker import Worker, WorkerConfig
+    from tests.test_worker import MemoryServer, as_batches
+
+    rng = np.random.default_rng(0)
+    rows = 400
+    labels = (rng.random(rows) < 0.3).astype(np.float32)
+    indices = rng.integers(0, 60, 2 * rows).astype(np.int32)
+    data = (labels, np.arange(0, 2 * rows + 1, 2), indices, np.ones(2 * rows, np.float32))
+    cfg = WorkerConfig(batch_size=50, fetch_step=1, push_step=1)
+    server = MemoryServer(FTRL(6).state.shape[0])
+    slow = Worker(server, 6, FTRLParams(), cfg,
+                  Straggler(StraggleConfig(1.0, 0.01, None, 0), 0))
+    slow.train_batches(iter(as_batches(*data, per=50)))
+    slow.push()
+    stats = slow.stats()
+    assert slow.report.straggles >= 7 and stats["straggles"] == slow.report.straggles
+    assert stats["straggle_seconds"] == pytest.approx(0.01 * slow.report.straggles)
+    assert "straggle_seconds" not in Worker(MemoryServer(FTRL(6).state.shape[0]), 6,
+                                            FTRLParams(), cfg).stats()
+    clock = {"staleness": 3, "workers": [{"worker_id": 1, "index": 0, "state": "live",
+                                          "clock": 8, "seconds_since_seen": 0.1,
+                                          "stats": stats}]}
+    text = "\n".join(summary(0, {"shard": {"begin": 0, "end": 10}, "counters": {},
+                                 "clock": clock}))
+    assert f"{stats['straggle_seconds']:.1f} s slept as an injected straggler" in text

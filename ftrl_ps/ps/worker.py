@@ -345,7 +345,9 @@ class Worker:
         return {"rows": rows, "loss_sum": r.loss_sum - self._resumed_loss, **resumed,
                 "rows_per_second": rows / elapsed,
                 "pushes": r.pushes, "pulls": r.pulls, "keys_pushed": r.keys_pushed,
-                "keys_pulled": r.keys_pulled, "wait_seconds": r.wait_seconds}
+                "keys_pulled": r.keys_pulled, "wait_seconds": r.wait_seconds,
+                **({"straggle_seconds": r.straggle_seconds, "straggles": r.straggles}
+                   if self.straggler is not None else {})}  # (injected: experiments)
 
     # -- training --------------------------------------------------------
     def train_batches(self, batches: Iterator[Batch]) -> None:

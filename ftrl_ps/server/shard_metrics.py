@@ -73,6 +73,9 @@ _WORKER = (
     ("ssp_wait_seconds", "wait_seconds", "counter",
      "seconds this worker spent in clock ticks and SSP waits"),
     ("rows_per_second", "rows_per_second", "gauge", "this worker's rows/s since it started"),
+    ("straggle_seconds", "straggle_seconds", "counter",
+     "seconds this worker slept before clock ticks as an injected straggler (--straggle-*: "
+     "fault injection for experiments; 0 without it)"),
 )
 
 
