@@ -257,3 +257,27 @@ def test_a_shard_with_checkpoints_exports_their_age(tmp_path: Path) -> None:
         after = sample(families(c.get("/metrics").text), "ftrl_ps_checkpoint_age_seconds")
         assert 0 <= after < before
         assert c.get("/v1/status").json()["checkpoint"]["age_seconds"] >= 0
+
+
+def test_work_units_show_in_metrics_and_status_once_a_plan_is_loaded() -> None:
+    """Units handed out were only in ``status --json`` (QA): /metrics and the text
+    status now count them by state, with the rows of the units done."""
+    from ftrl_ps.cli.status_cmd import summary
+
+    units = [{"id": i, "part": "/d/p.svm", "start": 10 * i, "end": 10 * i + 10,
+              "gzip": False} for i in range(3)]
+    with in_process(bits=12, group_size=64, num_workers=2) as c:
+        assert "ftrl_ps_work_units" not in families(c.get("/metrics").text)  # no plan yet
+        wid = c.post("/v1/workers", json={"num_workers": 2, "layout": LAYOUT}).json()["worker_id"]
+        assert c.post("/v1/work/plan", json={"plan_id": "p1", "units": units}).status_code == 200
+        got = c.post("/v1/work/next", json={"worker_index": 0, "done": [], "holding": []}).json()
+        c.post("/v1/work/next", json={"worker_index": 0, "done": [[got["unit"]["id"], 7]],
+                                      "holding": []})
+        fams = families(c.get("/metrics").text)
+        status = c.get("/v1/status").json()
+    assert wid is not None
+    assert [sample(fams, "ftrl_ps_work_units", state=s) for s in ("pending", "assigned", "done")
+            ] == [1, 1, 1]
+    assert sample(fams, "ftrl_ps_work_rows_done") == 7
+    text = "\n".join(summary(0, status))
+    assert "work units: 1 of 3 done (7 rows), 1 handed out (worker 0: 1), 1 pending" in text

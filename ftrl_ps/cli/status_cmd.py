@@ -93,6 +93,12 @@ def summary(index: int, status: dict[str, Any]) -> list[str]:
             who = "no worker yet" if warm.get("worker") is None else f"worker {warm['worker']}"
             lines.append(f"  warm start ({warm.get('rounds')} rounds, {who} alone): "
                          f"{'over' if warm.get('over') else 'the others wait'}")
+        work = status.get("work") or {}
+        if work.get("plan"):  # --split units
+            held = ", ".join(f"worker {i}: {n}" for i, n in sorted(work["held"].items()))
+            lines.append(f"  work units: {work['done']} of {work['units']} done "
+                         f"({work['rows_done']:,} rows), {work['assigned']} handed out"
+                         f"{f' ({held})' if held else ''}, {work['pending']} pending")
         progress = RunProgress.from_snapshot(clock, status.get("work"))
         lines.append(f"  run {'complete' if progress.complete else 'not complete'}: "
                      f"{progress.describe()}")

@@ -30,8 +30,10 @@ report it with every clock tick)::
     ftrl_ps_progressive_logloss        mean log loss before each row's update
     ftrl_ps_worker_{clock, rows_total, rows_per_second, progressive_logloss,
                     pushes_total, pulls_total, keys_pushed_total, keys_pulled_total,
-                    ssp_wait_seconds_total}{worker}
+                    ssp_wait_seconds_total, straggle_seconds_total}{worker}
     ftrl_ps_worker_state{worker, state}  1 for the worker's current state
+    ftrl_ps_work_units{state}          pending / assigned / done (--split units)
+    ftrl_ps_work_rows_done             rows of the units done
 """
 
 from __future__ import annotations
@@ -176,7 +178,21 @@ class ShardCollector(Collector):
         if o.rows:
             yield _gauge("progressive_logloss", "mean log loss of each row before its update",
                          o.progressive_logloss)
+        yield from self._work()
         yield from self._per_worker(o)
+
+    def _work(self) -> Iterator[Metric]:
+        """The work units handed out (``--split units``), once a plan is loaded."""
+        work = self.state.work.summary()
+        if not work.get("plan"):
+            return
+        units = GaugeMetricFamily(_name("work_units"), "work units of the plan by state "
+                                  "(--split units)", labels=["state"])
+        for st in ("pending", "assigned", "done"):
+            units.add_metric([st], float(work[st]))
+        yield units
+        yield _gauge("work_rows_done", "rows of the work units done (every pass)",
+                     float(work["rows_done"]))
 
     def _per_worker(self, o: Overview) -> Iterator[Metric]:
         clock = GaugeMetricFamily(_name("worker_clock"), "clock of the worker", labels=["worker"])
