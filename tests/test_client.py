@@ -370,7 +370,8 @@ def test_a_worker_held_at_the_bound_says_so_once_in_a_while(caplog) -> None:
                 pytest.raises(ClockTimeoutError):
             ps.clock(timeout=1.0)  # about ten server waits of 0.1 s
     said = [r.getMessage() for r in caplog.records if r.name == "ftrl_ps.ps.client"]
-    assert said == ["worker 0 at clock 1 waits for the others (min clock 0, staleness 0)"]
+    assert said == ["worker 0 at clock 1 waits for worker 1 (min clock 0, staleness 0; a "
+                    "worker silent for --worker-timeout is declared dead)"]
 
 
 # --- real server processes ----------------------------------------------------------------

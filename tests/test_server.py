@@ -370,10 +370,13 @@ def test_clock_routes_ssp_zero():
         t0 = time.monotonic()
         first = c.post(f"/v1/workers/{a}/clock", json={"clock": 1, "stats": {"rows": 10}})
         assert first.json()["ready"] is False and time.monotonic() - t0 >= 0.15
+        assert first.json()["slowest"] == [1]  # whom worker 0 waits for
         retried = c.post(f"/v1/workers/{a}/clock", json={"clock": 1}).json()  # idempotent
         assert retried["clock"] == 1 and retried["ready"] is False
         assert c.post(f"/v1/workers/{b}/clock", json={"clock": 1}).json()["ready"] is True
-        assert c.post(f"/v1/workers/{a}/wait").json()["ready"] is True
+        assert c.post(f"/v1/workers/{a}/wait").json() | {"min_clock": 1} == {
+            "worker_id": a, "clock": 1, "ready": True, "min_clock": 1, "staleness": 0,
+            "alone": False, "slowest": []}
         assert_error(c.post(f"/v1/workers/{a}/clock", json={"clock": 5}), 409,
                      "WorkerStateError", "cannot tick to 5")
         assert_error(c.post(f"/v1/workers/{a}/clock", json={"stats": {"x": "nan"}}), 400,
@@ -395,12 +398,12 @@ def test_the_clock_answer_names_the_worker_training_alone():
         first = c.post(f"/v1/workers/{a}/wait").json()
         assert first["ready"] is True and first["alone"] is True
         held = c.post(f"/v1/workers/{b}/wait").json()
-        assert held["ready"] is False and held["alone"] is False
+        assert held["ready"] is False and held["alone"] is False and held["slowest"] == [0]
         after = c.post(f"/v1/workers/{a}/clock", json={"clock": 1}).json()
         assert after["alone"] is False
         assert c.post(f"/v1/workers/{b}/wait").json() | {"worker_id": 0} == {
             "worker_id": 0, "clock": 0, "ready": True, "min_clock": 0, "staleness": 0,
-            "alone": False}
+            "alone": False, "slowest": []}
 
 
 def test_warm_done_from_the_lone_worker_ends_the_warm_start():

@@ -51,6 +51,7 @@ from ftrl_ps.errors import (
 )
 from ftrl_ps.ps import wire
 from ftrl_ps.ps.layout import Layout
+from ftrl_ps.ps.overview import held_by
 from ftrl_ps.ps.pulling import Pulls
 from ftrl_ps.ps.pushing import StreamingPushes
 from ftrl_ps.ps.replay import PushStream
@@ -65,7 +66,6 @@ SAY_HELD_EVERY = 30.0  #: seconds between two "waits for the others" lines of on
 
 T = TypeVar("T")
 Arrays = tuple[np.ndarray, np.ndarray]
-Arrays3 = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 class PSClient(StreamingPushes, Pulls):
@@ -312,9 +312,10 @@ class PSClient(StreamingPushes, Pulls):
                 wait_body["timeout"] = remaining
             if time.monotonic() - self._said_held >= SAY_HELD_EVERY:  # (a server wait passed)
                 self._said_held = time.monotonic()
-                log.info("worker %s at clock %d waits for the others (min clock %s, staleness "
-                         "%s)", self.worker_index, target, answer.get("min_clock"),
-                         answer.get("staleness"))
+                log.info("worker %s at clock %d waits for %s (min clock %s, staleness %s; a "
+                         "worker silent for --worker-timeout is declared dead)", self.worker_index,
+                         target, held_by(answer.get("slowest")), answer["min_clock"], answer.get(
+                             "staleness"))
             answer = self._net.post_json(0, f"/v1/workers/{wid}/wait", wait_body, idempotent=True,
                                      timeout=self._wait_timeout()).json()
         return answer

@@ -121,6 +121,14 @@ class Overview:
             return 0
         return self.max_clock - self.min_clock
 
+    @property
+    def slowest(self) -> list[int]:
+        """Who the others may be held at: the indices the clock still expects and
+        that never registered (clock 0), else the live workers at the smallest clock."""
+        if self.missing:
+            return list(self.missing)
+        return [w.index for w in self.workers if w.state == "live" and w.clock == self.min_clock]
+
     @classmethod
     def from_clock(cls, snapshot: dict[str, Any] | None) -> Overview:
         """Summarise a clock snapshot (``/v1/status``'s ``clock``; None: no workers)."""
@@ -265,3 +273,14 @@ class History:
             self._stop.set()
             self._sampler.join(timeout=5)
             self._sampler = None
+
+
+def held_by(slowest: list[int] | None) -> str:
+    """Whom a waiting worker waits for, in words.
+
+    >>> held_by([2]), held_by([0, 3]), held_by([])
+    ('worker 2', 'workers 0, 3', 'the others')
+    """
+    if not slowest:
+        return "the others"
+    return ("worker " if len(slowest) == 1 else "workers ") + ", ".join(map(str, slowest))

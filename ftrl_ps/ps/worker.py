@@ -113,9 +113,8 @@ class WorkerReport(TrainReport):
     keys_pulled: int = 0
     #: seconds in clock ticks (the SSP wait for slower workers included)
     wait_seconds: float = 0.0
-    #: seconds slept by injected straggling (ftrl_ps.ps.straggle), and how often
-    straggle_seconds: float = 0.0
-    straggles: int = 0
+    straggle_seconds: float = 0.0  #: slept as an injected straggler (ftrl_ps.ps.straggle)
+    straggles: int = 0  #: how often
     #: pushes made while training alone (the warm start), merged as one worker's
     pushes_alone: int = 0
 
@@ -342,12 +341,11 @@ class Worker:
         # rows pushed before this process (status counts a predecessor killed -9 by them)
         resumed = {"resumed_rows": self.position - rows} | (
             {"resumed_loss": self._resumed_loss} if self._resumed_rows else {})  # journal's
+        slept = {"straggle_seconds": r.straggle_seconds, "straggles": r.straggles}  # injected
         return {"rows": rows, "loss_sum": r.loss_sum - self._resumed_loss, **resumed,
-                "rows_per_second": rows / elapsed,
-                "pushes": r.pushes, "pulls": r.pulls, "keys_pushed": r.keys_pushed,
-                "keys_pulled": r.keys_pulled, "wait_seconds": r.wait_seconds,
-                **({"straggle_seconds": r.straggle_seconds, "straggles": r.straggles}
-                   if self.straggler is not None else {})}  # (injected: experiments)
+                "rows_per_second": rows / elapsed, "pushes": r.pushes, "pulls": r.pulls,
+                "keys_pushed": r.keys_pushed, "keys_pulled": r.keys_pulled,
+                "wait_seconds": r.wait_seconds, **(slept if self.straggler else {})}
 
     # -- training --------------------------------------------------------
     def train_batches(self, batches: Iterator[Batch]) -> None:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from ftrl_ps.errors import LayoutMismatchError
 from ftrl_ps.ps.clock import SSPClock
+from ftrl_ps.ps.overview import Overview
 from ftrl_ps.ps.state import ServerState
 from ftrl_ps.server.deps import AuthDep, StateDep
 from ftrl_ps.server.fields import Count, NonNegative
@@ -132,6 +133,8 @@ class ClockAnswer(BaseModel):
     min_clock: int | None
     staleness: int | None
     alone: bool = Field(False, description="this worker trains alone in the warm start")
+    slowest: list[int] = Field(default_factory=list, description="worker indices at the "
+                               "smallest clock (live, or expected and never registered)")
 
 
 @router.post("", summary="register a worker", response_model=RegisterAnswer)
@@ -175,6 +178,8 @@ async def _wait(state: ServerState, clock: SSPClock, worker_id: int,
         "min_clock": clock.min_clock(),
         "staleness": clock.staleness,
         "alone": clock.alone(worker_id),
+        "slowest": [] if ready else [i for i in Overview.from_clock(clock.snapshot()).slowest
+                                     if i != clock.worker(worker_id).index],
     }
 
 
