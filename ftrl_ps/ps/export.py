@@ -143,11 +143,10 @@ def run_export(options: ExportOptions) -> dict[str, Any]:
     if options.start_timeout < 0 or options.timeout < 0:
         raise ConfigError("start_timeout and timeout must be >= 0")
     urls = parse_urls(options.server)
-    if options.start_timeout > 0:  # (a test file, directory or glob: an fsspec URL is
-        # opened when read)
-        wait_until_ready(urls, [], inputs=[options.test] if options.test and not
-                         is_url(options.test) else [],
-                         timeout=options.start_timeout, who="export")
+    if options.start_timeout > 0:  # for a local test input too (a URL is opened when read)
+        local_test = [options.test] if options.test and not is_url(options.test) else []
+        wait_until_ready(urls, [], inputs=local_test, timeout=options.start_timeout,
+                         who="export")
     else:  # a wrong URL fails now, not after the client's retry_seconds
         servers_answer(urls, "export")
     if options.test:  # a file, directory, glob or fsspec URL, as train --test and eval
