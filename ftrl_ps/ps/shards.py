@@ -174,7 +174,8 @@ class ShardConnections:
                 raise TransportError(
                     f"{method} {self.urls[shard]}{path} failed after {attempt + 1} attempt(s) "
                     f"in {elapsed:.1f} s: {failure}. Is shard {shard} running? (retried for "
-                    f"{self.retry_seconds:g} s)"
+                    f"{self.retry_seconds:g} s) Once it runs again (from its --checkpoint-dir), "
+                    "start this process again: a worker with the same --state-dir resumes"
                 ) from cause
             if not said and elapsed >= SAY_AFTER:  # not silent for minutes; a blip says nothing
                 log.warning("shard %d (%s) does not answer (%s): retrying for up to %g s",
