@@ -216,10 +216,11 @@ def test_a_resumed_worker_reports_the_rows_it_trained_itself(synth_small: Path,
                                timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert again.returncode == 0, again.stderr
     line = re.search(r"worker 0/1: ([\d,]+) rows in [\d.]+ s \(after ([\d,]+) rows an "
-                     r"earlier process pushed\)", again.stderr)
+                     r"earlier process pushed\), progressive logloss [\d.]+ \(over the "
+                     r"index's ([\d,]+) rows\)", again.stderr)  # (the loss is the index's)
     assert line, again.stderr
-    here, before = (int(g.replace(",", "")) for g in line.groups())
-    assert before >= 5000 and here + before == 20_000
+    here, before, over = (int(g.replace(",", "")) for g in line.groups())
+    assert before >= 5000 and here + before == over == 20_000
 
 
 @pytest.mark.parametrize("split", ["shares", "units"])

@@ -336,10 +336,11 @@ def _train_share(options: WorkerOptions) -> dict[str, Any]:
     report_bad_lines(report.bad_lines, report.bad_examples)
     if not options.quiet:
         log.info(
-            "worker %d/%d: %s rows in %.2f s%s, progressive logloss %.5f, %d pushes (%s keys), "
-            "%d pulls (%s keys)", index, options.num_workers, f"{report.rows - counted:,}",
+            "worker %d/%d: %s rows in %.2f s%s, progressive logloss %.5f%s, %d pushes (%s "
+            "keys), %d pulls (%s keys)", index, options.num_workers, f"{report.rows - counted:,}",
             report.seconds, f" (after {resumed:,} rows an earlier process pushed)" if resumed
-            else "", report.progressive_logloss, report.pushes,
+            else "", report.progressive_logloss,
+            f" (over the index's {report.rows:,} rows)" if counted else "", report.pushes,
             f"{report.keys_pushed:,}", report.pulls, f"{report.keys_pulled:,}",
         )
     result = {
