@@ -156,7 +156,8 @@ class ShardCollector(Collector):
         if o.min_clock is not None and o.max_clock is not None:
             yield _gauge("clock_min", "smallest clock of a live worker", o.min_clock)
             yield _gauge("clock_max", "largest clock of a live worker", o.max_clock)
-            yield _gauge("clock_gap", "largest minus smallest clock of live workers", o.gap)
+            yield _gauge("clock_gap", "largest minus smallest clock of live workers (a worker "
+                         "that ticked and waits counts: up to staleness + 1)", o.gap)
         if o.staleness is not None:
             yield _gauge("ssp_staleness", "SSP bound: most clocks a worker may run ahead",
                          o.staleness)
