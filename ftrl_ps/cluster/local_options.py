@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ftrl_ps.data.sources import check_unit_mb
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.ps.merge import DEFAULT_RULE
 from ftrl_ps.ps.option_groups import InputFields, ModelFields, TrainingFields
@@ -62,5 +61,4 @@ class LocalClusterOptions(TrainingFields, InputFields, ModelFields):
         if self.warm_push_step is not None and self.warm_fraction <= 0:
             raise ConfigError("--warm-push-step sets the pushes of the warm start, and "
                               "--warm-fraction 0 has none: drop one of them")
-        self.straggle().check_workers(self.workers)
-        check_unit_mb(self.unit_mb)
+        self.check_training(self.workers)

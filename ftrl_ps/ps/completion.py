@@ -35,16 +35,17 @@ False
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ftrl_ps.ps.registry import online_totals
 
-__all__ = ["RunProgress"]
+__all__ = ["RunProgress", "workers_text"]
 
 
-def _list(indices: tuple[int, ...]) -> str:
+def workers_text(indices: Sequence[int]) -> str:
+    """``worker 2`` / ``workers 0, 3``: indices in words (status lines, log lines)."""
     return ("worker " if len(indices) == 1 else "workers ") + ", ".join(map(str, indices))
 
 
@@ -142,11 +143,11 @@ class RunProgress:
         if self.units_done:
             parts.append("every work unit done")
         if self.live:
-            parts.append(f"running: {_list(self.live)}")
+            parts.append(f"running: {workers_text(self.live)}")
         if self.missing:
-            parts.append(f"never registered: {_list(self.missing)}")
+            parts.append(f"never registered: {workers_text(self.missing)}")
         if self.dead:
-            parts.append(f"died and not replaced: {_list(self.dead)}")
+            parts.append(f"died and not replaced: {workers_text(self.dead)}")
         if self.lost:
             parts.append(self.lost)
         return "; ".join(parts)

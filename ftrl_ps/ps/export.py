@@ -30,7 +30,7 @@ from ftrl_ps.learn.logs import say
 from ftrl_ps.ps.auth import resolve_token
 from ftrl_ps.ps.completion import RunProgress
 from ftrl_ps.ps.option_groups import InputFields, ModelFields
-from ftrl_ps.ps.waiting import servers_answer, wait_until_ready
+from ftrl_ps.ps.waiting import wait_to_start
 from ftrl_ps.ps.worker_main import WorkerOptions, adopt_model, params_with_defaults, parse_urls
 
 log = logging.getLogger(__name__)
@@ -136,19 +136,16 @@ def _server_params(client: Any, options: ExportOptions) -> Any:
 def run_export(options: ExportOptions) -> dict[str, Any]:
     """Save the servers' model (after the workers, with ``wait``); the results."""
     from ftrl_ps.core.modelio import SavedModel, save_model
-    from ftrl_ps.data.sources import expand, is_url
+    from ftrl_ps.data.sources import expand
     from ftrl_ps.learn.training import evaluate
     from ftrl_ps.ps.client import PSClient
 
     if options.start_timeout < 0 or options.timeout < 0:
         raise ConfigError("start_timeout and timeout must be >= 0")
     urls = parse_urls(options.server)
-    if options.start_timeout > 0:  # for a local test input too (a URL is opened when read)
-        local_test = [options.test] if options.test and not is_url(options.test) else []
-        wait_until_ready(urls, [], inputs=local_test, timeout=options.start_timeout,
-                         who="export")
-    else:  # a wrong URL fails now, not after the client's retry_seconds
-        servers_answer(urls, "export")
+    # a wrong URL fails now, not after the client's retry_seconds
+    wait_to_start(urls, [options.test] if options.test else [],
+                  timeout=options.start_timeout, who="export")
     if options.test:  # a file, directory, glob or fsspec URL, as train --test and eval
         expand(options.test)  # ConfigError naming it when nothing matches
     with PSClient(urls, token=resolve_token(options.token)) as client:

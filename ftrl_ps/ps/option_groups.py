@@ -71,6 +71,12 @@ class TrainingFields:
         return StraggleConfig(self.straggle_prob, self.straggle_delay, self.straggle_workers,
                               self.seed)
 
+    def check_training(self, workers: int) -> None:
+        """Raise :class:`~ftrl_ps.errors.ConfigError` for straggle workers that are
+        not among ``workers`` or a unit size out of bounds."""
+        self.straggle().check_workers(workers)
+        check_unit_mb(self.unit_mb)
+
     def warnings(self) -> list[str]:
         """Settings that are valid but do (almost) nothing, to be said once."""
         said = [self.straggle().idle_reason(), check_unit_mb(self.unit_mb)]

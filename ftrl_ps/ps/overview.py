@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ftrl_ps.learn.progress import human
+from ftrl_ps.ps.completion import workers_text
 from ftrl_ps.ps.registry import online_totals
 
 __all__ = ["History", "Overview", "WorkerView"]
@@ -281,6 +282,4 @@ def held_by(slowest: list[int] | None) -> str:
     >>> held_by([2]), held_by([0, 3]), held_by([])
     ('worker 2', 'workers 0, 3', 'the others')
     """
-    if not slowest:
-        return "the others"
-    return ("worker " if len(slowest) == 1 else "workers ") + ", ".join(map(str, slowest))
+    return workers_text(slowest) if slowest else "the others"

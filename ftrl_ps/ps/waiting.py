@@ -30,7 +30,7 @@ from ftrl_ps.errors import StartupTimeoutError
 from ftrl_ps.learn.logs import say
 
 __all__ = ["FIRST_ANSWER_TIMEOUT", "REMIND_EVERY", "health_url", "log_line", "servers_answer",
-           "unmet", "wait_until_ready"]
+           "unmet", "wait_to_start", "wait_until_ready"]
 
 log = logging.getLogger("ftrl_ps.waiting")
 
@@ -109,6 +109,18 @@ def servers_answer(urls: Sequence[str], who: str) -> None:
         raise StartupTimeoutError(
             f"{who}: no server answers at {'; '.join(missing)}; check --server, or give "
             "--start-timeout SECONDS to wait for servers that start later")
+
+
+def wait_to_start(urls: Sequence[str], inputs: Sequence[str], *, timeout: float,
+                  who: str) -> None:
+    """The start of a worker or an export: with ``timeout`` > 0 wait up to that long
+    for the servers and the ``inputs`` (:func:`wait_until_ready`); with 0 fail at once
+    if a server does not answer (:func:`servers_answer`; the caller's options checked
+    the inputs)."""
+    if timeout > 0:
+        wait_until_ready(urls, [], inputs=inputs, timeout=timeout, who=who)
+    else:
+        servers_answer(urls, who)
 
 
 def log_line(line: str) -> None:

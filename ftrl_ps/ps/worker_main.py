@@ -17,13 +17,12 @@ from typing import Any
 
 from ftrl_ps.core.jsonfile import write_json
 from ftrl_ps.core.params import DTYPES, FTRLParams, check_bits
-from ftrl_ps.data.sources import check_unit_mb
 from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.progress import report_bad_lines
 from ftrl_ps.ps.auth import resolve_token
 from ftrl_ps.ps.option_groups import InputFields, ModelFields, TrainingFields
 from ftrl_ps.ps.straggle import Straggler
-from ftrl_ps.ps.waiting import servers_answer, wait_until_ready
+from ftrl_ps.ps.waiting import wait_to_start
 
 __all__ = ["WorkerOptions", "adopt_model", "check_against_servers", "finished_indices",
            "model_params", "params_with_defaults", "parse_urls", "run_worker", "worker_config"]
@@ -84,10 +83,9 @@ class WorkerOptions(TrainingFields, InputFields, ModelFields):
     def check(self) -> None:
         """Raise :class:`ConfigError` for options that cannot work."""
         if self.num_workers >= 1:  # (else refused below)
-            self.straggle().check_workers(self.num_workers)
+            self.check_training(self.num_workers)
         if self.split not in ("auto", "units", "shares"):
             raise ConfigError(f"split must be 'auto', 'units' or 'shares', got {self.split!r}")
-        check_unit_mb(self.unit_mb)
         if self.split == "shares":  # a directory, glob, URL or .gz file: refused now
             from ftrl_ps.data.sources import check_shares
 
@@ -215,14 +213,6 @@ def _warm_start_turn(client: Any, worker: Any, settings: dict[str, Any]) -> None
         worker.alone_until = max(0, int(settings["warm_rounds"]) - client.worker_clock)
 
 
-def _waitable(spec: str) -> list[str]:
-    """The input ``wait_until_ready`` waits for: a file, or a directory or glob with a
-    file (not stdin, not an fsspec URL: those are opened when read)."""
-    from ftrl_ps.data.sources import is_url
-
-    return [] if spec == "-" or is_url(spec) else [spec]
-
-
 def run_worker(options: WorkerOptions) -> dict[str, Any]:
     """Train this worker's share against the servers (or, with ``input == "-"``, the
     stream on stdin: :mod:`ftrl_ps.ps.stream_worker`); its report (also written to
@@ -234,11 +224,8 @@ def run_worker(options: WorkerOptions) -> dict[str, Any]:
         log.warning("%s", warning)
     load_kernels()  # a fresh machine compiles here, once, and says so
     who = "worker" if options.worker_index is None else f"worker {options.worker_index}"
-    if options.start_timeout > 0:
-        wait_until_ready(parse_urls(options.server), [], inputs=_waitable(options.input),
-                         timeout=options.start_timeout, who=who)
-    else:
-        servers_answer(parse_urls(options.server), who)
+    wait_to_start(parse_urls(options.server), [options.input], timeout=options.start_timeout,
+                  who=who)  # (stdin and a URL count as there: opened when read)
     options = options.resolved()  # "auto" decided on the input there now
     if options.input == "-":
         from ftrl_ps.ps.stream_worker import run_stream_worker
