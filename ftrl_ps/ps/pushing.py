@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -171,12 +172,15 @@ class StreamingPushes:
                 self._fence_everywhere(key[0], key[1], int(f["seq"]))
                 self._fences_applied.add(key)
 
-    def _fence_everywhere(self, worker: int, epoch: int, seq: int) -> list[dict[str, Any]]:
+    def _fence_everywhere(self, worker: int, epoch: int, seq: int,
+                          shards: Sequence[int] | None = None) -> list[dict[str, Any]]:
+        """Fence ``worker``'s epochs up to ``epoch`` at ``seq`` on ``shards`` (default:
+        every shard); their records, in the order of ``shards``."""
         body = {"epoch": epoch, "seq": seq}
         return self._net.each(
             lambda s: self._net.post_json(s, f"/v1/streams/{worker}/fence", body,
                                           idempotent=True).json(),
-            range(self.layout.num_shards))
+            range(self.layout.num_shards) if shards is None else shards)
 
     def _withdraw_fenced(self) -> list[dict[str, Any]]:
         """Claim this epoch on every shard; for a process of an index whose earlier
@@ -210,11 +214,10 @@ class StreamingPushes:
         ahead = [s for s, r in enumerate(records) if int(r["last_seq"]) > seq]
         if not ahead:
             return records
-        body = {"epoch": self.worker_id - 1, "seq": seq}  # every earlier epoch
-        path = f"/v1/streams/{self.stream.worker}/fence"
-        done = self._net.each(
-            lambda s: self._net.post_json(s, path, body, idempotent=True).json(), ahead)
-        return [done[ahead.index(s)] if s in ahead else r for s, r in enumerate(records)]
+        # every earlier epoch of the index, at shard 0's last push
+        done = dict(zip(ahead, self._fence_everywhere(self.stream.worker, self.worker_id - 1,
+                                                      seq, ahead), strict=True))
+        return [done.get(s, r) for s, r in enumerate(records)]
 
     def _in_commit_order(self, fn: Any, shards: Any) -> None:
         """``fn(shard)`` for ``shards`` concurrently; with :attr:`commit_on_shard0`,
