@@ -75,11 +75,12 @@ run item3 "$PY" benchmarks/bench_ssp.py --scenarios transient --staleness 0,3 --
 run item4 "$PY" benchmarks/bench_handout.py --staleness 3 --splits units --repeat 3 \
     --json "$OUT/item4.json"
 if [[ -n $DATA20 && -f $DATA20/train.svm ]]; then
-    # run 1 as the machine is; run 2 with memory faulted in just before (this VM's
-    # first touch of memory the hypervisor took back: benchmarks/_harness.warm_memory)
+    # run 1 as the machine is; run 2 right after an unmeasured run of the same command
+    # (this VM hands freed memory back to its host within seconds, and the first touch
+    # of such memory is dear: RESULTS.md, sessions 22 and 35)
     for i in 1 2; do
         warm=()
-        [[ $i == 2 ]] && warm=(--warm-memory 2)
+        [[ $i == 2 ]] && warm=(--warm-run)
         run "item6_single_$i" "$PY" benchmarks/bench_scale.py --mode single --rows 20000000 \
             --bits 26 --data "$DATA20" ${warm[@]+"${warm[@]}"} --json "$OUT/item6_single_$i.json"
         run "item6_cluster_$i" "$PY" benchmarks/bench_scale.py --mode cluster --rows 20000000 \

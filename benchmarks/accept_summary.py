@@ -186,7 +186,8 @@ def item6(data: dict[str, Any], label: str) -> list[Row]:
     growths = [g for p in data["rss_mib"].values()
                if (g := p.get("growth_after_20pct")) is not None and g == g]
     growth = f"{max(growths):+.0f} MiB" if growths else "n/a"
-    warmed = "memory warmed" if data.get("memory_warmed") else "as the machine was"
+    warmed = ("after a warm-up run" if data.get("warm_run") else
+              "memory warmed" if data.get("memory_warmed") else "as the machine was")
     ok = abs(ratio - 1.0) <= TENTHS_WITHIN
     return [("6", f"{label}, {_size(data)}, {warmed}: last tenth / first ({by})",
              f"{ratio:.3f} (largest RSS growth after 20 %: {growth})",

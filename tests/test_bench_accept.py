@@ -39,8 +39,8 @@ def test_every_item_runs_with_its_command_and_the_log_says_so(tmp_path: Path) ->
                        "bench_merge.py", "accept_summary.py"]
     assert "--rows 5000000" in lines[1] and f"--data {data20}" in lines[5]
     assert "--mode cluster" in lines[6] and "--servers 2 --workers 2" in lines[6]
-    # item 6: the first runs as the machine is, the second with memory warmed
-    assert ["--warm-memory 2" in line for line in lines[5:9]] == [False, False, True, True]
+    # item 6: the first runs as the machine is, the second right after a warm-up run
+    assert ["--warm-run" in line for line in lines[5:9]] == [False, False, True, True]
     log = (out / "log").read_text()
     assert log.count("   rc 0 ") == 11 and log.count("   rc 3 ") == 1  # bench_wire failed
     # every benchmark that has a summary row writes its JSON where the summary reads it
@@ -101,7 +101,8 @@ def _acceptance_jsons(out: Path, *, cluster_20m: float, vw: float) -> None:
     write("item6_single_2.json", {"last_over_first": 0.973, "memory_warmed": True,
                                   "rss_mib": rss})
     write("item6_cluster_2.json", {"last_over_first": 1.254, "trained_last_over_first": 0.987,
-                                   "memory_warmed": True, "rss_mib": rss})
+                                   "memory_warmed": None, "warm_run": {"returncode": 0},
+                                   "rss_mib": rss})
     (out / "item6_cluster_1.json").write_text("{ cut short")
 
 
@@ -157,6 +158,8 @@ def test_the_summary_labels_the_sizes_the_json_files_say(
     assert [w for w in what if w.startswith("one process, run 2")] == [
         "one process, run 2, rows not recorded, memory warmed: last tenth / first "
         "(the file's tenths)"]
+    assert [w.split(": ")[0] for w in what if "run 2" in w and "workers" in w] == [
+        "2 shards + 2 workers, run 2, rows not recorded, after a warm-up run"]
     assert main([str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "item 1: the verdict is by the worst setting's mean over the row orders" in out

@@ -45,7 +45,8 @@ def test_a_tiny_cluster_run_reports_the_tenths_of_the_rows_trained(tmp_path: Pat
     run = subprocess.run(
         [sys.executable, str(SCRIPT), "--mode", "cluster", "--rows", "40000", "--test-rows",
          "1000", "--bits", "16", "--data", str(tmp_path / "data"), "--interval", "0.05",
-         "--warm-memory", "0.05", "--json", str(out), "--", "--batch-size", "500"],
+         "--warm-memory", "0.05", "--warm-run", "--json", str(out), "--",
+         "--batch-size", "500"],
         capture_output=True, text=True, timeout=300,
     )
     assert run.returncode == 0, run.stderr[-2000:] + run.stdout[-2000:]
@@ -55,6 +56,9 @@ def test_a_tiny_cluster_run_reports_the_tenths_of_the_rows_trained(tmp_path: Pat
     assert 0 < result["trained_seconds"] < result["wall_seconds"]
     assert "rows/s by tenth of the rows trained" in run.stdout
     assert result["memory_warmed"]["gib"] == 0.05 and "memory: 0.05 GiB" in run.stderr
+    # the warm-up run: the same command, its output beside the measured run's
+    assert result["warm_run"]["returncode"] == 0 and "warm-up run: exit 0" in run.stderr
+    assert "trained 40,000 rows" in (tmp_path / "scale.warm.log").read_text()
     # nothing but the generated data in --data: the log and the workers' reports beside --json
     assert sorted(p.name for p in (tmp_path / "data").iterdir()) == [
         "test.svm", "train.svm", "truth.json"]
@@ -111,3 +115,18 @@ def test_a_process_not_running_yet_at_20_percent_has_no_figure_not_nan(
     (line,) = [line for line in out.splitlines() if line.startswith("worker:2")]
     assert line.split() == ["worker:2", "-", "50", "50", "50", "-"]
     assert "-: the process was not running yet" in out
+
+
+def test_a_failed_warm_up_run_stops_the_benchmark_before_the_measured_run(
+        tmp_path: Path) -> None:
+    out = tmp_path / "scale.json"
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), "--rows", "200", "--test-rows", "10", "--bits", "12",
+         "--data", str(tmp_path / "data"), "--warm-run", "--json", str(out), "--",
+         "--batch-size", "0"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 1, run.stderr[-2000:]
+    assert "the warm-up run failed (exit 2" in run.stderr and "no measured run" in run.stderr
+    assert "--batch-size" in (tmp_path / "scale.warm.log").read_text()
+    assert not out.exists() and "$ " not in run.stderr.split("warm-up run failed")[-1]
