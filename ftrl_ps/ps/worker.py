@@ -33,18 +33,18 @@ import numpy as np
 from ftrl_ps.core.ftrl import FTRLParams, fit_compact
 from ftrl_ps.data.batch import Batch
 from ftrl_ps.data.minibatch import skip_rows, steps
-from ftrl_ps.errors import ConfigError
 from ftrl_ps.learn.training import TrainReport
 from ftrl_ps.ps.contraction import push_contraction
 from ftrl_ps.ps.curvature import unpushed_contraction
 from ftrl_ps.ps.inflight import InFlight
-from ftrl_ps.ps.merge import RULES, VERSIONED, push_payload, servers_rule
+from ftrl_ps.ps.merge import VERSIONED, push_payload, servers_rule
 from ftrl_ps.ps.overview import History
 from ftrl_ps.ps.pushsize import fitting, max_push_keys
 from ftrl_ps.ps.rounds import RoundLength, adaptive_by_default
 from ftrl_ps.ps.shares import Share, read_share
 from ftrl_ps.ps.steps import StepTracker
 from ftrl_ps.ps.straggle import Straggler
+from ftrl_ps.ps.worker_config import WorkerConfig
 from ftrl_ps.ps.workingset import KeyNumbering, PendingDeltas, WorkingSet
 
 __all__ = ["ParamClient", "Worker", "WorkerConfig", "WorkerReport"]
@@ -63,43 +63,6 @@ class ParamClient(Protocol):
     def clock(self, stats: dict[str, Any] | None = None) -> Any: ...
 
     def warm_done(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class WorkerConfig:
-    """How a worker trains and talks to the servers."""
-
-    batch_size: int = 500
-    fetch_step: int = 4
-    push_step: int = 4
-    epochs: int = 1
-    chunk_bytes: int = 4 << 20
-    skip_bad_lines: bool = False
-    #: how the servers merge pushes (ftrl_ps.ps.merge.RULES). None: the rule they announce
-    #: (:func:`ftrl_ps.ps.merge.servers_rule`); another rule is a ConfigError.
-    merge_rule: str | None = None
-    #: ``threshold`` and ``contraction`` rules: workers training concurrently
-    num_workers: int = 1
-    #: a key in this share of a push's rows is dense (``compose``: rho = 0)
-    dense_fraction: float = 0.5
-    #: lengthen the rounds of a worker that keeps waiting for slower ones (see
-    #: :class:`ftrl_ps.ps.rounds.RoundLength`); False: every round is ``fetch_step``
-    #: steps; None: as :func:`ftrl_ps.ps.rounds.adaptive_by_default` says for the servers
-    adaptive_rounds: bool | None = None
-    #: while this worker trains alone (the servers' warm start), push and tick every
-    #: this many steps instead of ``push_step`` (None: ``push_step``), fewer or more
-    #: (ftrl_ps.cluster.local.local_warm_start: the warm start's rows in one tick)
-    warm_push_step: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.merge_rule is not None and self.merge_rule not in RULES:
-            raise ConfigError(f"merge_rule must be one of {RULES}, got {self.merge_rule!r}")
-        if not self.dense_fraction > 0:
-            raise ConfigError(f"dense_fraction must be > 0, got {self.dense_fraction}")
-        for name in ("batch_size", "fetch_step", "push_step", "epochs", "chunk_bytes",
-                     "num_workers", "warm_push_step"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
 
 
 @dataclass
