@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -502,12 +503,65 @@ def test_an_idle_worker_asks_again_right_after_its_tick(monkeypatch: pytest.Monk
             return next(answers)
 
     worker = SimpleNamespace(
-        report=SimpleNamespace(rows=0, epochs=0), rows_applied=0, position=0,
+        report=SimpleNamespace(rows=0, epochs=0, idle_seconds=0.0), rows_applied=0, position=0,
         config=SimpleNamespace(epochs=1), round_length=None,
         train_batches=lambda batches: list(batches), push=lambda final: None,
         idle=lambda: ticks)
     assert handout.train_units(worker, Work(), 0) == 0  # type: ignore[arg-type]
     assert slept == ([] if ticks else [handout.IDLE_POLL] * 2)
+
+
+@pytest.mark.parametrize("staleness", [3, None])
+def test_time_idle_for_units_is_idle_seconds_not_a_training_wait(
+        monkeypatch: pytest.MonkeyPatch, staleness: int | None) -> None:
+    """QA: a worker waiting for units others held showed as busy (its idle time was
+    reported nowhere). From the WAIT after its last push until shard 0's next answer
+    it is idle: ``idle_seconds`` in its report and in the stats of its ticks, its
+    idle ticks (an SSP wait each) not in ``wait_seconds``. A fake clock: every ask
+    takes 0.1 s, every tick 0.5 s, the asynchronous poll IDLE_POLL."""
+    from ftrl_ps.ps import handout
+    from ftrl_ps.ps.layout import Layout
+    from ftrl_ps.ps.local_client import LocalClient
+    from ftrl_ps.ps.store import ParameterStore
+
+    now = [100.0]
+
+    def passes(seconds: float) -> None:
+        now[0] += seconds
+
+    monkeypatch.setattr(time, "perf_counter", lambda: now[0])  # the worker's and handout's
+    monkeypatch.setattr(time, "sleep", passes)
+
+    class Server(LocalClient):
+        ticks: list[dict[str, float]]
+
+        def clock(self, stats: dict[str, float] | None = None) -> None:
+            super().clock(stats)
+            self.ticks.append(dict(stats or {}))
+            passes(0.5)  # held by the SSP clock
+
+    client = Server(ParameterStore(Layout(8, group_size=16), dtype="float64"))
+    client.ticks = []
+    client.server_settings = {"staleness": staleness}
+    # the first WAIT ends the stream of batches (a worker still trains the rows read
+    # before it and pushes them: not idle); the next three asks are made idle
+    answers = iter([handout.WAIT, handout.WAIT, handout.WAIT, None])
+
+    class Work:
+        def next(self, *args: object) -> object:
+            passes(0.1)
+            return next(answers)
+
+    worker = Worker(client, 8, FTRLParams(), WorkerConfig())
+    assert handout.train_units(worker, Work(), 0) == 0  # type: ignore[arg-type]
+    each = 0.5 if staleness is not None else handout.IDLE_POLL
+    assert worker.report.idle_seconds == pytest.approx(2 * (each + 0.1))
+    assert worker.report.wait_seconds == 0.0  # the idle ticks are no training wait
+    assert worker.stats()["idle_seconds"] == pytest.approx(2 * (each + 0.1))
+    assert worker.stats()["wait_seconds"] == 0.0
+    # each idle tick's stats carry the idle time so far (shard 0 shows it meanwhile)
+    assert [t["idle_seconds"] for t in client.ticks] == pytest.approx(
+        [0.0, 0.6] if staleness is not None else [])
 
 
 def test_the_last_worker_asking_is_never_refused() -> None:

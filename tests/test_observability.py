@@ -281,3 +281,57 @@ def test_work_units_show_in_metrics_and_status_once_a_plan_is_loaded() -> None:
     assert sample(fams, "ftrl_ps_work_rows_done") == 7
     text = "\n".join(summary(0, status))
     assert "work units: 1 of 3 done (7 rows), 1 handed out (worker 0: 1), 1 pending" in text
+
+
+def test_a_worker_idle_for_units_shows_it_in_status_dashboard_and_metrics() -> None:
+    """QA: a worker waiting for units another one held showed as live with near-zero
+    waits everywhere. A real worker (index 1) waits for the unit worker 0 holds: the
+    stats of its idle ticks, and of its finish, carry ``idle_seconds`` into
+    ``/v1/status`` (what ``status --json`` prints), the text status, the dashboard's
+    feed and ``/metrics``; none of it as an SSP wait."""
+    import threading
+
+    from ftrl_ps.cli.status_cmd import summary
+    from ftrl_ps.core.ftrl import FTRLParams
+    from ftrl_ps.ps.client import PSClient
+    from ftrl_ps.ps.handout import WorkClient, train_units
+    from ftrl_ps.ps.worker import Worker, WorkerConfig
+
+    def stats(status: dict, index: int) -> dict:
+        return next(w["stats"] for w in status["clock"]["workers"] if w["index"] == index)
+
+    units = [{"id": 0, "part": "/d/p.svm", "start": 0, "end": 10, "gzip": False}]
+    with in_process(bits=12, group_size=64, num_workers=2, staleness=1000) as c:
+        c.post("/v1/workers", json={"worker_index": 0, "num_workers": 2, "layout": LAYOUT})
+        assert c.post("/v1/work/plan", json={"plan_id": "p1", "units": units}).status_code == 200
+        assert c.post("/v1/work/next", json={"worker_index": 0, "done": [], "holding": []}
+                      ).json()["unit"]["id"] == 0
+        own = TestClient(c.app, base_url="http://shard")  # the worker's thread's
+        with PSClient(["http://shard"], http_clients=[own]) as ps:
+            ps.register(1, 2)
+            worker = Worker(ps, 12, FTRLParams(), WorkerConfig())
+            taken: list[int] = []  # units it trained: none (and no error)
+            thread = threading.Thread(
+                target=lambda: taken.append(train_units(worker, WorkClient(ps), 1)))
+            thread.start()
+            deadline = time.monotonic() + 10  # (worker 0 is declared dead after 30 s)
+            while stats(c.get("/v1/status").json(), 1).get("idle_seconds", 0.0) < 0.3:
+                assert time.monotonic() < deadline and thread.is_alive()
+                time.sleep(0.02)
+            c.post("/v1/work/next", json={"worker_index": 0, "done": [[0, 10]], "holding": []})
+            thread.join(30)
+            assert taken == [0]
+            ps.finish(worker.stats())
+        idle = worker.report.idle_seconds
+        status = c.get("/v1/status").json()
+        fams = families(c.get("/metrics").text)
+        feed = {w["index"]: w for w in c.get("/v1/dashboard").json()["workers"]}
+    assert idle >= 0.3 and worker.report.wait_seconds == 0.0
+    assert stats(status, 1)["idle_seconds"] == idle and stats(status, 1)["wait_seconds"] == 0.0
+    assert f"SSP waits 0.0 s, idle {idle:.1f} s for units others hold" in "\n".join(
+        summary(0, status))
+    assert feed[1]["idle_seconds"] == idle and feed[1]["wait_seconds"] == 0.0
+    assert feed[0]["idle_seconds"] == 0.0  # no stats yet: 0, like its waits
+    assert sample(fams, "ftrl_ps_worker_idle_seconds", worker="1") == idle
+    assert sample(fams, "ftrl_ps_worker_idle_seconds", worker="0") == 0.0
+    assert sample(fams, "ftrl_ps_worker_ssp_wait_seconds", worker="1") == 0.0

@@ -79,11 +79,13 @@ def summary(index: int, status: dict[str, Any]) -> list[str]:
             loss = stats.get("loss_sum", 0.0) / rows if rows else float("nan")
             slept = (f", {stats['straggle_seconds']:.1f} s slept as an injected straggler"
                      if "straggle_seconds" in stats else "")
+            idle = (f", idle {stats['idle_seconds']:.1f} s for units others hold"
+                    if stats.get("idle_seconds") else "")
             lines.append(
                 f"  worker {w['index']} (id {w['worker_id']}, pid {w.get('pid')}): {w['state']}, "
                 f"clock {w['clock']}, "
                 f"{int(rows):,} rows, progressive logloss {loss:.5f}, "
-                f"SSP waits {stats.get('wait_seconds', 0.0):.1f} s{slept}, "
+                f"SSP waits {stats.get('wait_seconds', 0.0):.1f} s{idle}{slept}, "
                 f"seen {w['seconds_since_seen']} s ago"
             )
         if clock.get("missing_indices"):

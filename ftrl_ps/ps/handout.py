@@ -28,7 +28,7 @@ from ftrl_ps.errors import ProtocolError
 from ftrl_ps.ps.worker import Worker
 
 __all__ = ["WAIT", "UnitStream", "WorkClient", "default_unit_bytes", "plan",
-           "train_units"]
+           "train_units", "wait_for_units"]
 
 #: shard 0's answer "nothing to take now, but others hold units: ask again"
 WAIT = "wait"
@@ -209,7 +209,8 @@ def train_units(worker: Worker, work: WorkClient, worker_index: int) -> int:
 
     With nothing left to take while other workers still hold units, the worker
     waits (ticking its clock, so that under SSP it never holds the others back)
-    and asks again: if one of them dies, its units are handed to this one."""
+    and asks again: if one of them dies, its units are handed to this one
+    (:func:`wait_for_units`)."""
     stream = UnitStream(worker, work, worker_index)
     got: tuple[Unit, int] | None = None
     while True:
@@ -218,12 +219,30 @@ def train_units(worker: Worker, work: WorkClient, worker_index: int) -> int:
         # more work, if any, goes on at the same clock
         worker.push(final=True)
         answer = stream.next_unit()  # None, unless a dead worker's unit was freed meanwhile
-        while answer == WAIT:
-            if not worker.idle():
-                time.sleep(IDLE_POLL)
-            answer = stream.next_unit()
+        if answer == WAIT:
+            answer = wait_for_units(worker, stream)
         if not isinstance(answer, tuple):  # None: nothing is left
             break
         got = answer
     worker.report.epochs = worker.config.epochs
     return stream.units
+
+
+def wait_for_units(worker: Worker, stream: UnitStream) -> tuple[Unit, int] | str | None:
+    """After a :data:`WAIT`: tick (or sleep :data:`IDLE_POLL`) and ask again until
+    shard 0 hands over a unit or has none left; its answer.
+
+    The seconds from that first WAIT on are the report's ``idle_seconds``, not a
+    training wait (the tick in :meth:`Worker.idle` is not in ``wait_seconds``),
+    added before every tick so that the stats it sends show them so far."""
+    report, mark = worker.report, time.perf_counter()
+    answer: tuple[Unit, int] | str | None = WAIT
+    while answer == WAIT:
+        now = time.perf_counter()
+        report.idle_seconds += now - mark
+        mark = now
+        if not worker.idle():
+            time.sleep(IDLE_POLL)
+        answer = stream.next_unit()
+    report.idle_seconds += time.perf_counter() - mark
+    return answer

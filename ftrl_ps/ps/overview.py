@@ -2,8 +2,8 @@
 
 Workers send their progress with every clock tick (``rows``, ``loss_sum``,
 ``rows_per_second``, ``pushes``, ``pulls``, ``keys_pushed``, ``keys_pulled``,
-``wait_seconds``; see :meth:`ftrl_ps.ps.worker.Worker.stats`); shard 0 keeps
-the last one per worker (:meth:`ftrl_ps.ps.clock.SSPClock.snapshot`).
+``wait_seconds``, ``idle_seconds``; see :meth:`ftrl_ps.ps.worker.Worker.stats`);
+shard 0 keeps the last one per worker (:meth:`ftrl_ps.ps.clock.SSPClock.snapshot`).
 :class:`Overview` sums them up the same way for everyone who shows progress:
 the local cluster's live line, ``ftrl-ps status``, the dashboard and the
 metrics of shard 0. :class:`History` keeps a bounded time series of the

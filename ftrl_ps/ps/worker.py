@@ -74,8 +74,11 @@ class WorkerReport(TrainReport):
     pulls: int = 0
     keys_pushed: int = 0
     keys_pulled: int = 0
-    #: seconds in clock ticks (the SSP wait for slower workers included)
+    #: seconds in clock ticks (the SSP wait for slower workers included; not idle ones)
     wait_seconds: float = 0.0
+    #: seconds idle for want of work units other workers hold, ticks included
+    #: (``--split units``: :func:`ftrl_ps.ps.handout.train_units`)
+    idle_seconds: float = 0.0
     straggle_seconds: float = 0.0  #: slept as an injected straggler (ftrl_ps.ps.straggle)
     straggles: int = 0  #: how often
     #: pushes made while training alone (the warm start), merged as one worker's
@@ -308,7 +311,8 @@ class Worker:
         return {"rows": rows, "loss_sum": r.loss_sum - self._resumed_loss, **resumed,
                 "rows_per_second": rows / elapsed, "pushes": r.pushes, "pulls": r.pulls,
                 "keys_pushed": r.keys_pushed, "keys_pulled": r.keys_pulled,
-                "wait_seconds": r.wait_seconds, **(slept if self.straggler else {})}
+                "wait_seconds": r.wait_seconds, "idle_seconds": r.idle_seconds,
+                **(slept if self.straggler else {})}
 
     # -- training --------------------------------------------------------
     def train_batches(self, batches: Iterator[Batch]) -> None:
@@ -371,7 +375,8 @@ class Worker:
         """Nothing to train for now (waiting for units other workers hold): tick the
         clock, so that under SSP this worker never holds the others back; the tick
         waits while it is ahead. Asynchronous runs (no staleness) do not tick: nobody
-        waits for this clock. Not counted as a training wait. Whether it ticked."""
+        waits for this clock. Not counted as a training wait (``wait_seconds``): the
+        caller counts the whole time idle as ``idle_seconds``. Whether it ticked."""
         self.pass_gate()
         self._sync()
         if self._asynchronous:

@@ -342,6 +342,7 @@ def _train_share(options: WorkerOptions) -> dict[str, Any]:
         "bad_lines": report.bad_lines,
         "bad_examples": report.bad_examples[:10],  # (line or "part:line", token, reason)
         "wait_seconds": report.wait_seconds,
+        "idle_seconds": report.idle_seconds,  # for want of units others held (--split units)
         "straggle_seconds": report.straggle_seconds,
         "straggles": report.straggles,
         "pushes_alone": report.pushes_alone,

@@ -147,6 +147,7 @@ class Observer:
                     "rows_per_second": w.rows_per_second,
                     "progressive_logloss": w.progressive_logloss if w.rows else None,
                     "wait_seconds": w.stat("wait_seconds"),
+                    "idle_seconds": w.stat("idle_seconds"),  # for want of units
                     "straggle_seconds": w.stats.get("straggle_seconds"),  # None: not injected
                     "seconds_since_seen": w.seconds_since_seen,
                 }

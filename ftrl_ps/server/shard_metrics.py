@@ -30,7 +30,8 @@ report it with every clock tick)::
     ftrl_ps_progressive_logloss        mean log loss before each row's update
     ftrl_ps_worker_{clock, rows_total, rows_per_second, progressive_logloss,
                     pushes_total, pulls_total, keys_pushed_total, keys_pulled_total,
-                    ssp_wait_seconds_total, straggle_seconds_total}{worker}
+                    ssp_wait_seconds_total, idle_seconds_total,
+                    straggle_seconds_total}{worker}
     ftrl_ps_worker_state{worker, state}  1 for the worker's current state
     ftrl_ps_work_units{state}          pending / assigned / done (--split units)
     ftrl_ps_work_rows_done             rows of the units done
@@ -73,7 +74,11 @@ _WORKER = (
     ("keys_pushed", "keys_pushed", "counter", "keys in this worker's pushes"),
     ("keys_pulled", "keys_pulled", "counter", "keys this worker pulled"),
     ("ssp_wait_seconds", "wait_seconds", "counter",
-     "seconds this worker spent in clock ticks and SSP waits"),
+     "seconds this worker spent in clock ticks and SSP waits while training (its ticks "
+     "while idle are in idle_seconds)"),
+    ("idle_seconds", "idle_seconds", "counter",
+     "seconds this worker waited idle for work units other workers held (--split units; "
+     "its clock ticks meanwhile included)"),
     ("rows_per_second", "rows_per_second", "gauge", "this worker's rows/s since it started"),
     ("straggle_seconds", "straggle_seconds", "counter",
      "seconds this worker slept before clock ticks as an injected straggler (--straggle-*: "

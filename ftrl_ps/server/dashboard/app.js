@@ -126,6 +126,7 @@
       cell(tr, fmt(w.state === "live" && r !== null ? r : w.rows_per_second));
       cell(tr, w.progressive_logloss === null ? "–" : w.progressive_logloss.toFixed(5));
       cell(tr, w.wait_seconds.toFixed(2));
+      cell(tr, w.idle_seconds.toFixed(2));
       cell(tr, w.straggle_seconds === null || w.straggle_seconds === undefined
         ? "–" : w.straggle_seconds.toFixed(2));
       cell(tr, w.seconds_since_seen.toFixed(1) + " s ago");
