@@ -39,8 +39,10 @@ def test_every_item_runs_with_its_command_and_the_log_says_so(tmp_path: Path) ->
                        "bench_merge.py", "accept_summary.py"]
     assert "--rows 5000000" in lines[1] and f"--data {data20}" in lines[5]
     assert "--mode cluster" in lines[6] and "--servers 2 --workers 2" in lines[6]
-    # item 6: the first runs as the machine is, the second right after a warm-up run
-    assert ["--warm-run" in line for line in lines[5:9]] == [False, False, True, True]
+    # item 6: the first runs as the machine is; the second one process with memory
+    # warmed, the cluster right after a warm-up run
+    assert ["--warm-memory 2" in line for line in lines[5:9]] == [False, False, True, False]
+    assert ["--warm-run" in line for line in lines[5:9]] == [False, False, False, True]
     log = (out / "log").read_text()
     assert log.count("   rc 0 ") == 11 and log.count("   rc 3 ") == 1  # bench_wire failed
     # every benchmark that has a summary row writes its JSON where the summary reads it
