@@ -99,3 +99,24 @@ def test_a_state_dir_of_an_earlier_run_is_refused_by_new_servers(tmp_path: Path,
     assert "another --state-dir" in done.stderr and len(done.stderr.splitlines()) <= 2
     assert workers == [] and streams == []  # the new servers are untouched
 
+
+
+def test_the_final_line_gives_the_seconds_idle_for_units_when_there_were_any() -> None:
+    """QA: a worker idle for want of units said so nowhere; its last line now does (as
+    its report, status, the dashboard and /metrics), and only when it was idle."""
+    from ftrl_ps.ps.worker import WorkerReport
+    from ftrl_ps.ps.worker_main import final_line
+
+    busy = WorkerReport(rows=5000, seconds=1.5, loss_sum=2000.0, pushes=4, pulls=4,
+                        keys_pushed=1200, keys_pulled=1300, idle_seconds=0.01)
+    line = final_line(0, 3, busy, 0, 0)
+    assert line == ("worker 0/3: 5,000 rows in 1.50 s, progressive logloss 0.40000, "
+                    "4 pushes (1,200 keys), 4 pulls (1,300 keys)")
+    idle = WorkerReport(rows=5000, seconds=9.0, loss_sum=2000.0, pushes=4, pulls=4,
+                        keys_pushed=1200, keys_pulled=1300, idle_seconds=6.04)
+    # resumed after 1,000 rows an earlier process pushed, 800 of them counted in rows
+    line = final_line(2, 3, idle, 800, 1000)
+    assert line == ("worker 2/3: 4,200 rows in 9.00 s (after 1,000 rows an earlier process "
+                    "pushed), progressive logloss 0.40000 (over the index's 5,000 rows), "
+                    "4 pushes (1,200 keys), 4 pulls (1,300 keys), idle 6.0 s for units "
+                    "others held")

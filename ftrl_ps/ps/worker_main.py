@@ -24,8 +24,9 @@ from ftrl_ps.ps.option_groups import InputFields, ModelFields, TrainingFields
 from ftrl_ps.ps.straggle import Straggler
 from ftrl_ps.ps.waiting import wait_to_start
 
-__all__ = ["WorkerOptions", "adopt_model", "check_against_servers", "finished_indices",
-           "model_params", "params_with_defaults", "parse_urls", "run_worker", "worker_config"]
+__all__ = ["WorkerOptions", "adopt_model", "check_against_servers", "final_line",
+           "finished_indices", "model_params", "params_with_defaults", "parse_urls",
+           "run_worker", "worker_config"]
 
 log = logging.getLogger("ftrl_ps.worker")
 
@@ -322,14 +323,7 @@ def _train_share(options: WorkerOptions) -> dict[str, Any]:
         client.finish(worker.stats())  # the last push had no tick: its progress goes here
     report_bad_lines(report.bad_lines, report.bad_examples)
     if not options.quiet:
-        log.info(
-            "worker %d/%d: %s rows in %.2f s%s, progressive logloss %.5f%s, %d pushes (%s "
-            "keys), %d pulls (%s keys)", index, options.num_workers, f"{report.rows - counted:,}",
-            report.seconds, f" (after {resumed:,} rows an earlier process pushed)" if resumed
-            else "", report.progressive_logloss,
-            f" (over the index's {report.rows:,} rows)" if counted else "", report.pushes,
-            f"{report.keys_pushed:,}", report.pulls, f"{report.keys_pulled:,}",
-        )
+        log.info("%s", final_line(index, options.num_workers, report, counted, resumed))
     result = {
         "worker_index": index,
         "rows": report.rows,
@@ -355,6 +349,28 @@ def _train_share(options: WorkerOptions) -> dict[str, Any]:
     }
     write_json(options.metrics_json, result)
     return result
+
+
+def final_line(index: int, num_workers: int, report: Any, counted: int, resumed: int) -> str:
+    """The line a worker logs at its end: its rows, loss and traffic, and the seconds it
+    waited idle for work units other workers held (``--split units``), if any.
+
+    >>> from ftrl_ps.ps.worker import WorkerReport
+    >>> r = WorkerReport(rows=1000, seconds=2.0, loss_sum=400.0, pushes=3, pulls=3,
+    ...                  keys_pushed=900, keys_pulled=950, idle_seconds=1.34)
+    >>> final_line(1, 2, r, 0, 0)
+    'worker 1/2: 1,000 rows in 2.00 s, progressive logloss 0.40000, 3 pushes (900 keys), \
+3 pulls (950 keys), idle 1.3 s for units others held'
+    """
+    return (
+        f"worker {index}/{num_workers}: {report.rows - counted:,} rows in {report.seconds:.2f} s"
+        + (f" (after {resumed:,} rows an earlier process pushed)" if resumed else "")
+        + f", progressive logloss {report.progressive_logloss:.5f}"
+        + (f" (over the index's {report.rows:,} rows)" if counted else "")
+        + f", {report.pushes} pushes ({report.keys_pushed:,} keys), {report.pulls} pulls "
+        f"({report.keys_pulled:,} keys)"
+        + (f", idle {report.idle_seconds:.1f} s for units others held"
+           if report.idle_seconds >= 0.05 else ""))
 
 
 def finished_indices(clock: dict[str, Any]) -> set[int]:
